@@ -1,0 +1,1 @@
+// PLACEHOLDER: kernel benchmarks are being written (bench/quant_bench.cpp).

@@ -1,0 +1,55 @@
+// The weight-format table: per block format, its reference (scalar) dequantize / quantize /
+// dot-product and the fastest version this CPU runs. Layouts are bit-compatible with ggml
+// (ggml-common.h). Nothing above quant/ switches on a format: it looks the row up here.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace okapi::quant {
+
+// `src` is one row in storage layout (for IQ*_BN including its row prefix), `n` its length in
+// elements (a multiple of the block size).
+using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+// Dot product of a weight row `w` (this format) with an activation row `a` already quantized to
+// `vec_dot_type`; n elements. Returns the float result as ggml's vec_dot does.
+using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
+
+struct Format {
+  DType type = DType::F32;
+  DequantizeRowFn dequantize_ref = nullptr;
+  QuantizeRowFn quantize_ref = nullptr;  // nullptr: okapi cannot produce this format
+  DType vec_dot_type = DType::F32;       // the activation format the dot product pairs with
+  VecDotFn vec_dot_ref = nullptr;
+  // Fastest implementation for this CPU; equal to the _ref pointers when there is no SIMD one.
+  DequantizeRowFn dequantize = nullptr;
+  QuantizeRowFn quantize = nullptr;
+  VecDotFn vec_dot = nullptr;
+};
+
+// nullptr when okapi has no kernels for the type (e.g. the IQ* codebook types).
+const Format* find_format(DType type);
+const Format& format(DType type);  // throws okapi::Error for an unsupported type
+std::vector<DType> supported_types();
+
+// Whole-tensor helpers: handle per-tensor metadata (I2_S's trailing scale) and row prefixes.
+// `shape` is ggml ne[]; `data` must hold tensor_bytes(type, shape) bytes. Throws okapi::Error.
+void dequantize_tensor(DType type, std::span<const uint8_t> data, std::span<const int64_t> shape,
+                       float* out, bool use_reference = false);
+std::vector<uint8_t> quantize_tensor(DType type, const float* src, std::span<const int64_t> shape,
+                                     bool use_reference = false);
+
+namespace detail {
+// Each family registers its rows; table.cpp collects them and then lets the SIMD families
+// replace the fast pointers when the CPU supports them.
+void add_float_formats(std::vector<Format>& table);    // F32 F16 BF16
+void add_legacy_formats(std::vector<Format>& table);   // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1
+void add_kquant_formats(std::vector<Format>& table);   // Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K
+void add_ternary_formats(std::vector<Format>& table);  // TQ1_0 TQ2_0 I2_S IQ1_BN IQ2_BN
+void use_avx2_kernels(std::vector<Format>& table);     // called only when the CPU has AVX2+FMA+F16C
+}  // namespace detail
+
+}  // namespace okapi::quant

@@ -1,0 +1,16 @@
+// Each verb lives in its own file and registers a CLI11 subcommand; the callback it installs
+// runs the verb and returns the process exit code through `exit_code`.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace okapi::cli {
+
+struct VerbResult {
+  int exit_code = 0;
+};
+
+void register_inspect(CLI::App& app, VerbResult& result);
+void register_convert(CLI::App& app, VerbResult& result);
+void register_quantize(CLI::App& app, VerbResult& result);
+
+}  // namespace okapi::cli
