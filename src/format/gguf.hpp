@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -20,6 +21,16 @@ namespace okapi::gguf {
 inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 inline constexpr uint64_t kDefaultAlignment = 32;
 inline constexpr int kMaxDims = 4;
+// Longest tensor name: ggml's GGML_MAX_NAME is 64 including the terminating NUL, and llama.cpp
+// rejects names of 64 bytes or more.
+inline constexpr size_t kMaxTensorName = 63;
+// general.alignment must be a power of two no larger than this. Real files use 32 (sometimes a
+// page size, 4-64 KiB); 1 MiB leaves room for huge pages while keeping a hostile value from
+// making the writer pad by gigabytes.
+inline constexpr uint64_t kMaxAlignment = uint64_t{1} << 20;
+// Arrays may nest (an array of arrays); deeper nesting than this is rejected so that a hostile
+// file cannot exhaust the stack.
+inline constexpr int kMaxArrayDepth = 8;
 
 enum class ValueType : uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8,
@@ -40,8 +51,13 @@ struct Value {
   Storage data;
 
   Value() = default;
+  // Implicit by design: writer.set("k", uint32_t{3}) stores a u32. Only exact storage types are
+  // accepted, so an int literal is an i32 and a size_t is a u64.
   template <typename T>
-  Value(T v) : data(std::move(v)) {}  // NOLINT: implicit by design (writer.set("k", uint32_t{3}))
+    requires(!std::is_same_v<std::decay_t<T>, Value> && std::is_constructible_v<Storage, T>)
+  Value(T v) : data(std::move(v)) {}  // NOLINT(google-explicit-constructor)
+  Value(const char* s) : data(std::string(s)) {}  // NOLINT(google-explicit-constructor)
+  Value(std::string_view s) : data(std::string(s)) {}  // NOLINT(google-explicit-constructor)
 
   ValueType type() const;
   bool is_integer() const;
@@ -152,6 +168,7 @@ class Writer {
   std::vector<KeyValue> metadata_;
   std::vector<PendingTensor> tensors_;
   uint64_t alignment() const;
+  void validate() const;  // throws on what the reader would reject
   template <typename Sink>
   void emit(Sink& sink) const;
 };

@@ -41,6 +41,9 @@ void dequantize_tensor(DType type, std::span<const uint8_t> data, std::span<cons
                        float* out, bool use_reference = false);
 std::vector<uint8_t> quantize_tensor(DType type, const float* src, std::span<const int64_t> shape,
                                      bool use_reference = false);
+// The factor a row-level result (dequantize / vec_dot of one row) must be multiplied by for this
+// tensor: I2_S's per-tensor scale (stored after the packed rows), 1 for every other format.
+float tensor_scale(DType type, std::span<const uint8_t> data, std::span<const int64_t> shape);
 
 namespace detail {
 // Each family registers its rows; table.cpp collects them and then lets the SIMD families

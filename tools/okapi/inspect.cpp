@@ -1,10 +1,147 @@
-// PLACEHOLDER: being written.
+// okapi inspect FILE [--json] [--full-arrays]: the metadata and tensor table of a GGUF file
+// (like llama.cpp's gguf-dump), or the header and tensor layout of a llama2.c checkpoint /
+// tokenizer.bin.
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "format/gguf.hpp"
+#include "inspect_llama2c.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
-void register_inspect(CLI::App& app, VerbResult& /*result*/) {
-  auto* cmd = app.add_subcommand("inspect", "(not yet available)");
-  cmd->callback([] { throw okapi::Error("inspect: not yet implemented"); });
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += fmt::format("{}{}", i ? " x " : "", shape[i]);
+  return s;
 }
+
+ordered_json value_to_json(const gguf::Value& v, bool full_arrays) {
+  if (v.is_array()) {
+    const auto& arr = v.as_array();
+    ordered_json out;
+    out["type"] = "array";
+    out["element_type"] = std::string(gguf::value_type_name(arr.element_type));
+    out["count"] = arr.items.size();
+    const size_t n = full_arrays ? arr.items.size() : std::min<size_t>(arr.items.size(), 8);
+    ordered_json items = ordered_json::array();
+    for (size_t i = 0; i < n; ++i) items.push_back(value_to_json(arr.items[i], full_arrays));
+    out[full_arrays ? "items" : "first_items"] = std::move(items);
+    return out;
+  }
+  switch (v.type()) {
+    case gguf::ValueType::STRING: return v.as_string();
+    case gguf::ValueType::BOOL: return v.as_bool();
+    case gguf::ValueType::F32:
+    case gguf::ValueType::F64: return v.as_double();
+    case gguf::ValueType::U64: return v.as_uint();
+    default: return v.as_int();
+  }
+}
+
+ordered_json gguf_to_json(const gguf::File& file, bool full_arrays) {
+  ordered_json out;
+  out["file"] = file.name();
+  out["format"] = "gguf";
+  out["version"] = file.version();
+  out["file_size"] = file.file_size();
+  out["alignment"] = file.alignment();
+  out["data_offset"] = file.data_offset();
+  ordered_json meta = ordered_json::array();
+  for (const auto& kv : file.metadata()) {
+    ordered_json m;
+    m["key"] = kv.key;
+    m["type"] = std::string(gguf::value_type_name(kv.value.type()));
+    m["value"] = value_to_json(kv.value, full_arrays);
+    meta.push_back(std::move(m));
+  }
+  out["metadata"] = std::move(meta);
+  ordered_json tensors = ordered_json::array();
+  for (const auto& t : file.tensors()) {
+    ordered_json j;
+    j["name"] = t.name;
+    j["type"] = std::string(dtype_name(t.type));
+    j["shape"] = t.shape;
+    j["n_elements"] = t.n_elements();
+    j["offset"] = t.file_offset;
+    j["bytes"] = t.nbytes;
+    tensors.push_back(std::move(j));
+  }
+  out["tensors"] = std::move(tensors);
+  return out;
+}
+
+void print_gguf(const gguf::File& file, bool full_arrays) {
+  fmt::print("* File: {}\n", file.name());
+  fmt::print("* GGUF v{}, {} bytes, alignment {}, data at offset {}\n", file.version(), file.file_size(),
+             file.alignment(), file.data_offset());
+  fmt::print("* Metadata: {} key/value pairs\n", file.metadata().size());
+  fmt::print("  {:>4}  {:<44} {:<14} {}\n", "#", "key", "type", "value");
+  int index = 1;
+  for (const auto& kv : file.metadata()) {
+    std::string type(gguf::value_type_name(kv.value.type()));
+    if (kv.value.is_array()) {
+      const auto& arr = kv.value.as_array();
+      type = fmt::format("[{}; {}]", gguf::value_type_name(arr.element_type), arr.items.size());
+    }
+    fmt::print("  {:>4}  {:<44} {:<14} {}\n", index++, kv.key, type, kv.value.to_display(full_arrays ? SIZE_MAX : 8));
+  }
+  uint64_t total_bytes = 0;
+  int64_t total_elements = 0;
+  for (const auto& t : file.tensors()) {
+    total_bytes += t.nbytes;
+    total_elements += t.n_elements();
+  }
+  fmt::print("* Tensors: {} ({} parameters, {} bytes of data)\n", file.tensors().size(), total_elements,
+             total_bytes);
+  fmt::print("  {:>4}  {:<36} {:<8} {:<24} {:>12} {:>12}\n", "#", "name", "type", "shape", "offset", "bytes");
+  index = 1;
+  for (const auto& t : file.tensors()) {
+    fmt::print("  {:>4}  {:<36} {:<8} {:<24} {:>12} {:>12}\n", index++, t.name, dtype_name(t.type),
+               shape_string(t.shape), t.file_offset, t.nbytes);
+  }
+}
+
+bool has_gguf_magic(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char magic[4] = {};
+  const size_t n = std::fread(magic, 1, 4, f);
+  std::fclose(f);
+  return n == 4 && std::string(magic, 4) == "GGUF";
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app, VerbResult& /*result*/) {
+  auto* cmd = app.add_subcommand("inspect", "Show the metadata and tensor table of a model file");
+  static std::string path;
+  static bool json = false;
+  static bool full_arrays = false;
+  cmd->add_option("file", path, "GGUF file, llama2.c checkpoint (.bin) or tokenizer.bin")->required();
+  cmd->add_flag("--json", json, "Print JSON instead of tables");
+  cmd->add_flag("--full-arrays", full_arrays, "Include every element of array values (JSON and tables)");
+  cmd->callback([] {
+    if (!has_gguf_magic(path)) {
+      inspect_llama2c(path, json);
+      return;
+    }
+    const auto file = gguf::File::open(path);
+    if (json) {
+      fmt::print("{}\n", gguf_to_json(file, full_arrays).dump(2));
+    } else {
+      print_gguf(file, full_arrays);
+    }
+  });
+}
+
 }  // namespace okapi::cli

@@ -1,10 +1,123 @@
-// PLACEHOLDER: being written.
+// okapi quantize IN.gguf OUT.gguf TYPE [-t N] [--pure] [--output-tensor-type T]
+//                [--token-embedding-type T] [--leave-output-tensor]
+// Like llama-quantize: every tensor gets the type the mix chooses; the output is written
+// atomically (an existing OUT is replaced only by a complete new file).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
 #include "core/error.hpp"
+#include "core/progress.hpp"
+#include "quant/model_quantizer.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
-void register_quantize(CLI::App& app, VerbResult& /*result*/) {
-  auto* cmd = app.add_subcommand("quantize", "(not yet available)");
-  cmd->callback([] { throw okapi::Error("quantize: not yet implemented"); });
+namespace {
+
+struct QuantizeArgs {
+  std::string input;
+  std::string output;
+  std::string type;
+  int threads = 0;
+  bool pure = false;
+  bool leave_output_tensor = false;
+  std::string output_tensor_type;
+  std::string token_embedding_type;
+};
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+std::string mix_list() {
+  std::string s;
+  for (const auto& m : quant::all_mixes()) s += fmt::format("\n  {:<7} {}", m.name, m.description);
+  return s;
 }
+
+// Per output type: tensor count and bytes before -> after; then the totals.
+void print_summary(const quant::QuantizeReport& report, const quant::MixSpec& mix) {
+  struct Row {
+    size_t count = 0;
+    uint64_t in = 0;
+    uint64_t out = 0;
+    int64_t elements = 0;
+  };
+  std::map<std::string, Row> by_type;
+  Row total;
+  for (const auto& t : report.tensors) {
+    for (Row* r : {&by_type[std::string(dtype_name(t.output_type))], &total}) {
+      ++r->count;
+      r->in += t.input_bytes;
+      r->out += t.output_bytes;
+      r->elements += t.n_elements;
+    }
+  }
+  auto bpw = [](const Row& r) {
+    return r.elements > 0 ? 8.0 * static_cast<double>(r.out) / static_cast<double>(r.elements) : 0.0;
+  };
+  fmt::print("{:<8} {:>7} {:>12} {:>12} {:>7}\n", "type", "tensors", "in MiB", "out MiB", "bpw");
+  for (const auto& [name, r] : by_type) {
+    fmt::print("{:<8} {:>7} {:>12.2f} {:>12.2f} {:>7.2f}\n", name, r.count, mib(r.in), mib(r.out), bpw(r));
+  }
+  const double in = static_cast<double>(report.input_file_bytes);
+  const double out = static_cast<double>(std::max<uint64_t>(report.output_file_bytes, 1));
+  const std::string change =
+      in >= out ? fmt::format("{:.2f}x smaller", in / out) : fmt::format("{:.2f}x larger", out / in);
+  fmt::print("{:<8} {:>7} {:>12.2f} {:>12.2f} {:>7.2f}\n", "total", total.count, mib(total.in), mib(total.out),
+             bpw(total));
+  fmt::print("{}: file {:.2f} MiB -> {:.2f} MiB, {}, {:.2f} bits per weight, {:.2f} s\n", mix.name,
+             mib(report.input_file_bytes), mib(report.output_file_bytes), change, bpw(total), report.seconds);
+}
+
+void run_quantize(const QuantizeArgs& args) {
+  const quant::MixSpec& mix = quant::mix_by_name(args.type);
+  quant::QuantizeOptions options;
+  options.mix.file_type = mix.file_type;
+  options.mix.pure = args.pure;
+  options.mix.quantize_output_tensor = !args.leave_output_tensor;
+  if (!args.output_tensor_type.empty()) {
+    options.mix.output_tensor_type = quant::output_type_by_name(args.output_tensor_type);
+  }
+  if (!args.token_embedding_type.empty()) {
+    options.mix.token_embedding_type = quant::output_type_by_name(args.token_embedding_type);
+  }
+  if (args.threads < 0) throw_error("-t {}: the thread count must be positive", args.threads);
+  options.n_threads =
+      args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  std::unique_ptr<ProgressBar> bar;
+  quant::QuantizeObserver observer;
+  observer.on_warning = [](const std::string& message) {
+    std::fprintf(stderr, "okapi: warning: %s\n", message.c_str());
+  };
+  observer.on_tensor = [&bar](size_t done, size_t total, const std::string& name) {
+    if (!bar) bar = std::make_unique<ProgressBar>("quantize", total);
+    bar->update(done, name);
+  };
+  const quant::QuantizeReport report = quant::quantize_model(args.input, args.output, options, observer);
+  if (bar) bar->finish();
+  print_summary(report, mix);
+}
+
+}  // namespace
+
+void register_quantize(CLI::App& app, VerbResult& /*result*/) {
+  static QuantizeArgs args;
+  auto* cmd = app.add_subcommand("quantize", "Quantize a GGUF model (like llama-quantize)");
+  cmd->footer("Types:" + mix_list());
+  cmd->add_option("input", args.input, "Input GGUF model")->required();
+  cmd->add_option("output", args.output, "Output GGUF file (written atomically)")->required();
+  cmd->add_option("type", args.type, "Quantization mix, e.g. Q4_K_M (see the list below)")->required();
+  cmd->add_option("-t,--threads", args.threads, "Threads (default: all cores); the output does not depend on it");
+  cmd->add_flag("--pure", args.pure, "Give every quantizable tensor TYPE's base format, without the mix rules");
+  cmd->add_option("--output-tensor-type", args.output_tensor_type, "Type for output.weight, e.g. q8_0");
+  cmd->add_option("--token-embedding-type", args.token_embedding_type, "Type for token_embd.weight, e.g. q8_0");
+  cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "Copy output.weight unchanged");
+  cmd->callback([] { run_quantize(args); });
+}
+
 }  // namespace okapi::cli

@@ -1,1 +1,0 @@
-// PLACEHOLDER: kernel benchmarks are being written (bench/quant_bench.cpp).

@@ -1,0 +1,231 @@
+// Q4_K and Q6_K rows (256-element super-blocks) and the Q8_K activation quantizer.
+#include "quant/avx2/kernels.hpp"
+#include "quant/avx2/simd.hpp"
+#include "quant/blocks.hpp"
+
+namespace okapi::quant::avx2 {
+namespace {
+
+// The 8 six-bit scales and 8 six-bit mins of a Q4_K block, unpacked from its 12 bytes
+// (scales 0-3 / mins 0-3 in the low 6 bits of bytes 0-3 / 4-7; scales and mins 4-7 from the
+// nibbles of bytes 8-11 plus the top 2 bits of bytes 0-3 / 4-7).
+struct ScalesMins {
+  uint8_t scale[8];
+  uint8_t min[8];
+};
+
+ScalesMins unpack_q4_K_scales(const uint8_t* s) {
+  ScalesMins out;
+  for (int j = 0; j < 4; ++j) {
+    out.scale[j] = s[j] & 63;
+    out.min[j] = s[j + 4] & 63;
+    out.scale[j + 4] = static_cast<uint8_t>((s[j + 8] & 0x0f) | ((s[j] >> 6) << 4));
+    out.min[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+  }
+  return out;
+}
+
+// The reference keeps the first element of largest magnitude (its sign matters).
+float first_absmax_value(const float* x, __m256 absmax) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(absmax), _mm256_extractf128_ps(absmax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const __m256 target = _mm256_set1_ps(_mm_cvtss_f32(m));
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int i = 0; i < QK_K; i += 8) {
+    const int hits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), target, _CMP_EQ_OQ));
+    if (hits != 0) return x[i + __builtin_ctz(static_cast<unsigned>(hits))];
+  }
+  return 0.0f;  // only for NaN input
+}
+
+// Sum of each 16 signed bytes of the 256 quants: bias to unsigned (+128), sum with psadbw.
+void q8_K_bsums(const int8_t* qs, int16_t* bsums) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int g = 0; g < QK_K / 32; ++g) {
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(load256(qs + 32 * g), bias), _mm256_setzero_si256());
+    alignas(32) int64_t lanes[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+    bsums[2 * g] = static_cast<int16_t>(lanes[0] + lanes[1] - 16 * 128);
+    bsums[2 * g + 1] = static_cast<int16_t>(lanes[2] + lanes[3] - 16 * 128);
+  }
+}
+
+// 32 unsigned levels (bytes 0..15) -> scale * q - min, the product rounded before the subtraction.
+void store_affine_u8x32(__m256i q, __m256 scale, __m256 min, float* out) {
+  const __m128i lo = _mm256_castsi256_si128(q);
+  const __m128i hi = _mm256_extracti128_si256(q, 1);
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int k = 0; k < 4; ++k) {
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
+    _mm256_storeu_ps(out + 8 * k, _mm256_sub_ps(mul_rounded(scale, v), min));
+  }
+}
+
+}  // namespace
+
+// y = (d*scale) * q - (dmin*min), each product rounded, then the subtraction (as the reference).
+void dequantize_q4_K(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const block_q4_K*>(src);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const block_q4_K& blk = blocks[b];
+    const float d = half_to_float(blk.d);
+    const float dmin = half_to_float(blk.dmin);
+    const ScalesMins sm = unpack_q4_K_scales(blk.scales);
+    float* out = dst + b * QK_K;
+    for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j+1: low and high nibbles of 32 bytes
+      const __m256i bytes = load256(blk.qs + 16 * j);
+      const __m256i q[2] = {_mm256_and_si256(bytes, low4), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4)};
+      for (int h = 0; h < 2; ++h) {
+        const __m256 ds = _mm256_set1_ps(rounded(d * static_cast<float>(sm.scale[j + h])));
+        const __m256 dm = _mm256_set1_ps(rounded(dmin * static_cast<float>(sm.min[j + h])));
+        store_affine_u8x32(q[h], ds, dm, out + 32 * (j + h));
+      }
+    }
+  }
+}
+
+// y = (d*scale) * (q - 32); q = 4 low bits from ql, 2 high bits from qh.
+void dequantize_q6_K(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const block_q6_K*>(src);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  const __m256i offset = _mm256_set1_epi8(32);
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const block_q6_K& blk = blocks[b];
+    const float d = half_to_float(blk.d);
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = load256(blk.ql + 64 * half);
+      const __m256i ql1 = load256(blk.ql + 64 * half + 32);
+      const __m256i qh = load256(blk.qh + 32 * half);
+      // Quarter k of this half: elements 32k..32k+31, high bits at qh bit 2k.
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const __m256i qs = _mm256_sub_epi8(q[k], offset);
+        const int g = 8 * half + 2 * k;  // 16-element group index = scale index
+        float* out = dst + b * QK_K + 16 * g;
+        const __m256 s0 = _mm256_set1_ps(d * static_cast<float>(blk.scales[g]));
+        const __m256 s1 = _mm256_set1_ps(d * static_cast<float>(blk.scales[g + 1]));
+        const __m128i lo = _mm256_castsi256_si128(qs);
+        const __m128i hi = _mm256_extracti128_si256(qs, 1);
+        _mm256_storeu_ps(out + 0, mul_rounded(s0, i8x8_to_float(lo)));
+        _mm256_storeu_ps(out + 8, mul_rounded(s0, i8x8_to_float(_mm_srli_si128(lo, 8))));
+        _mm256_storeu_ps(out + 16, mul_rounded(s1, i8x8_to_float(hi)));
+        _mm256_storeu_ps(out + 24, mul_rounded(s1, i8x8_to_float(_mm_srli_si128(hi, 8))));
+      }
+    }
+  }
+}
+
+void quantize_q8_K(const float* src, void* dst, int64_t n) {
+  auto* blocks = static_cast<block_q8_K*>(dst);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const float* x = src + b * QK_K;
+    block_q8_K& out = blocks[b];
+    __m256 absmax = _mm256_setzero_ps();
+    // max_ps returns its second operand when the first is NaN: NaNs are skipped, as in the reference.
+    for (int i = 0; i < QK_K; i += 8) absmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), absmax);
+    const float max = first_absmax_value(x, absmax);
+    if (max == 0.0f) {
+      out.d = 0.0f;
+      std::memset(out.qs, 0, sizeof(out.qs));
+      std::memset(out.bsums, 0, sizeof(out.bsums));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    const __m256 is = _mm256_set1_ps(iscale);
+    const __m256i hi = _mm256_set1_epi32(127);
+    for (int i = 0; i < QK_K; i += 32) {
+      __m256i q32[4];
+      for (int k = 0; k < 4; ++k) {
+        // cvtps rounds to nearest even, as the reference's nearest_int() (|v| <= 127 here).
+        q32[k] = _mm256_min_epi32(_mm256_cvtps_epi32(mul_rounded(is, _mm256_loadu_ps(x + i + 8 * k))), hi);
+      }
+      const __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q32[0], q32[1]), _mm256_packs_epi32(q32[2], q32[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs + i),
+                          _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+    q8_K_bsums(out.qs, out.bsums);
+    out.d = 1.0f / iscale;
+  }
+}
+
+// Per block: isum = sum_j scale_j * dot(q_j, a_j) exactly in int32 lanes; the mins term
+// sum_j min_j * (bsum_2j + bsum_2j+1) exactly; then acc += d*d_a*isum, accmin += dmin*d_a*msum.
+float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const block_q4_K*>(w);
+  const auto* y = static_cast<const block_q8_K*>(a);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const ScalesMins sm = unpack_q4_K_scales(x[b].scales);
+    const int8_t* q8 = y[b].qs;
+    __m256i isum = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles then high nibbles of 32 bytes
+      const __m256i bytes = load256(x[b].qs + 32 * j);
+      const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(bytes, low4), load256(q8 + 64 * j));
+      const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4), load256(q8 + 64 * j + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, _mm256_set1_epi16(sm.scale[2 * j])));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, _mm256_set1_epi16(sm.scale[2 * j + 1])));
+    }
+    // bsums pairs (one per 32-element sub-block) times the mins.
+    const __m256i bs = load256(y[b].bsums);
+    const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min)));
+    const int32_t msum = hsum_i32(_mm_madd_epi16(pair_sums, mins));
+    const float da = y[b].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * da), _mm256_cvtepi32_ps(isum), acc);
+    acc_min += half_to_float(x[b].dmin) * da * static_cast<float>(msum);
+  }
+  return hsum(acc) - acc_min;
+}
+
+// sum_g scale_g * sum((q-32)*a) = sum_g scale_g * dot(q, a) - 32 * sum_g scale_g * bsum_g,
+// q in 0..63 unsigned, so every int8 activation is exact.
+float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const block_q6_K*>(w);
+  const auto* y = static_cast<const block_q8_K*>(a);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const block_q6_K& blk = x[b];
+    const int8_t* q8 = y[b].qs;
+    __m256i isum = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = load256(blk.ql + 64 * half);
+      const __m256i ql1 = load256(blk.ql + 64 * half + 32);
+      const __m256i qh = load256(blk.qh + 32 * half);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int g = 8 * half + 2 * k;
+        const __m256i pairs = _mm256_maddubs_epi16(q[k], load256(q8 + 16 * g));
+        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(blk.scales[g + 1]), _mm_set1_epi16(blk.scales[g]));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scale));
+      }
+    }
+    const __m256i scales16 = _mm256_cvtepi8_epi16(load128(blk.scales));
+    const int32_t offset = 32 * hsum_i32(_mm256_madd_epi16(scales16, load256(y[b].bsums)));
+    // The offset joins lane 0 (still exact in int32); the lanes' sum is the block's integer dot.
+    isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(offset, 0, 0, 0, 0, 0, 0, 0));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(blk.d) * y[b].d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
+}  // namespace okapi::quant::avx2

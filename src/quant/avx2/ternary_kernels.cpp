@@ -1,0 +1,53 @@
+// TQ2_0 rows: 2-bit ternary (q in 0..2 stands for q-1), one fp16 scale per 256 elements.
+// Byte m of each 32-byte half holds elements m, m+32, m+64, m+96 of that half in bits 0-1,
+// 2-3, 4-5, 6-7.
+#include "quant/avx2/kernels.hpp"
+#include "quant/avx2/simd.hpp"
+#include "quant/blocks.hpp"
+
+namespace okapi::quant::avx2 {
+
+void dequantize_tq2_0(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const block_tq2_0*>(src);
+  const __m256i mask = _mm256_set1_epi8(3);
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
+    float* out = dst + b * QK_K;
+    for (int half = 0; half < 2; ++half) {
+      const __m256i bytes = load256(blocks[b].qs + 32 * half);
+      for (int l = 0; l < 4; ++l) {
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bytes, 2 * l), mask);
+        store_scaled_i8x32(_mm256_sub_epi8(q, one), d, out + 128 * half + 32 * l);
+      }
+    }
+  }
+}
+
+// sum((q-1)*a) = sum(q*a) - sum(a); sum(a) from the Q8_K bsums. The int16 pair sums stay small
+// (|q*a| pairs <= 512, eight of them added <= 4096), so they are summed before widening.
+// The per-block float step has the reference's order, sum += float(isum) * (d_a * d_w), but the
+// compiler may fuse it into one FMA, so results can differ from the reference in the last bits.
+float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const block_tq2_0*>(w);
+  const auto* y = static_cast<const block_q8_K*>(a);
+  const __m256i mask = _mm256_set1_epi8(3);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const int8_t* q8 = y[b].qs;
+    __m256i pairs = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i bytes = load256(x[b].qs + 32 * half);
+      for (int l = 0; l < 4; ++l) {
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bytes, 2 * l), mask);
+        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(q, load256(q8 + 128 * half + 32 * l)));
+      }
+    }
+    const __m256i bsums = sum_i16_pairs(load256(y[b].bsums));
+    const int32_t isum = hsum_i32(_mm256_sub_epi32(sum_i16_pairs(pairs), bsums));
+    sum += static_cast<float>(isum) * (y[b].d * half_to_float(x[b].d));
+  }
+  return sum;
+}
+
+}  // namespace okapi::quant::avx2

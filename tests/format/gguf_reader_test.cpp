@@ -1,0 +1,99 @@
+// The reader against llama.cpp's own view of the shared models: every tensor's name, type, shape,
+// offset, size and raw-byte sha256 as dumped by llama.cpp (golden/public/dequant/*.json).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/sha256.hpp"
+#include "format/gguf.hpp"
+#include "support/paths.hpp"
+
+namespace okapi::gguf {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> gguf_files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".gguf") out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<fs::path> all_shared_gguf_files() {
+  const fs::path shared = okapi::shared_dir();
+  std::vector<fs::path> out;
+  for (const char* dir : {"golden/public/models", "golden/ik/public/models", "models", "vocab"}) {
+    auto files = gguf_files_in(shared / dir);
+    out.insert(out.end(), files.begin(), files.end());
+  }
+  return out;
+}
+
+TEST(GgufReader, ParsesEverySharedFile) {
+  OKAPI_REQUIRE_SHARED();
+  const auto files = all_shared_gguf_files();
+  ASSERT_GE(files.size(), 40u);
+  for (const auto& path : files) {
+    SCOPED_TRACE(path.string());
+    File file = File::open(path);
+    EXPECT_EQ(file.version(), 3u);
+    EXPECT_FALSE(file.metadata().empty());
+    EXPECT_EQ(file.file_size(), fs::file_size(path));
+    for (const TensorInfo& t : file.tensors()) {
+      EXPECT_LE(t.file_offset + t.nbytes, file.file_size()) << t.name;
+      EXPECT_EQ(t.data, file.bytes().data() + t.file_offset);
+    }
+  }
+}
+
+void check_against_dequant_json(const fs::path& model, const fs::path& json_path) {
+  SCOPED_TRACE(model.string());
+  std::ifstream in(json_path);
+  const auto golden = nlohmann::ordered_json::parse(in);
+  const File file = File::open(model);
+  EXPECT_EQ(file.version(), golden.at("gguf_version").get<uint32_t>());
+  EXPECT_EQ(file.alignment(), golden.at("alignment").get<uint64_t>());
+  EXPECT_EQ(file.data_offset(), golden.at("data_offset").get<uint64_t>());
+  const auto& tensors = golden.at("tensors");
+  ASSERT_EQ(file.tensors().size(), tensors.size());
+  ASSERT_EQ(file.tensors().size(), golden.at("n_tensors").get<size_t>());
+  // ordered_json keeps the dump's order, which is llama.cpp's tensor order.
+  size_t i = 0;
+  for (const auto& [name, want] : tensors.items()) {
+    const TensorInfo& t = file.tensors()[i++];
+    SCOPED_TRACE(name);
+    EXPECT_EQ(t.name, name);
+    EXPECT_EQ(static_cast<uint32_t>(t.type), want.at("type_id").get<uint32_t>());
+    EXPECT_EQ(t.shape, want.at("shape").get<std::vector<int64_t>>());
+    EXPECT_EQ(t.file_offset, want.at("file_offset").get<uint64_t>());
+    EXPECT_EQ(t.nbytes, want.at("raw_nbytes").get<uint64_t>());
+    EXPECT_EQ(t.n_elements(), want.at("n_elements").get<int64_t>());
+    EXPECT_EQ(okapi::sha256_hex(t.bytes()), want.at("raw_sha256").get<std::string>());
+  }
+}
+
+TEST(GgufReader, TensorTablesMatchLlamaCpp) {
+  OKAPI_REQUIRE_SHARED();
+  const fs::path shared = okapi::shared_dir();
+  size_t checked = 0;
+  for (const char* root : {"golden/public", "golden/ik/public"}) {
+    const fs::path dequant = shared / root / "dequant";
+    for (const auto& entry : fs::directory_iterator(dequant)) {
+      if (entry.path().extension() != ".json") continue;
+      const fs::path model = shared / root / "models" / (entry.path().stem().string() + ".gguf");
+      if (!fs::exists(model)) continue;  // goldens of a source model that is not shipped
+      check_against_dequant_json(model, entry.path());
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 27u + 8u);
+}
+
+}  // namespace
+}  // namespace okapi::gguf

@@ -1,0 +1,406 @@
+// The AVX2 kernels (quant/avx2/) against the scalar reference rows of the format table:
+//  * dequantize: bit-identical output, including zero, negative, subnormal, inf and NaN scales;
+//  * activation quantizers (F16, Q8_0, Q8_K): byte-identical output, including rounding ties;
+//  * dot products: the integer parts are exact in both, but the float partial sums are combined
+//    in a different order (8-lane FMA accumulators vs the reference's sequential / double sums),
+//    so results must agree within kRelTol of the sum of the magnitudes of the terms
+//    (sum |w_i * a_i|; for Q4_K, whose weights are d*sc*q - dmin*m computed as two separate
+//    float terms, sum (|d*sc*q| + |dmin*m|) * |a_i|). Both are also checked against a double
+//    precision dot of the dequantized rows.
+// Skipped (except the table tests) on CPUs without AVX2+FMA+F16C.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu.hpp"
+#include "core/half.hpp"
+#include "quant/blocks.hpp"
+#include "quant/quant.hpp"
+
+namespace okapi::quant {
+namespace {
+
+// Each kernel sums at most a few hundred rounded partials, each off by <= 2^-24 of its own
+// magnitude; 1e-5 leaves room for both sides on rows of thousands of elements.
+constexpr double kRelTol = 1e-5;
+
+constexpr DType kFastTypes[] = {DType::F32, DType::F16, DType::Q4_0, DType::Q8_0,
+                                DType::Q4_K, DType::Q6_K, DType::TQ2_0};
+constexpr DType kFastQuantizers[] = {DType::F16, DType::Q8_0, DType::Q8_K};
+
+#define REQUIRE_AVX2()                                                                          \
+  do {                                                                                          \
+    if (!cpu_features().use_avx2()) GTEST_SKIP() << "no AVX2+FMA+F16C (or OKAPI_FORCE_SCALAR)"; \
+  } while (0)
+
+using Bytes = std::vector<uint8_t>;
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  int uniform_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
+  float normal() { return std::normal_distribution<float>(0.0f, 1.0f)(gen_); }
+  bool chance(double p) { return std::bernoulli_distribution(p)(gen_); }
+  uint8_t byte() { return static_cast<uint8_t>(uniform_int(0, 255)); }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+size_t bytes_of(DType type, int64_t n) { return *row_bytes(type, n); }
+int64_t block_size(DType type) { return layout(type).block_size; }
+
+// A random fp16 scale: mostly log-uniform normal values of either sign, sometimes zero or
+// subnormal; with `nonfinite`, sometimes inf or NaN (quiet or signalling).
+uint16_t random_scale(Rng& rng, bool nonfinite) {
+  const int pick = rng.uniform_int(0, 19);
+  const uint16_t sign = rng.chance(0.5) ? 0x8000 : 0;
+  if (pick == 0) return sign;                                                      // +-0
+  if (pick == 1) return static_cast<uint16_t>(sign | rng.uniform_int(1, 0x3ff));  // subnormal
+  if (nonfinite && pick == 2) return static_cast<uint16_t>(sign | 0x7c00);        // inf
+  if (nonfinite && pick == 3) return static_cast<uint16_t>(sign | 0x7c00 | rng.uniform_int(1, 0x3ff));
+  return fp32_to_fp16(static_cast<float>(sign ? -1 : 1) * std::exp2(rng.uniform(-20.0f, 8.0f)));
+}
+
+void put_u16(Bytes& row, size_t offset, uint16_t v) { std::memcpy(row.data() + offset, &v, 2); }
+
+// Byte offsets of the fp16 scale fields inside one block.
+std::vector<size_t> scale_fields(DType type) {
+  switch (type) {
+    case DType::Q4_0: return {offsetof(block_q4_0, d)};
+    case DType::Q8_0: return {offsetof(block_q8_0, d)};
+    case DType::Q4_K: return {offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)};
+    case DType::Q6_K: return {offsetof(block_q6_K, d)};
+    case DType::TQ2_0: return {offsetof(block_tq2_0, d)};
+    default: return {};
+  }
+}
+
+// A weight row: random bytes with random scales. F32/F16 rows hold random finite values.
+Bytes random_weights(DType type, int64_t n, Rng& rng, bool nonfinite_scales) {
+  Bytes row(bytes_of(type, n));
+  if (type == DType::F32 || type == DType::F16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = rng.chance(0.05) ? 0.0f : rng.normal() * std::exp2(rng.uniform(-8.0f, 8.0f));
+      if (type == DType::F32) {
+        std::memcpy(row.data() + 4 * i, &v, 4);
+      } else {
+        put_u16(row, static_cast<size_t>(2 * i), fp32_to_fp16(v));
+      }
+    }
+    return row;
+  }
+  for (auto& b : row) b = rng.byte();
+  const size_t block_bytes = layout(type).block_bytes;
+  for (size_t block = 0; block < row.size() / block_bytes; ++block) {
+    for (size_t field : scale_fields(type)) put_u16(row, block * block_bytes + field, random_scale(rng, nonfinite_scales));
+  }
+  return row;
+}
+
+// The extreme weight row: every level at its largest value, scales at their largest magnitude.
+Bytes extreme_weights(DType type, int64_t n) {
+  Bytes row(bytes_of(type, n), 0xff);
+  const size_t block_bytes = layout(type).block_bytes;
+  for (size_t block = 0; block < row.size() / block_bytes; ++block) {
+    uint8_t* b = row.data() + block * block_bytes;
+    if (type == DType::Q8_0) std::memset(b + offsetof(block_q8_0, qs), 0x80, QK8_0);  // all -128
+    if (type == DType::Q6_K) std::memset(b + offsetof(block_q6_K, scales), 0x80, QK_K / 16);  // -128
+    if (type == DType::TQ2_0) std::memset(b, 0xaa, QK_K / 4);  // level 2 = +1 everywhere
+    for (size_t field : scale_fields(type)) put_u16(row, block * block_bytes + field, fp32_to_fp16(-1.5f));
+  }
+  return row;
+}
+
+void set_q8_K_bsums(block_q8_K& b) {
+  for (int g = 0; g < QK_K / 16; ++g) {
+    int sum = 0;
+    for (int l = 0; l < 16; ++l) sum += b.qs[16 * g + l];
+    b.bsums[g] = static_cast<int16_t>(sum);
+  }
+}
+
+enum class Levels { Random, Extreme };
+
+// An activation row of the format the weights pair with. Q8_0 levels stay in [-127, 127] (the
+// kernels' documented domain, all our quantizer produces); Q8_K levels take every int8 value,
+// -128 included, which its kernels handle exactly. Scales include zero and negative values.
+Bytes random_activations(DType type, int64_t n, Rng& rng, Levels levels) {
+  if (type == DType::F32 || type == DType::F16) return random_weights(type, n, rng, false);
+  Bytes row(bytes_of(type, n));
+  if (type == DType::Q8_0) {
+    auto* blocks = reinterpret_cast<block_q8_0*>(row.data());
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+      blocks[i].d = random_scale(rng, false);
+      for (auto& q : blocks[i].qs) {
+        q = static_cast<int8_t>(levels == Levels::Extreme ? (rng.chance(0.5) ? 127 : -127) : rng.uniform_int(-127, 127));
+      }
+    }
+  } else {
+    auto* blocks = reinterpret_cast<block_q8_K*>(row.data());
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+      blocks[i].d = rng.chance(0.1) ? 0.0f : rng.uniform(-4.0f, 4.0f);
+      for (auto& q : blocks[i].qs) {
+        q = static_cast<int8_t>(levels == Levels::Extreme ? -128 : rng.uniform_int(-128, 127));
+      }
+      set_q8_K_bsums(blocks[i]);
+    }
+  }
+  return row;
+}
+
+std::vector<float> dequantized(DType type, const Bytes& row, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  format(type).dequantize_ref(row.data(), out.data(), n);
+  return out;
+}
+
+// sum |w_i * a_i| (see the file comment for Q4_K), and the double-precision dot.
+struct Expected {
+  double magnitude = 0.0;
+  double exact = 0.0;
+};
+
+Expected expected_dot(DType type, const Bytes& w, const Bytes& a, int64_t n) {
+  const Format& f = format(type);
+  const std::vector<float> wf = dequantized(type, w, n);
+  const std::vector<float> af = dequantized(f.vec_dot_type, a, n);
+  std::vector<float> term_magnitude(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) term_magnitude[i] = std::fabs(wf[i]);
+  if (type == DType::Q4_K) {
+    // d*sc*q from a copy without mins, dmin*m from a copy without scales.
+    Bytes no_min = w, no_scale = w;
+    for (size_t b = 0; b < w.size() / sizeof(block_q4_K); ++b) {
+      put_u16(no_min, b * sizeof(block_q4_K) + offsetof(block_q4_K, dmin), 0);
+      put_u16(no_scale, b * sizeof(block_q4_K) + offsetof(block_q4_K, d), 0);
+    }
+    const std::vector<float> scaled = dequantized(type, no_min, n);
+    const std::vector<float> mins = dequantized(type, no_scale, n);
+    for (size_t i = 0; i < wf.size(); ++i) term_magnitude[i] = std::fabs(scaled[i]) + std::fabs(mins[i]);
+  }
+  Expected e;
+  for (size_t i = 0; i < wf.size(); ++i) {
+    e.magnitude += static_cast<double>(term_magnitude[i]) * std::fabs(static_cast<double>(af[i]));
+    e.exact += static_cast<double>(wf[i]) * static_cast<double>(af[i]);
+  }
+  return e;
+}
+
+std::vector<int64_t> test_lengths(DType type) {
+  const int64_t bs = block_size(type);
+  if (bs == 1) return {1, 3, 7, 8, 9, 31, 32, 33, 100, 256, 4096, 4099};
+  return {bs, 3 * bs, 8 * bs, 4096};
+}
+
+std::string label(DType type, int64_t n, int trial) {
+  return std::string(dtype_name(type)) + " n=" + std::to_string(n) + " trial " + std::to_string(trial);
+}
+
+void expect_same_floats(const std::vector<float>& fast, const std::vector<float>& ref, const std::string& what) {
+  ASSERT_EQ(fast.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    uint32_t fb, rb;
+    std::memcpy(&fb, &fast[i], 4);
+    std::memcpy(&rb, &ref[i], 4);
+    ASSERT_EQ(fb, rb) << what << " element " << i << ": avx2 " << fast[i] << " ref " << ref[i];
+  }
+}
+
+void check_dequantize(DType type, const Bytes& row, int64_t n, const std::string& what) {
+  const Format& f = format(type);
+  std::vector<float> fast(static_cast<size_t>(n), -7.0f), ref(static_cast<size_t>(n), 7.0f);
+  f.dequantize(row.data(), fast.data(), n);
+  f.dequantize_ref(row.data(), ref.data(), n);
+  expect_same_floats(fast, ref, what);
+}
+
+void check_dot(DType type, const Bytes& w, const Bytes& a, int64_t n, const std::string& what) {
+  const Format& f = format(type);
+  const double fast = f.vec_dot(n, w.data(), a.data());
+  const double ref = f.vec_dot_ref(n, w.data(), a.data());
+  const Expected e = expected_dot(type, w, a, n);
+  const double tol = kRelTol * e.magnitude + std::numeric_limits<float>::min();
+  EXPECT_NEAR(fast, ref, tol) << what << " (sum|w*a| = " << e.magnitude << ")";
+  EXPECT_NEAR(fast, e.exact, tol) << what << " vs double";
+  EXPECT_NEAR(ref, e.exact, tol) << what << " reference vs double";
+}
+
+TEST(Avx2Table, FastKernelsInstalledExactlyWhenTheCpuAllows) {
+  const bool avx2 = cpu_features().use_avx2();
+  for (DType type : kFastTypes) {
+    const Format& f = format(type);
+    EXPECT_EQ(f.dequantize != f.dequantize_ref, avx2) << dtype_name(type);
+    EXPECT_EQ(f.vec_dot != f.vec_dot_ref, avx2) << dtype_name(type);
+  }
+  for (DType type : kFastQuantizers) EXPECT_EQ(format(type).quantize != format(type).quantize_ref, avx2) << dtype_name(type);
+  // Formats without AVX2 kernels keep their reference rows.
+  EXPECT_EQ(format(DType::Q5_K).vec_dot, format(DType::Q5_K).vec_dot_ref);
+  EXPECT_EQ(format(DType::Q4_K).quantize, format(DType::Q4_K).quantize_ref);
+}
+
+// The feature check and the table are built once per process, so OKAPI_FORCE_SCALAR=1 is checked
+// in a child process running only this test.
+TEST(Avx2Table, ForceScalarSelectsTheReferenceRows) {
+  const char* forced = std::getenv("OKAPI_FORCE_SCALAR");
+  if (forced != nullptr && std::strcmp(forced, "1") == 0) {
+    EXPECT_FALSE(cpu_features().use_avx2());
+    ASSERT_FALSE(supported_types().empty());
+    for (DType type : supported_types()) {
+      const Format& f = format(type);
+      EXPECT_EQ(f.dequantize, f.dequantize_ref) << dtype_name(type);
+      EXPECT_EQ(f.quantize, f.quantize_ref) << dtype_name(type);
+      EXPECT_EQ(f.vec_dot, f.vec_dot_ref) << dtype_name(type);
+    }
+    if (!::testing::Test::HasFailure()) std::printf("forced-scalar-table-ok\n");
+    return;
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "OKAPI_FORCE_SCALAR=1 '" + self + "' --gtest_filter=Avx2Table.ForceScalarSelectsTheReferenceRows 2>&1";
+  FILE* child = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string output;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), child) != nullptr) output += buf;
+  const int status = ::pclose(child);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("forced-scalar-table-ok"), std::string::npos) << output;
+}
+
+TEST(Avx2Dequantize, RandomRowsAreBitIdentical) {
+  REQUIRE_AVX2();
+  Rng rng(1);
+  for (DType type : kFastTypes) {
+    for (int64_t n : test_lengths(type)) {
+      for (int trial = 0; trial < 4; ++trial) {
+        check_dequantize(type, random_weights(type, n, rng, /*nonfinite_scales=*/trial % 2 == 1), n, label(type, n, trial));
+      }
+    }
+    if (type != DType::F32 && type != DType::F16) {
+      check_dequantize(type, extreme_weights(type, 4096), 4096, label(type, 4096, -1) + " extreme");
+    }
+  }
+}
+
+TEST(Avx2Dequantize, EveryF16BitPattern) {
+  REQUIRE_AVX2();
+  const int64_t n = 65536 + 5;  // + a tail shorter than a vector
+  Bytes row(static_cast<size_t>(2 * n));
+  for (int64_t i = 0; i < n; ++i) put_u16(row, static_cast<size_t>(2 * i), static_cast<uint16_t>(i * 7919));
+  check_dequantize(DType::F16, row, n, "all f16");
+}
+
+TEST(Avx2Dot, RandomRowsMatchTheReference) {
+  REQUIRE_AVX2();
+  Rng rng(2);
+  for (DType type : kFastTypes) {
+    const DType act = format(type).vec_dot_type;
+    for (int64_t n : test_lengths(type)) {
+      for (int trial = 0; trial < 6; ++trial) {
+        const Bytes w = random_weights(type, n, rng, false);
+        check_dot(type, w, random_activations(act, n, rng, Levels::Random), n, label(type, n, trial));
+      }
+    }
+  }
+}
+
+TEST(Avx2Dot, ExtremeLevelsMatchTheReference) {
+  REQUIRE_AVX2();
+  Rng rng(3);
+  for (DType type : kFastTypes) {
+    if (type == DType::F32 || type == DType::F16) continue;
+    const DType act = format(type).vec_dot_type;
+    for (int64_t n : test_lengths(type)) {
+      const Bytes extreme = extreme_weights(type, n);
+      const Bytes random = random_weights(type, n, rng, false);
+      const Bytes a = random_activations(act, n, rng, Levels::Extreme);
+      check_dot(type, extreme, a, n, label(type, n, 0) + " extreme weights, extreme activations");
+      check_dot(type, random, a, n, label(type, n, 1) + " extreme activations");
+      check_dot(type, extreme, random_activations(act, n, rng, Levels::Random), n, label(type, n, 2) + " extreme weights");
+    }
+  }
+}
+
+// Activations made by the reference quantizer, as the engine produces them.
+TEST(Avx2Dot, QuantizedActivationsMatchTheReference) {
+  REQUIRE_AVX2();
+  Rng rng(4);
+  for (DType type : kFastTypes) {
+    const Format& act = format(format(type).vec_dot_type);
+    for (int64_t n : test_lengths(type)) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = rng.normal();
+      Bytes a(bytes_of(act.type, n));
+      act.quantize_ref(x.data(), a.data(), n);
+      check_dot(type, random_weights(type, n, rng, false), a, n, label(type, n, 0) + " quantized activations");
+    }
+  }
+}
+
+// Rows for the quantizer tests: several distributions and the awkward cases.
+std::vector<std::vector<float>> quantizer_inputs(int64_t n, Rng& rng) {
+  std::vector<std::vector<float>> rows;
+  auto add = [&](auto value_at) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) row[static_cast<size_t>(i)] = value_at(i);
+    rows.push_back(std::move(row));
+  };
+  add([&](int64_t) { return rng.normal(); });
+  add([&](int64_t) { return rng.normal() * std::exp2(rng.uniform(-30.0f, 30.0f)); });
+  add([&](int64_t i) { return i % 97 == 0 ? rng.normal() * 1e4f : rng.normal() * 1e-3f; });
+  add([](int64_t) { return 0.0f; });
+  add([&](int64_t i) { return (i / 32) % 2 == 0 ? 0.0f : (i % 2 == 0 ? -0.0f : rng.normal()); });
+  // Rounding ties: with |max| = 127 both quantizers scale by exactly +-1, leaving k + 0.5.
+  add([&](int64_t i) {
+    if (i % 32 == 0) return (i / 32) % 2 == 0 ? 127.0f : -127.0f;
+    return static_cast<float>(rng.uniform_int(-127, 126)) + 0.5f;
+  });
+  // +m and -m both present: the first one decides Q8_K's sign.
+  add([&](int64_t i) { return i % 5 == 0 ? ((i / 5) % 2 == 0 ? 3.0f : -3.0f) : rng.uniform(-2.9f, 2.9f); });
+  add([&](int64_t i) { return i % 5 == 0 ? ((i / 5) % 2 == 0 ? -3.0f : 3.0f) : rng.uniform(-2.9f, 2.9f); });
+  add([&](int64_t) { return rng.chance(0.5) ? 6.0e4f : -7.0e4f; });  // F16 overflow to inf
+  add([&](int64_t) { return rng.normal() * 1e-6f; });                 // F16 subnormals
+  // NaNs with payloads and either sign (F16 only: Q8 levels of NaN are undefined), infinities.
+  add([&](int64_t i) {
+    const uint32_t nan_bits[] = {0x7fc00000u, 0xffc12345u, 0x7f800001u, 0xffa5a5a5u};
+    float nan;
+    std::memcpy(&nan, &nan_bits[i % 4], 4);
+    return i % 11 == 3 ? nan : (i % 13 == 1 ? -std::numeric_limits<float>::infinity() : rng.normal());
+  });
+  return rows;
+}
+
+TEST(Avx2Quantize, ActivationQuantizersAreByteIdentical) {
+  REQUIRE_AVX2();
+  Rng rng(5);
+  for (DType type : kFastQuantizers) {
+    const Format& f = format(type);
+    for (int64_t n : test_lengths(type)) {
+      const auto rows = quantizer_inputs(n, rng);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        // NaN / inf inputs have no defined Q8 levels (ggml's rounding helpers assume finite values).
+        bool finite = true;
+        for (float v : rows[r]) finite = finite && std::isfinite(v);
+        if (!finite && type != DType::F16) continue;
+        Bytes fast(bytes_of(type, n), 0x5a), ref(bytes_of(type, n), 0x5a);
+        f.quantize(rows[r].data(), fast.data(), n);
+        f.quantize_ref(rows[r].data(), ref.data(), n);
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_EQ(fast[i], ref[i]) << dtype_name(type) << " n=" << n << " input " << r << " byte " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace okapi::quant

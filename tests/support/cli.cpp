@@ -1,0 +1,25 @@
+#include "support/cli.hpp"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+#include "support/paths.hpp"
+
+namespace okapi::test {
+
+CommandResult run_cli(const std::string& args) {
+  const std::string command = cli_path().string() + " " + args + " 2>&1";
+  CommandResult result;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+}  // namespace okapi::test

@@ -1,0 +1,15 @@
+// Runs the real okapi binary as a user would, capturing exit code and output.
+#pragma once
+#include <string>
+
+namespace okapi::test {
+
+struct CommandResult {
+  int exit_code = -1;   // -1 when the process did not exit normally (crash, signal)
+  std::string output;   // stdout and stderr interleaved
+};
+
+// `args` is appended to the okapi binary path and run through /bin/sh.
+CommandResult run_cli(const std::string& args);
+
+}  // namespace okapi::test
