@@ -65,7 +65,9 @@ std::vector<uint8_t> f16_bytes(std::span<const uint8_t> f32) {
 }
 
 // ggml ne order: a row-major {rows, cols} matrix is ne {cols, rows}.
-std::vector<int64_t> ggml_shape(const std::vector<int64_t>& row_major) { return {row_major.rbegin(), row_major.rend()}; }
+std::vector<int64_t> ggml_shape(const std::vector<int64_t>& row_major) {
+  return {row_major.rbegin(), row_major.rend()};
+}
 
 class TensorAdder {
  public:
@@ -189,7 +191,9 @@ void build_bitnet(gguf::Writer& w, const Checkpoint& ck, const Tokenizer& tokeni
   set_special_ids(w);
 
   TensorAdder add(w, options.type);
-  const auto constant = [](int64_t n) { return std::vector<float>(static_cast<size_t>(n), 1.0f / static_cast<float>(n)); };
+  const auto constant = [](int64_t n) {
+    return std::vector<float>(static_cast<size_t>(n), 1.0f / static_cast<float>(n));
+  };
   add.matrix("token_embd.weight", ck.layer_shape(Weight::TokenEmbedding), ck.f32_bytes(Weight::TokenEmbedding));
   for (int l = 0; l < c.n_layers; ++l) {
     const auto name_of = [l](std::string_view what) { return fmt::format("blk.{}.{}.weight", l, what); };

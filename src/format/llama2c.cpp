@@ -79,7 +79,8 @@ Config read_config(std::span<const uint8_t> bytes, uint64_t base, const std::str
   c.shared_classifier = raw[5] > 0;
   c.seq_len = raw[6];
   if (c.dim % c.n_heads != 0) {
-    throw_error("{}: llama2.c header: n_heads {} (offset {}) does not divide dim {}", name, c.n_heads, base + 12, c.dim);
+    throw_error("{}: llama2.c header: n_heads {} (offset {}) does not divide dim {}", name, c.n_heads, base + 12,
+                c.dim);
   }
   if (c.n_heads % c.n_kv_heads != 0) {
     throw_error("{}: llama2.c header: n_kv_heads {} (offset {}) does not divide n_heads {}", name, c.n_kv_heads,
@@ -199,7 +200,8 @@ std::string describe_config(const Config& c) {
       }
     }
   } else {
-    where = fmt::format("{} unexpected bytes after the last array, which ends at offset {}", actual - expected, expected);
+    where = fmt::format("{} unexpected bytes after the last array, which ends at offset {}", actual - expected,
+                        expected);
   }
   throw_error("{}: {} checkpoint ({}) should be {} bytes, the file has {}: {}", name, format_name(format),
               describe_config(c), expected, actual, where);
@@ -445,7 +447,9 @@ Description describe(const Checkpoint& checkpoint) {
   }
   const int64_t stored_vocab = legacy && !c.shared_classifier ? -int64_t{c.vocab_size} : c.vocab_size;
   const int64_t values[7] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, stored_vocab, c.seq_len};
-  for (int i = 0; i < 7; ++i) d.fields.push_back({std::string(kFieldNames[i]), values[i], base + 4 * static_cast<uint64_t>(i)});
+  for (int i = 0; i < 7; ++i) {
+    d.fields.push_back({std::string(kFieldNames[i]), values[i], base + 4 * static_cast<uint64_t>(i)});
+  }
   if (!legacy) d.fields.push_back({"shared_classifier", c.shared_classifier ? 1 : 0, 36});
   for (const Section& s : checkpoint.sections()) {
     std::string detail = "f32";

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -93,6 +94,42 @@ TEST(GgufReader, TensorTablesMatchLlamaCpp) {
     }
   }
   EXPECT_EQ(checked, 27u + 8u);
+}
+
+TEST(GgufReader, ReadsTypedMetadata) {
+  OKAPI_REQUIRE_SHARED();
+  const File file = File::open(okapi::shared_dir() / "models" / "stories260K.gguf");
+  EXPECT_EQ(file.architecture(), "llama");
+  EXPECT_EQ(file.at("llama.context_length").as_int(), 2048);
+  EXPECT_EQ(file.at("llama.context_length").type(), ValueType::U32);
+  const auto tokens = file.at("tokenizer.ggml.tokens").as_string_array();
+  ASSERT_EQ(tokens.size(), 512u);
+  EXPECT_EQ(tokens[0], "<unk>");
+  EXPECT_EQ(file.at("tokenizer.ggml.scores").as_float_array().size(), 512u);
+  EXPECT_EQ(file.at("tokenizer.ggml.token_type").as_int_array().size(), 512u);
+  EXPECT_EQ(file.find("general.alignment"), nullptr);
+  EXPECT_EQ(file.alignment(), kDefaultAlignment);
+  EXPECT_THROW((void)file.at("no.such.key"), Error);
+  EXPECT_THROW((void)file.tensor("no.such.tensor"), Error);
+  const TensorInfo& embd = file.tensor("token_embd.weight");
+  EXPECT_EQ(embd.type, DType::F32);
+  EXPECT_EQ(embd.n_rows(), 512);
+  const std::string shown = file.at("tokenizer.ggml.tokens").to_display(2);
+  EXPECT_EQ(shown, "[\"<unk>\", \"<s>\", ... (512 string items)]");
+}
+
+// Tensor views stay valid as long as any copy of the File lives (the mapping is shared).
+TEST(GgufReader, CopiesKeepTheMappingAlive) {
+  OKAPI_REQUIRE_SHARED();
+  const fs::path path = okapi::shared_dir() / "models" / "stories260K.gguf";
+  std::optional<File> copy;
+  std::string want;
+  {
+    const File file = File::open(path);
+    want = okapi::sha256_hex(file.tensors().back().bytes());
+    copy = file;
+  }
+  EXPECT_EQ(okapi::sha256_hex(copy->tensors().back().bytes()), want);
 }
 
 }  // namespace

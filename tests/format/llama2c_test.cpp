@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "format/convert_llama2c.hpp"
+#include "format/gguf.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::llama2c {
@@ -230,7 +231,8 @@ TEST(Llama2cCheckpoint, ReadsSyntheticBitnetFile) {
       const auto v = ck.values(kinds[m], l);
       ASSERT_EQ(static_cast<int64_t>(v.size()), t.rows * t.cols);
       for (size_t k = 0; k < v.size(); ++k) {
-        ASSERT_EQ(v[k], scale * static_cast<float>(ternary_of(m, l, static_cast<int64_t>(k)))) << m << " " << l << " " << k;
+        const int code = ternary_of(m, l, static_cast<int64_t>(k));
+        ASSERT_EQ(v[k], scale * static_cast<float>(code)) << m << " " << l << " " << k;
       }
     }
   }
@@ -318,6 +320,41 @@ TEST(Llama2cCheckpoint, RejectsOtherVersionsAndFormats) {
   odd.data.resize(odd.data.size() - 4);
   expect_parse_error(odd.data, {"llama2.c fp32", "bitllama2.c ternary"});
   expect_parse_error(read_all(repo_model("stories260K.gguf")), {"GGUF"});
+}
+
+// Random header corruption: either a clean okapi::Error or a checkpoint whose every array can be
+// read within bounds (run under the sanitizer build to catch out-of-bounds reads).
+TEST(Llama2cCheckpoint, SurvivesRandomHeaderCorruption) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  const auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  size_t parsed = 0, rejected = 0;
+  for (const Bytes& original : {legacy_file(true), legacy_file(false), version1_file(true), bitnet_file()}) {
+    for (int round = 0; round < 300; ++round) {
+      std::vector<uint8_t> bytes = original.data;
+      const int flips = 1 + static_cast<int>(next() % 3);
+      for (int f = 0; f < flips; ++f) bytes[next() % 40] = static_cast<uint8_t>(next());
+      try {
+        const Checkpoint ck = Checkpoint::parse(bytes);
+        for (const Section& s : ck.sections()) {
+          try {
+            (void)ck.values(s.weight, s.per_layer ? ck.config().n_layers - 1 : -1);
+          } catch (const Error&) {
+            // an invalid ternary code after corruption is a legitimate refusal
+          }
+        }
+        ++parsed;
+      } catch (const Error&) {
+        ++rejected;
+      }
+    }
+  }
+  EXPECT_GT(rejected, 0u);
+  EXPECT_GT(parsed, 0u);  // flips in padding / unused bytes keep the file valid
 }
 
 TEST(Llama2cTokenizer, ReadsTok512) {
@@ -434,6 +471,38 @@ TEST(Llama2cConvert, NeoxPermutationPreservesRopeDotProducts) {
     }
   }
   EXPECT_THROW((void)permute_for_neox(q, rows, 1, 3), Error);
+}
+
+TEST(Llama2cConvert, UnsharedClassifierBecomesOutputWeight) {
+  Tokenizer tok;
+  tok.max_token_length = 4;
+  for (const char* text : {"<unk>", "<s>", "</s>", "a", " b", "c"}) tok.tokens.push_back(Token{text, -1.0f, 0});
+  for (bool legacy : {true, false}) {
+    SCOPED_TRACE(legacy);
+    const Bytes b = legacy ? legacy_file(false) : version1_file(false);
+    const Checkpoint ck = Checkpoint::parse(b.data);
+    const auto bytes = build_gguf(ck, tok, {}).to_bytes();
+    const gguf::File g = gguf::File::parse(bytes);
+    EXPECT_EQ(g.architecture(), "llama");
+    EXPECT_EQ(g.tensors().size(), 3u + 9u * kLayers);
+    const auto first = [&](const char* name) {
+      float v;
+      std::memcpy(&v, g.tensor(name).data, 4);
+      return v;
+    };
+    EXPECT_EQ(first("output.weight"), b.first_value.at("wcls"));
+    EXPECT_EQ(first("token_embd.weight"), b.first_value.at("token_embedding_table"));
+    EXPECT_EQ(first("blk.1.attn_k.weight"), b.first_value.at("wk") + kKvDim * kDim);
+    EXPECT_EQ(first("blk.1.ffn_norm.weight"), b.first_value.at("rms_ffn_weight") + kDim);
+    EXPECT_EQ(g.tensor("blk.0.attn_k.weight").shape, (std::vector<int64_t>{kDim, kKvDim}));
+    EXPECT_EQ(g.tensor("blk.0.ffn_down.weight").shape, (std::vector<int64_t>{kHidden, kDim}));
+    EXPECT_EQ(g.tensor("output.weight").shape, (std::vector<int64_t>{kDim, kVocab}));
+    EXPECT_EQ(g.at("llama.rope.dimension_count").as_uint(), static_cast<uint64_t>(kHead));
+    EXPECT_EQ(g.at("llama.attention.head_count_kv").as_uint(), static_cast<uint64_t>(kKvHeads));
+    EXPECT_EQ(g.at("tokenizer.ggml.tokens").as_string_array()[4], "\xe2\x96\x81" "b");
+  }
+  tok.tokens.pop_back();
+  EXPECT_THROW((void)build_gguf(Checkpoint::parse(legacy_file(true).data), tok, {}), Error);
 }
 
 TEST(Llama2cDescribe, DescribesCheckpointsAndTokenizers) {

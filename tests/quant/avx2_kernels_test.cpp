@@ -10,6 +10,7 @@
 // Skipped (except the table tests) on CPUs without AVX2+FMA+F16C.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -18,12 +19,14 @@
 #include <filesystem>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "quant/blocks.hpp"
+#include "quant/golden_files.hpp"
 #include "quant/quant.hpp"
 
 namespace okapi::quant {
@@ -326,6 +329,15 @@ TEST(Avx2Dot, ExtremeLevelsMatchTheReference) {
       check_dot(type, extreme, a, n, label(type, n, 0) + " extreme weights, extreme activations");
       check_dot(type, random, a, n, label(type, n, 1) + " extreme activations");
       check_dot(type, extreme, random_activations(act, n, rng, Levels::Random), n, label(type, n, 2) + " extreme weights");
+      if (type == DType::Q4_0) {
+        // Q4_0's kernel is exact for every int8 activation, -128 included.
+        Bytes min_levels = random_activations(act, n, rng, Levels::Random);
+        for (auto& blk : std::span(reinterpret_cast<block_q8_0*>(min_levels.data()), static_cast<size_t>(n / QK8_0))) {
+          std::memset(blk.qs, 0x80, sizeof(blk.qs));
+        }
+        check_dot(type, extreme, min_levels, n, label(type, n, 3) + " extreme weights, activations -128");
+        check_dot(type, random, min_levels, n, label(type, n, 4) + " activations -128");
+      }
     }
   }
 }
@@ -400,6 +412,28 @@ TEST(Avx2Quantize, ActivationQuantizersAreByteIdentical) {
       }
     }
   }
+}
+
+// Real weights: every golden tensor of a type with AVX2 kernels, dequantized on the fast path,
+// must hash to llama.cpp's float32 output.
+TEST(Avx2Golden, FastDequantizeMatchesLlamaCpp) {
+  OKAPI_REQUIRE_SHARED();
+  REQUIRE_AVX2();
+  int matched = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::golden_dir() / "public" / "dequant")) {
+    if (entry.path().extension() != ".json") continue;
+    const test::GoldenModel model = test::load_dequant_golden(entry.path());
+    if (!std::filesystem::exists(model.gguf)) continue;
+    for (const auto& t : model.tensors) {
+      if (std::find(std::begin(kFastTypes), std::end(kFastTypes), t.type) == std::end(kFastTypes)) continue;
+      const Bytes raw = test::read_tensor(model, t);
+      std::vector<float> out(static_cast<size_t>(test::element_count(t.shape)));
+      dequantize_tensor(t.type, raw, t.shape, out.data(), /*use_reference=*/false);
+      EXPECT_EQ(test::sha_of(out), t.dequant_sha256) << entry.path().filename() << " " << t.name;
+      ++matched;
+    }
+  }
+  EXPECT_GT(matched, 100);
 }
 
 }  // namespace

@@ -116,6 +116,28 @@ TEST_F(ModelQuantizerTest, Qwen2F16ToQ8) {
   EXPECT_EQ(file_sha256(out), golden_file_sums().at("golden-qwen2-Q8_0.gguf"));
 }
 
+// ik_llama.cpp's files: Q8_0 is byte-identical; for Q4_K_M only the type choice agrees, because
+// ik_llama's k-quant quantizers search scales differently from llama.cpp's (whose bytes okapi
+// reproduces, see above).
+TEST_F(ModelQuantizerTest, IkQwen3AndGemma3) {
+  OKAPI_REQUIRE_SHARED();
+  const fs::path ik = okapi::shared_dir() / "golden" / "ik" / "public";
+  for (const char* model : {"qwen3", "gemma3"}) {
+    const std::string stem = std::string("golden-") + model;
+    const fs::path out = dir_ / (stem + "-Q8_0.gguf");
+    quantize_model(ik / "models" / (stem + "-F32.gguf"), out, options_for("Q8_0", TensorOrder::Input));
+    expect_tensors_match(out, load_json(ik / "dequant" / (stem + "-Q8_0.json"))["tensors"], stem);
+  }
+  const fs::path out = dir_ / "qwen3-Q4_K_M.gguf";
+  quantize_model(ik / "models" / "golden-qwen3-F32.gguf", out, options_for("Q4_K_M", TensorOrder::Input));
+  const json expected = load_json(ik / "dequant" / "golden-qwen3-Q4_K_M.json")["tensors"];
+  const gguf::File q = gguf::File::open(out);
+  ASSERT_EQ(q.tensors().size(), expected.size());
+  for (const auto& t : q.tensors()) {
+    EXPECT_EQ(std::string(dtype_name(t.type)), expected[t.name]["type"].get<std::string>()) << t.name;
+  }
+}
+
 TEST_F(ModelQuantizerTest, PureRunsMatchQuantizeGoldens) {
   OKAPI_REQUIRE_SHARED();
   const json index = load_json(golden() / "quantize" / "index.json");

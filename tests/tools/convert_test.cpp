@@ -182,7 +182,8 @@ TEST(ConvertCli, BadInputFailsCleanlyAndLeavesTheOutputAlone) {
   const auto tok = read_all(kTok);
   const auto write = [&](const char* name, const std::vector<uint8_t>& bytes, size_t n) {
     const fs::path p = dir / name;
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
     return p.string();
   };
   const std::string truncated = write("truncated.bin", bin, bin.size() - 100);
@@ -259,9 +260,12 @@ TEST(ConvertLlama2c, ConvertsBitnetModels) {
                             ck.f32_bytes(Weight::TokenEmbedding).size()) == 0);
     for (int l = 0; l < c.n_layers; ++l) {
       const auto name = [l](const char* what) { return "blk." + std::to_string(l) + "." + what + ".weight"; };
-      EXPECT_EQ(floats(g.tensor(name("attn_norm"))), std::vector<float>(static_cast<size_t>(c.dim), 1.0f / static_cast<float>(c.dim)));
-      EXPECT_EQ(floats(g.tensor(name("ffn_sub_norm"))),
-                std::vector<float>(static_cast<size_t>(c.hidden_dim), 1.0f / static_cast<float>(c.hidden_dim)));
+      const auto constant = [](int64_t n) {
+        return std::vector<float>(static_cast<size_t>(n), 1.0f / static_cast<float>(n));
+      };
+      EXPECT_EQ(floats(g.tensor(name("attn_norm"))), constant(c.dim));
+      EXPECT_EQ(floats(g.tensor(name("attn_sub_norm"))), constant(c.dim));
+      EXPECT_EQ(floats(g.tensor(name("ffn_sub_norm"))), constant(c.hidden_dim));
       EXPECT_EQ(floats(g.tensor(name("ffn_down"))), ck.values(Weight::W2, l));
       EXPECT_EQ(floats(g.tensor(name("attn_v"))), ck.values(Weight::Wv, l));
       // attn_q row h*hs + i is wq row h*hs + 2i; row h*hs + hs/2 + i is wq row h*hs + 2i + 1.

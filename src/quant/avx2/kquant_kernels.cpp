@@ -6,24 +6,27 @@
 namespace okapi::quant::avx2 {
 namespace {
 
-// The 8 six-bit scales and 8 six-bit mins of a Q4_K block, unpacked from its 12 bytes
-// (scales 0-3 / mins 0-3 in the low 6 bits of bytes 0-3 / 4-7; scales and mins 4-7 from the
-// nibbles of bytes 8-11 plus the top 2 bits of bytes 0-3 / 4-7).
+// The 8 six-bit scales and 8 six-bit mins of a Q4_K block, one per byte, unpacked from its 12
+// bytes with 32-bit word operations: scales / mins 0-3 are the low 6 bits of bytes 0-3 / 4-7;
+// scales / mins 4-7 take the low / high nibbles of bytes 8-11 plus, as bits 4-5, the top 2 bits
+// of bytes 0-3 / 4-7. (Kept in registers: byte arrays on the stack cost store-forwarding stalls.)
 struct ScalesMins {
-  uint8_t scale[8];
-  uint8_t min[8];
+  __m128i scales;  // bytes 0-7
+  __m128i mins;    // bytes 0-7
 };
 
 ScalesMins unpack_q4_K_scales(const uint8_t* s) {
-  ScalesMins out;
-  for (int j = 0; j < 4; ++j) {
-    out.scale[j] = s[j] & 63;
-    out.min[j] = s[j + 4] & 63;
-    out.scale[j + 4] = static_cast<uint8_t>((s[j + 8] & 0x0f) | ((s[j] >> 6) << 4));
-    out.min[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-  }
-  return out;
+  uint32_t w[3];
+  std::memcpy(w, s, sizeof(w));
+  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+  const uint32_t scales_hi = (w[2] & low4) | (((w[0] >> 6) & low2) << 4);
+  const uint32_t mins_hi = ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4);
+  return {_mm_cvtsi64_si128(static_cast<int64_t>((w[0] & low6) | (static_cast<uint64_t>(scales_hi) << 32))),
+          _mm_cvtsi64_si128(static_cast<int64_t>((w[1] & low6) | (static_cast<uint64_t>(mins_hi) << 32)))};
 }
+
+// Lane j of v in all 8 lanes.
+__m256 broadcast_lane(__m256 v, int j) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j)); }
 
 // The reference keeps the first element of largest magnitude (its sign matters).
 float first_absmax_value(const float* x, __m256 absmax) {
@@ -73,14 +76,15 @@ void dequantize_q4_K(const void* src, float* dst, int64_t n) {
     const float d = half_to_float(blk.d);
     const float dmin = half_to_float(blk.dmin);
     const ScalesMins sm = unpack_q4_K_scales(blk.scales);
+    // d * scale_j and dmin * min_j for all j: the same single roundings as the scalar products.
+    const __m256 ds = mul_rounded(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm.scales)));
+    const __m256 dm = mul_rounded(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm.mins)));
     float* out = dst + b * QK_K;
     for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j+1: low and high nibbles of 32 bytes
       const __m256i bytes = load256(blk.qs + 16 * j);
       const __m256i q[2] = {_mm256_and_si256(bytes, low4), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4)};
       for (int h = 0; h < 2; ++h) {
-        const __m256 ds = _mm256_set1_ps(rounded(d * static_cast<float>(sm.scale[j + h])));
-        const __m256 dm = _mm256_set1_ps(rounded(dmin * static_cast<float>(sm.min[j + h])));
-        store_affine_u8x32(q[h], ds, dm, out + 32 * (j + h));
+        store_affine_u8x32(q[h], broadcast_lane(ds, j + h), broadcast_lane(dm, j + h), out + 32 * (j + h));
       }
     }
   }
@@ -96,6 +100,9 @@ void dequantize_q6_K(const void* src, float* dst, int64_t n) {
     const block_q6_K& blk = blocks[b];
     const float d = half_to_float(blk.d);
     for (int half = 0; half < 2; ++half) {
+      // d * scale for the 8 groups of 16 of this half (the reference's first product).
+      const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * half));
+      const __m256 ds = mul_rounded(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
       const __m256i ql0 = load256(blk.ql + 64 * half);
       const __m256i ql1 = load256(blk.ql + 64 * half + 32);
       const __m256i qh = load256(blk.qh + 32 * half);
@@ -109,10 +116,9 @@ void dequantize_q6_K(const void* src, float* dst, int64_t n) {
       };
       for (int k = 0; k < 4; ++k) {
         const __m256i qs = _mm256_sub_epi8(q[k], offset);
-        const int g = 8 * half + 2 * k;  // 16-element group index = scale index
-        float* out = dst + b * QK_K + 16 * g;
-        const __m256 s0 = _mm256_set1_ps(d * static_cast<float>(blk.scales[g]));
-        const __m256 s1 = _mm256_set1_ps(d * static_cast<float>(blk.scales[g + 1]));
+        float* out = dst + b * QK_K + 128 * half + 32 * k;  // groups of 16: 2k and 2k+1 of this half
+        const __m256 s0 = broadcast_lane(ds, 2 * k);
+        const __m256 s1 = broadcast_lane(ds, 2 * k + 1);
         const __m128i lo = _mm256_castsi256_si128(qs);
         const __m128i hi = _mm256_extracti128_si256(qs, 1);
         _mm256_storeu_ps(out + 0, mul_rounded(s0, i8x8_to_float(lo)));
@@ -168,19 +174,23 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a) {
   float acc_min = 0.0f;
   for (int64_t b = 0; b < n / QK_K; ++b) {
     const ScalesMins sm = unpack_q4_K_scales(x[b].scales);
+    // The 8 scales as int16 in both 128-bit halves; scale j is broadcast with a byte shuffle.
+    const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm.scales));
     const int8_t* q8 = y[b].qs;
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles then high nibbles of 32 bytes
       const __m256i bytes = load256(x[b].qs + 32 * j);
       const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(bytes, low4), load256(q8 + 64 * j));
       const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4), load256(q8 + 64 * j + 32));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, _mm256_set1_epi16(sm.scale[2 * j])));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, _mm256_set1_epi16(sm.scale[2 * j + 1])));
+      const __m256i scale_lo = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * j))));
+      const __m256i scale_hi = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * j + 1))));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, scale_lo));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, scale_hi));
     }
     // bsums pairs (one per 32-element sub-block) times the mins.
     const __m256i bs = load256(y[b].bsums);
     const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min)));
+    const __m128i mins = _mm_cvtepu8_epi16(sm.mins);
     const int32_t msum = hsum_i32(_mm_madd_epi16(pair_sums, mins));
     const float da = y[b].d;
     acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * da), _mm256_cvtepi32_ps(isum), acc);
@@ -202,6 +212,10 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) {
     const int8_t* q8 = y[b].qs;
     __m256i isum = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
+      // The 8 int16 scales of this half in both 128-bit lanes; a byte shuffle picks scale 2k for
+      // the low lane (elements 0-15 of quarter k) and 2k+1 for the high lane.
+      const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * half));
+      const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
       const __m256i ql0 = load256(blk.ql + 64 * half);
       const __m256i ql1 = load256(blk.ql + 64 * half + 32);
       const __m256i qh = load256(blk.qh + 32 * half);
@@ -215,14 +229,15 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) {
       for (int k = 0; k < 4; ++k) {
         const int g = 8 * half + 2 * k;
         const __m256i pairs = _mm256_maddubs_epi16(q[k], load256(q8 + 16 * g));
-        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(blk.scales[g + 1]), _mm_set1_epi16(blk.scales[g]));
+        const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * k + 1))),
+                                              _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * k))));
+        const __m256i scale = _mm256_shuffle_epi8(scales16, pick);
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scale));
       }
     }
-    const __m256i scales16 = _mm256_cvtepi8_epi16(load128(blk.scales));
-    const int32_t offset = 32 * hsum_i32(_mm256_madd_epi16(scales16, load256(y[b].bsums)));
-    // The offset joins lane 0 (still exact in int32); the lanes' sum is the block's integer dot.
-    isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(offset, 0, 0, 0, 0, 0, 0, 0));
+    // The -32 offset: 32 * scale_g * bsum_g, lane-wise (exact in int32; |lane| < 2^27).
+    const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(load128(blk.scales)), load256(y[b].bsums));
+    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(blk.d) * y[b].d), _mm256_cvtepi32_ps(isum), acc);
   }
   return hsum(acc);

@@ -236,8 +236,9 @@ void dequantize_iq2_bn(const void* src, float* y, int64_t n) {
 }
 
 // IQ1_BN: [f16 d] then 13 bytes per block: ql[12], extra. Each group of 16 values is 3 ql bytes of
-// 5 trits (value 5k + j of the group is trit j of byte k) plus trit (group) of `extra`. Trit j
-// is the top trit of byte * 3^(4-j) (mod 256), read as (v + v/2) >> 7 like ik_llama.
+// 5 trits (value 5k + j of the group is trit j of byte k, trit 0 least significant) plus trit
+// (group) of `extra`. Trit j is the top trit of byte * 3^(4-j) (mod 256), read as
+// (v + v/2) >> 7 like ik_llama.
 constexpr uint8_t kBnMult[5] = {81, 27, 9, 3, 1};
 
 int bn_trit(uint8_t byte, int j) {
