@@ -136,7 +136,10 @@ class File {
 };
 
 // Builds a GGUF v3 file. Metadata keep insertion order; tensors are laid out in the order added,
-// each aligned to general.alignment (default 32) and zero-padded, as llama.cpp writes them.
+// each aligned to general.alignment (default 32) and zero-padded, as llama.cpp writes them. A file
+// without tensors ends right after its metadata (no padding), as llama.cpp's vocab files do.
+// write()/to_bytes() first check everything the reader would reject (duplicate or bad names,
+// shapes, data sizes, mixed-type arrays, bad general.alignment) and throw okapi::Error.
 class Writer {
  public:
   void set(std::string key, Value value);  // replaces an existing key in place
