@@ -165,29 +165,37 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
       if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
-      const auto it = run.counters.find("bytes_per_second");
-      if (it != run.counters.end()) gbps_[run.benchmark_name()] = it->second.value / 1e9;
+      const auto bytes = run.counters.find("bytes_per_second");
+      const auto items = run.counters.find("items_per_second");
+      if (bytes == run.counters.end() || items == run.counters.end()) continue;
+      rates_[run.benchmark_name()] = {bytes->second.value / 1e9, items->second.value / 1e9};
     }
     ConsoleReporter::ReportRuns(runs);
   }
 
-  // One line per format and benchmark kind that has both a ref and an avx2 run.
+  // One line per format and benchmark kind that has both a ref and an avx2 run (GB = 1e9 bytes).
   void print_summary() const {
-    std::printf("\n%-14s %-8s %12s %12s %9s\n", "kind", "type", "ref GB/s", "avx2 GB/s", "speed-up");
-    for (const auto& [name, fast] : gbps_) {
+    std::printf("\n%-14s %-8s %9s %10s %9s %11s %12s\n", "kind", "type", "ref GB/s", "avx2 GB/s", "speed-up",
+                "ref Gel/s", "avx2 Gel/s");
+    for (const auto& [name, fast] : rates_) {
       const auto slash = name.rfind('/');
       if (name.substr(slash + 1) != "avx2") continue;
-      const auto ref = gbps_.find(name.substr(0, slash) + "/ref");
-      if (ref == gbps_.end()) continue;
+      const auto ref = rates_.find(name.substr(0, slash) + "/ref");
+      if (ref == rates_.end()) continue;
       const std::string kind_type = name.substr(0, slash);
       const auto mid = kind_type.find('/');
-      std::printf("%-14s %-8s %12.2f %12.2f %8.1fx\n", kind_type.substr(0, mid).c_str(),
-                  kind_type.substr(mid + 1).c_str(), ref->second, fast, fast / ref->second);
+      std::printf("%-14s %-8s %9.2f %10.2f %8.1fx %11.2f %12.2f\n", kind_type.substr(0, mid).c_str(),
+                  kind_type.substr(mid + 1).c_str(), ref->second.gbps, fast.gbps, fast.gbps / ref->second.gbps,
+                  ref->second.gelems, fast.gelems);
     }
   }
 
  private:
-  std::map<std::string, double> gbps_;
+  struct Rate {
+    double gbps;    // weight (or input float) bytes per second / 1e9
+    double gelems;  // elements per second / 1e9
+  };
+  std::map<std::string, Rate> rates_;
 };
 
 }  // namespace

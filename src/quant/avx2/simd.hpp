@@ -11,19 +11,16 @@
 
 namespace okapi::quant::avx2 {
 
-// GCC contracts a*b+c into an FMA in C++ mode even across statements (-ffp-contract=fast is
+// GCC may contract a*b+c into an FMA in C++ mode even across statements (-ffp-contract=fast is
 // its default outside ISO C), and the _mm256_mul_ps/_mm256_sub_ps intrinsics are plain vector
-// operators to it. Dequantization must round exactly like the scalar reference (a rounded
-// product, then a rounded add), so products that feed an add go through this barrier.
-inline __m256 rounded(__m256 v) {
-  asm("" : "+x"(v));
-  return v;
+// operators to it. Dequantization and quantization must round exactly like the scalar reference
+// (a rounded product, then a rounded add), so their products go through this empty-asm barrier,
+// which costs no instruction.
+inline __m256 mul_rounded(__m256 a, __m256 b) {
+  __m256 p = _mm256_mul_ps(a, b);
+  asm("" : "+x"(p));
+  return p;
 }
-inline float rounded(float v) {
-  asm("" : "+x"(v));
-  return v;
-}
-inline __m256 mul_rounded(__m256 a, __m256 b) { return rounded(_mm256_mul_ps(a, b)); }
 
 // fp16 -> fp32 of one value (exact; F16C).
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
