@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -153,6 +154,11 @@ class Writer {
                        std::span<const uint8_t> data);
   void add_tensor(std::string name, DType type, std::vector<int64_t> shape,
                   std::vector<uint8_t> data);
+  // Data made only when write() reaches this tensor (e.g. quantized on the fly), so a large model
+  // is streamed with one tensor in memory at a time. `produce` must return tensor_bytes(type,
+  // shape) bytes; it may throw, and then nothing is written to disk.
+  using TensorProducer = std::function<std::vector<uint8_t>()>;
+  void add_tensor_producer(std::string name, DType type, std::vector<int64_t> shape, TensorProducer produce);
   size_t tensor_count() const { return tensors_.size(); }
 
   // Writes atomically (temp file, fsync, rename). Throws okapi::Error.
@@ -166,6 +172,8 @@ class Writer {
     std::vector<int64_t> shape;
     std::span<const uint8_t> view;
     std::vector<uint8_t> owned;
+    TensorProducer produce;  // set for deferred tensors; view/owned are empty then
+    uint64_t nbytes = 0;     // bytes of data the tensor will write
     std::span<const uint8_t> data() const { return owned.empty() ? view : std::span<const uint8_t>(owned); }
   };
   std::vector<KeyValue> metadata_;

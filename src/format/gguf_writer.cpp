@@ -113,11 +113,18 @@ void Writer::copy_metadata(const File& file, std::span<const std::string_view> s
 
 void Writer::add_tensor_view(std::string name, DType type, std::vector<int64_t> shape,
                              std::span<const uint8_t> data) {
-  tensors_.push_back(PendingTensor{std::move(name), type, std::move(shape), data, {}});
+  const uint64_t nbytes = data.size();
+  tensors_.push_back(PendingTensor{std::move(name), type, std::move(shape), data, {}, {}, nbytes});
 }
 
 void Writer::add_tensor(std::string name, DType type, std::vector<int64_t> shape, std::vector<uint8_t> data) {
-  tensors_.push_back(PendingTensor{std::move(name), type, std::move(shape), {}, std::move(data)});
+  const uint64_t nbytes = data.size();
+  tensors_.push_back(PendingTensor{std::move(name), type, std::move(shape), {}, std::move(data), {}, nbytes});
+}
+
+void Writer::add_tensor_producer(std::string name, DType type, std::vector<int64_t> shape, TensorProducer produce) {
+  const uint64_t nbytes = tensor_bytes(type, shape).value_or(0);  // 0 for a bad shape: validate() reports it
+  tensors_.push_back(PendingTensor{std::move(name), type, std::move(shape), {}, {}, std::move(produce), nbytes});
 }
 
 uint64_t Writer::alignment() const {
@@ -152,9 +159,9 @@ void Writer::validate() const {
       throw_error("tensor '{}': shape [{}] is invalid for type {}", t.name, fmt::join(t.shape, ", "),
                   dtype_name(t.type));
     }
-    if (*nbytes != t.data().size()) {
+    if (*nbytes != t.nbytes) {
       throw_error("tensor '{}': {} [{}] needs {} bytes, got {}", t.name, dtype_name(t.type),
-                  fmt::join(t.shape, ", "), *nbytes, t.data().size());
+                  fmt::join(t.shape, ", "), *nbytes, t.nbytes);
     }
   }
 }
@@ -179,14 +186,22 @@ void Writer::emit(Sink& sink) const {
     for (int64_t ne : t.shape) put<Sink, int64_t>(sink, ne);
     put<Sink, uint32_t>(sink, static_cast<uint32_t>(t.type));
     put<Sink, uint64_t>(sink, offset);
-    offset += pad_to(t.data().size(), align);
+    offset += pad_to(t.nbytes, align);
   }
   if (tensors_.empty()) return;
   sink.write_zeros(static_cast<size_t>(pad_to(sink.position(), align) - sink.position()));
   for (const PendingTensor& t : tensors_) {
-    const auto data = t.data();
-    sink.write(data.data(), data.size());
-    sink.write_zeros(static_cast<size_t>(pad_to(data.size(), align) - data.size()));
+    if (t.produce) {
+      const std::vector<uint8_t> produced = t.produce();
+      if (produced.size() != t.nbytes) {
+        throw_error("tensor '{}': producer returned {} bytes, expected {}", t.name, produced.size(), t.nbytes);
+      }
+      sink.write(produced.data(), produced.size());
+    } else {
+      const auto data = t.data();
+      sink.write(data.data(), data.size());
+    }
+    sink.write_zeros(static_cast<size_t>(pad_to(t.nbytes, align) - t.nbytes));
   }
 }
 

@@ -24,7 +24,6 @@ constexpr uint32_t kQuantizationVersion = 2;
 // Below this many elements a tensor is converted on one thread (thread start-up would dominate).
 constexpr int64_t kMinElementsPerThread = 1 << 16;
 
-uint64_t pad_to(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
 int64_t metadata_int(const gguf::File& file, const std::string& key, int64_t fallback) {
   const gguf::Value* v = file.find(key);
@@ -205,33 +204,6 @@ void check_output_directory(const std::filesystem::path& output) {
   }
 }
 
-// The GGUF header with metadata and tensor infos, laid out as gguf::Writer lays out a file, so the
-// tensor data can be streamed after it. The metadata part comes from the Writer itself (a Writer
-// without tensors emits exactly header + metadata); the tensor-info records are appended here.
-std::vector<uint8_t> header_bytes(const gguf::Writer& metadata, const std::vector<PlannedTensor>& planned,
-                                  uint64_t alignment) {
-  std::vector<uint8_t> out = metadata.to_bytes();
-  const uint64_t n_tensors = planned.size();
-  std::memcpy(out.data() + 8, &n_tensors, sizeof(n_tensors));  // after magic and version
-  auto put = [&out](const auto& value) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&value);
-    out.insert(out.end(), p, p + sizeof(value));
-  };
-  uint64_t offset = 0;
-  for (const auto& p : planned) {
-    const std::string& name = p.info->name;
-    put(static_cast<uint64_t>(name.size()));
-    out.insert(out.end(), name.begin(), name.end());
-    put(static_cast<uint32_t>(p.info->shape.size()));
-    for (int64_t ne : p.info->shape) put(ne);
-    put(static_cast<uint32_t>(p.choice.type));
-    put(offset);
-    offset += pad_to(p.output_bytes, alignment);
-  }
-  out.resize(pad_to(out.size(), alignment), 0);
-  return out;
-}
-
 }  // namespace
 
 ModelFacts model_facts(const gguf::File& file) {
@@ -255,19 +227,14 @@ QuantizeReport quantize_model(const std::filesystem::path& input, const std::fil
   const gguf::File file = gguf::File::open(input);
   const std::vector<PlannedTensor> planned = plan(file, options);
 
-  gguf::Writer metadata;
+  gguf::Writer writer;
   constexpr std::array<std::string_view, 5> kReplaced = {"general.quantization_version", "general.file_type",
                                                          "split.no", "split.count", "split.tensors.count"};
-  metadata.copy_metadata(file, kReplaced);
+  writer.copy_metadata(file, kReplaced);
   // llama-quantize appends these two, in this order, after the copied keys.
-  metadata.set("general.quantization_version", kQuantizationVersion);
-  metadata.set("general.file_type", static_cast<uint32_t>(options.mix.file_type));
-  const uint64_t alignment = file.alignment();
-
-  AtomicFileWriter out(output);
+  writer.set("general.quantization_version", kQuantizationVersion);
+  writer.set("general.file_type", static_cast<uint32_t>(options.mix.file_type));
   warn_about(planned, observer);
-  const std::vector<uint8_t> header = header_bytes(metadata, planned, alignment);
-  out.write(header.data(), header.size());
 
   QuantizeReport report;
   report.input_file_bytes = file.file_size();
@@ -275,19 +242,27 @@ QuantizeReport quantize_model(const std::filesystem::path& input, const std::fil
   for (size_t i = 0; i < planned.size(); ++i) {
     const PlannedTensor& p = planned[i];
     const gguf::TensorInfo& t = *p.info;
+    // Tensors are converted one at a time while the writer streams them to disk.
+    auto report_progress = [&observer, i, n = planned.size(), &t] {
+      if (observer.on_tensor) observer.on_tensor(i + 1, n, t.name);
+    };
     if (p.choice.convert) {
-      const std::vector<uint8_t> data = convert_tensor(t, p.choice.type, n_threads);
-      out.write(data.data(), data.size());
+      writer.add_tensor_producer(t.name, p.choice.type, t.shape, [&t, &p, n_threads, report_progress] {
+        std::vector<uint8_t> data = convert_tensor(t, p.choice.type, n_threads);
+        report_progress();
+        return data;
+      });
     } else {
-      out.write(t.data, static_cast<size_t>(t.nbytes));
+      writer.add_tensor_producer(t.name, t.type, t.shape, [&t, report_progress] {
+        report_progress();
+        return std::vector<uint8_t>(t.data, t.data + t.nbytes);
+      });
     }
-    out.write_zeros(static_cast<size_t>(pad_to(p.output_bytes, alignment) - p.output_bytes));
     report.tensors.push_back(TensorReport{t.name, t.type, p.choice.type, t.n_elements(), t.nbytes, p.output_bytes,
                                           p.choice.convert, p.choice.fell_back});
-    if (observer.on_tensor) observer.on_tensor(i + 1, planned.size(), t.name);
   }
-  report.output_file_bytes = out.bytes_written();
-  out.commit();
+  writer.write(output);
+  report.output_file_bytes = std::filesystem::file_size(output);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

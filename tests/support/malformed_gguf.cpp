@@ -76,9 +76,11 @@ std::vector<uint8_t> encoded_string(std::string_view s) {
 // the writer refuses to nest deeper than the reader accepts).
 std::vector<uint8_t> nested_array_file(int depth) {
   std::vector<uint8_t> out;
+  // resize + memcpy rather than insert(): GCC 12 reports a false stringop-overflow on the latter.
   const auto put = [&out](const auto& v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    out.insert(out.end(), p, p + sizeof(v));
+    const size_t at = out.size();
+    out.resize(at + sizeof(v));
+    std::memcpy(out.data() + at, &v, sizeof(v));
   };
   put(gguf::kMagic);
   put(uint32_t{3});
