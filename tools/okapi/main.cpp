@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   okapi::cli::register_inspect(app, result);
   okapi::cli::register_convert(app, result);
   okapi::cli::register_quantize(app, result);
+  okapi::cli::register_tokenize(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

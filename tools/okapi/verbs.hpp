@@ -12,5 +12,6 @@ struct VerbResult {
 void register_inspect(CLI::App& app, VerbResult& result);
 void register_convert(CLI::App& app, VerbResult& result);
 void register_quantize(CLI::App& app, VerbResult& result);
+void register_tokenize(CLI::App& app, VerbResult& result);
 
 }  // namespace okapi::cli

@@ -1,0 +1,65 @@
+// Text <-> token ids, identical to llama.cpp (llama-vocab.cpp): SentencePiece-style merges with
+// byte fallback, byte-level BPE with per-family pre-tokenizer regexes (PCRE2), WordPiece.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/vocab.hpp"
+
+namespace okapi::tokenizer {
+
+struct EncodeOptions {
+  bool add_special = true;     // BOS/EOS as the vocabulary's add_bos/add_eos say
+  bool parse_special = false;  // recognise control/user-defined token texts (e.g. "<s>") in the input
+};
+
+// One algorithm (SPM, BPE, WPM). Each encodes a fragment of raw text that contains no special
+// tokens; the Tokenizer splits special tokens out first, as llama.cpp's tokenizer_st_partition.
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual void encode_fragment(std::string_view text, std::vector<TokenId>& out) const = 0;
+};
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(Vocab vocab);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  const Vocab& vocab() const { return vocab_; }
+  std::vector<TokenId> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // The bytes of one token as llama_token_to_piece renders them (SPM: U+2581 -> space, <0xNN> ->
+  // byte; BPE: byte-level unmapping). Control tokens render as their text only if `special`.
+  std::string token_to_piece(TokenId id, bool special = false) const;
+  std::string decode(std::span<const TokenId> ids, bool special = false) const;
+
+ private:
+  Vocab vocab_;
+  std::unique_ptr<Session> session_;
+};
+
+// Streaming detokenization: feed ids one at a time, get back only complete UTF-8 characters;
+// bytes of a character split across tokens are held until it is complete.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool special = false);
+  std::string push(TokenId id);  // the text that became complete with this token
+  std::string flush();           // whatever is pending (possibly an incomplete sequence)
+
+ private:
+  const Tokenizer& tokenizer_;
+  bool special_;
+  std::string pending_;
+};
+
+// Factories per algorithm (spm.cpp, bpe.cpp, wpm.cpp).
+std::unique_ptr<Session> make_spm_session(const Vocab& vocab);
+std::unique_ptr<Session> make_bpe_session(const Vocab& vocab);
+std::unique_ptr<Session> make_wpm_session(const Vocab& vocab);
+
+}  // namespace okapi::tokenizer
