@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <initializer_list>
+#include <string_view>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/half.hpp"
@@ -125,6 +128,29 @@ void set_special_ids(gguf::Writer& w) {
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
+// The model-shape keys both architectures write as "<arch>.<key>" (u32).
+enum class ShapeKey { Embedding, FeedForward, Blocks, Heads, KvHeads, RopeDims };
+
+std::pair<std::string_view, int64_t> shape_key(ShapeKey key, const Config& c) {
+  switch (key) {
+    case ShapeKey::Embedding: return {"embedding_length", c.dim};
+    case ShapeKey::FeedForward: return {"feed_forward_length", c.hidden_dim};
+    case ShapeKey::Blocks: return {"block_count", c.n_layers};
+    case ShapeKey::Heads: return {"attention.head_count", c.n_heads};
+    case ShapeKey::KvHeads: return {"attention.head_count_kv", c.n_kv_heads};
+    case ShapeKey::RopeDims: return {"rope.dimension_count", c.head_size()};
+  }
+  throw_error("unknown shape key {}", static_cast<int>(key));
+}
+
+// Each converter we mirror writes these keys in its own order, which the caller gives.
+void set_shape_keys(gguf::Writer& w, std::string_view arch, const Config& c, std::initializer_list<ShapeKey> order) {
+  for (ShapeKey k : order) {
+    const auto [key, value] = shape_key(k, c);
+    w.set(fmt::format("{}.{}", arch, key), u32(value));
+  }
+}
+
 // Key order, types and values as llama.cpp's convert-llama2c-to-ggml.
 void build_llama(gguf::Writer& w, const Checkpoint& ck, const Tokenizer& tokenizer, const ConvertOptions& options) {
   const Config& c = ck.config();
@@ -133,12 +159,8 @@ void build_llama(gguf::Writer& w, const Checkpoint& ck, const Tokenizer& tokeniz
   w.set("general.name", options.name.empty() ? std::string("llama") : options.name);
   set_special_ids(w);
   w.set("llama.context_length", options.context_length.value_or(kLlamaCppContextLength));
-  w.set("llama.embedding_length", u32(c.dim));
-  w.set("llama.feed_forward_length", u32(c.hidden_dim));
-  w.set("llama.attention.head_count", u32(c.n_heads));
-  w.set("llama.attention.head_count_kv", u32(c.n_kv_heads));
-  w.set("llama.block_count", u32(c.n_layers));
-  w.set("llama.rope.dimension_count", u32(c.head_size()));
+  using enum ShapeKey;
+  set_shape_keys(w, "llama", c, {Embedding, FeedForward, Heads, KvHeads, Blocks, RopeDims});
   w.set("llama.attention.layer_norm_rms_epsilon", kLlamaRmsEps);
   if (options.type == DType::F16) w.set("general.file_type", uint32_t{1});  // LLAMA_FTYPE_MOSTLY_F16
 
@@ -177,12 +199,8 @@ void build_bitnet(gguf::Writer& w, const Checkpoint& ck, const Tokenizer& tokeni
   w.set("general.name", name);
   w.set("general.description", kBitnetDescription);
   w.set("bitnet.context_length", options.context_length.value_or(u32(c.seq_len)));
-  w.set("bitnet.embedding_length", u32(c.dim));
-  w.set("bitnet.block_count", u32(c.n_layers));
-  w.set("bitnet.feed_forward_length", u32(c.hidden_dim));
-  w.set("bitnet.attention.head_count", u32(c.n_heads));
-  w.set("bitnet.attention.head_count_kv", u32(c.n_kv_heads));
-  w.set("bitnet.rope.dimension_count", u32(c.head_size()));
+  using enum ShapeKey;
+  set_shape_keys(w, "bitnet", c, {Embedding, Blocks, FeedForward, Heads, KvHeads, RopeDims});
   w.set("bitnet.rope.freq_base", kRopeFreqBase);
   w.set("bitnet.attention.layer_norm_rms_epsilon", 0.0f);
   w.set("bitnet.vocab_size", u32(c.vocab_size));

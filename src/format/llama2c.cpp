@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -115,8 +116,18 @@ class Layout {
     add(Section{weight, Encoding::Ternary, true, {config_.n_layers, rows, cols}, cursor_, total});
   }
 
-  // A per-layer matrix / vector: {n_layers, rows, cols} or {n_layers, n}.
-  void layers_f32(Weight weight, int64_t rows, int64_t cols) { f32(weight, {config_.n_layers, rows, cols}, true); }
+  // Per-layer matrices {n_layers, rows, cols}, in the order given, and a per-layer vector {n_layers, n}.
+  struct Matrix {
+    Weight weight;
+    int64_t rows;
+    int64_t cols;
+  };
+  void layers_f32(std::span<const Matrix> matrices) {
+    for (const Matrix& m : matrices) f32(m.weight, {config_.n_layers, m.rows, m.cols}, true);
+  }
+  void layers_ternary(std::span<const Matrix> matrices) {
+    for (const Matrix& m : matrices) ternary(m.weight, m.rows, m.cols);
+  }
   void layers_vec(Weight weight, int64_t n) { f32(weight, {config_.n_layers, n}, true); }
 
   uint64_t end() const { return cursor_; }
@@ -134,19 +145,19 @@ class Layout {
 
 Layout plan(Format format, const Config& c, uint64_t start) {
   const int64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
+  // The projections of a layer, rows x cols, in the order every format stores them.
+  const std::array<Layout::Matrix, 4> attention = {
+      {{Weight::Wq, dim, dim}, {Weight::Wk, kv, dim}, {Weight::Wv, kv, dim}, {Weight::Wo, dim, dim}}};
+  const std::array<Layout::Matrix, 3> ffn = {
+      {{Weight::W1, hidden, dim}, {Weight::W2, dim, hidden}, {Weight::W3, hidden, dim}}};
   Layout l(c, start);
   switch (format) {
     case Format::Legacy:
       l.f32(Weight::TokenEmbedding, {vocab, dim}, false);
       l.layers_vec(Weight::RmsAtt, dim);
-      l.layers_f32(Weight::Wq, dim, dim);
-      l.layers_f32(Weight::Wk, kv, dim);
-      l.layers_f32(Weight::Wv, kv, dim);
-      l.layers_f32(Weight::Wo, dim, dim);
+      l.layers_f32(attention);
       l.layers_vec(Weight::RmsFfn, dim);
-      l.layers_f32(Weight::W1, hidden, dim);
-      l.layers_f32(Weight::W2, dim, hidden);
-      l.layers_f32(Weight::W3, hidden, dim);
+      l.layers_f32(ffn);
       l.f32(Weight::RmsFinal, {dim}, false);
       l.f32(Weight::FreqCisReal, {c.seq_len, c.head_size() / 2}, false);
       l.f32(Weight::FreqCisImag, {c.seq_len, c.head_size() / 2}, false);
@@ -157,25 +168,15 @@ Layout plan(Format format, const Config& c, uint64_t start) {
       l.layers_vec(Weight::RmsFfn, dim);
       l.f32(Weight::RmsFinal, {dim}, false);
       l.f32(Weight::TokenEmbedding, {vocab, dim}, false);
-      l.layers_f32(Weight::Wq, dim, dim);
-      l.layers_f32(Weight::Wk, kv, dim);
-      l.layers_f32(Weight::Wv, kv, dim);
-      l.layers_f32(Weight::Wo, dim, dim);
-      l.layers_f32(Weight::W1, hidden, dim);
-      l.layers_f32(Weight::W2, dim, hidden);
-      l.layers_f32(Weight::W3, hidden, dim);
+      l.layers_f32(attention);
+      l.layers_f32(ffn);
       if (!c.shared_classifier) l.f32(Weight::Wcls, {vocab, dim}, false);
       break;
     case Format::BitNet:
       l.f32(Weight::RmsFinal, {dim}, false);
       l.f32(Weight::TokenEmbedding, {vocab, dim}, false);
-      l.ternary(Weight::Wq, dim, dim);
-      l.ternary(Weight::Wk, kv, dim);
-      l.ternary(Weight::Wv, kv, dim);
-      l.ternary(Weight::Wo, dim, dim);
-      l.ternary(Weight::W1, hidden, dim);
-      l.ternary(Weight::W2, dim, hidden);
-      l.ternary(Weight::W3, hidden, dim);
+      l.layers_ternary(attention);
+      l.layers_ternary(ffn);
       break;
   }
   return l;

@@ -46,6 +46,9 @@ std::vector<uint8_t> quantize_tensor(DType type, const float* src, std::span<con
 float tensor_scale(DType type, std::span<const uint8_t> data, std::span<const int64_t> shape);
 
 namespace detail {
+// A table row with its reference kernels; table.cpp fills in the fast pointers afterwards.
+Format reference_format(DType type, DequantizeRowFn dequantize, QuantizeRowFn quantize, DType vec_dot_type,
+                        VecDotFn vec_dot);
 // Each family registers its rows; table.cpp collects them and then lets the SIMD families
 // replace the fast pointers when the CPU supports them.
 void add_float_formats(std::vector<Format>& table);    // F32 F16 BF16

@@ -6,6 +6,18 @@
 #include "quant/quant.hpp"
 
 namespace okapi::quant {
+
+Format detail::reference_format(DType type, DequantizeRowFn dequantize, QuantizeRowFn quantize, DType vec_dot_type,
+                                VecDotFn vec_dot) {
+  Format f;
+  f.type = type;
+  f.dequantize_ref = dequantize;
+  f.quantize_ref = quantize;
+  f.vec_dot_type = vec_dot_type;
+  f.vec_dot_ref = vec_dot;
+  return f;
+}
+
 namespace {
 
 std::vector<Format> build_table() {

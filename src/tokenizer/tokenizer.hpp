@@ -31,16 +31,19 @@ class Tokenizer {
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
-  const Vocab& vocab() const { return vocab_; }
+  const Vocab& vocab() const { return *vocab_; }
   std::vector<TokenId> encode(std::string_view text, const EncodeOptions& options = {}) const;
   // The bytes of one token as llama_token_to_piece renders them (SPM: U+2581 -> space, <0xNN> ->
   // byte; BPE: byte-level unmapping). Control tokens render as their text only if `special`.
   std::string token_to_piece(TokenId id, bool special = false) const;
+  // As llama_detokenize(remove_special = false, unparse_special = special): the space prefix of the
+  // first piece is dropped (add_space_prefix), BPE/WPM spaces are cleaned (clean_spaces).
   std::string decode(std::span<const TokenId> ids, bool special = false) const;
 
  private:
-  Vocab vocab_;
+  std::unique_ptr<Vocab> vocab_;  // on the heap: sessions keep a reference across moves
   std::unique_ptr<Session> session_;
+  std::vector<TokenId> special_tokens_;  // control / user-defined / unknown, longest text first
 };
 
 // Streaming detokenization: feed ids one at a time, get back only complete UTF-8 characters;

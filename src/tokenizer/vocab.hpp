@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -39,12 +40,18 @@ struct Vocab {
   bool add_space_prefix = false;
   bool remove_extra_whitespaces = false;
   bool clean_spaces = false;  // clean up tokenization spaces on decode (BPE/WPM)
+  // Per token, llama.cpp's LSTRIP / RSTRIP attributes (whitespace next to a special token is
+  // dropped when it is split out). Empty -> none. Set by name-based quirks (phi-3, jina).
+  static constexpr uint8_t kLstrip = 1, kRstrip = 2;
+  std::vector<uint8_t> strip;
 
   std::unordered_map<std::string, TokenId> token_to_id;  // filled by index()
 
   size_t size() const { return tokens.size(); }
   TokenType type(TokenId id) const;
   float score(TokenId id) const;
+  uint8_t strip_flags(TokenId id) const { return strip.empty() ? 0 : strip[static_cast<size_t>(id)]; }
+  TokenId find(std::string_view text) const;  // kNoToken when absent
   void index();  // builds token_to_id; validates ids (throws okapi::Error naming the key)
 
   // Reads tokenizer.ggml.* with llama.cpp's defaults per model kind. Throws okapi::Error.

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/sha256.hpp"
 #include "format/gguf.hpp"
+#include "support/golden_files.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::gguf {
@@ -16,29 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> gguf_files_in(const fs::path& dir) {
-  std::vector<fs::path> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().extension() == ".gguf") out.push_back(entry.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<fs::path> all_shared_gguf_files() {
-  const fs::path shared = okapi::shared_dir();
-  std::vector<fs::path> out;
-  for (const char* dir : {"golden/public/models", "golden/ik/public/models", "models", "vocab"}) {
-    auto files = gguf_files_in(shared / dir);
-    out.insert(out.end(), files.begin(), files.end());
-  }
-  return out;
-}
-
 TEST(GgufReader, ParsesEverySharedFile) {
   OKAPI_REQUIRE_SHARED();
-  const auto files = all_shared_gguf_files();
+  const auto files = test::shared_gguf_files();
   ASSERT_GE(files.size(), 40u);
   for (const auto& path : files) {
     SCOPED_TRACE(path.string());
@@ -55,8 +36,7 @@ TEST(GgufReader, ParsesEverySharedFile) {
 
 void check_against_dequant_json(const fs::path& model, const fs::path& json_path) {
   SCOPED_TRACE(model.string());
-  std::ifstream in(json_path);
-  const auto golden = nlohmann::ordered_json::parse(in);
+  const auto golden = test::load_ordered_json(json_path);
   const File file = File::open(model);
   EXPECT_EQ(file.version(), golden.at("gguf_version").get<uint32_t>());
   EXPECT_EQ(file.alignment(), golden.at("alignment").get<uint64_t>());

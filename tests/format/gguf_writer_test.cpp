@@ -7,25 +7,13 @@
 
 #include "core/error.hpp"
 #include "format/gguf.hpp"
+#include "support/golden_files.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::gguf {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<fs::path> shared_gguf_files() {
-  std::vector<fs::path> out;
-  for (const char* dir : {"golden/public/models", "golden/ik/public/models", "models", "vocab"}) {
-    const fs::path path = okapi::shared_dir() / dir;
-    if (!fs::is_directory(path)) continue;
-    for (const auto& entry : fs::directory_iterator(path)) {
-      if (entry.path().extension() == ".gguf") out.push_back(entry.path());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 Writer copy_of(const File& file) {
   Writer writer;
@@ -36,7 +24,7 @@ Writer copy_of(const File& file) {
 
 TEST(GgufWriter, ReproducesEverySharedFileByteForByte) {
   OKAPI_REQUIRE_SHARED();
-  const auto files = shared_gguf_files();
+  const auto files = test::shared_gguf_files();
   ASSERT_GE(files.size(), 40u);
   for (const auto& path : files) {
     SCOPED_TRACE(path.string());

@@ -128,23 +128,23 @@ Bytes bitnet_file() {
   return b;
 }
 
-// Expects parse() to throw an okapi::Error whose message contains every piece.
-void expect_parse_error(const std::vector<uint8_t>& bytes, std::initializer_list<std::string_view> pieces) {
+// Expects parse(bytes) to throw an okapi::Error whose message contains every piece.
+template <typename Parse>
+void expect_error(Parse parse, const std::vector<uint8_t>& bytes, std::initializer_list<std::string_view> pieces) {
   try {
-    (void)Checkpoint::parse(bytes, "test.bin");
+    (void)parse(bytes);
     ADD_FAILURE() << "parsed without error";
   } catch (const Error& e) {
     for (auto piece : pieces) EXPECT_NE(std::string(e.what()).find(piece), std::string::npos) << e.what();
   }
 }
 
+void expect_parse_error(const std::vector<uint8_t>& bytes, std::initializer_list<std::string_view> pieces) {
+  expect_error([](const std::vector<uint8_t>& b) { return Checkpoint::parse(b, "test.bin"); }, bytes, pieces);
+}
+
 void expect_tokenizer_error(const std::vector<uint8_t>& bytes, std::initializer_list<std::string_view> pieces) {
-  try {
-    (void)read_tokenizer(bytes, "tok.bin");
-    ADD_FAILURE() << "parsed without error";
-  } catch (const Error& e) {
-    for (auto piece : pieces) EXPECT_NE(std::string(e.what()).find(piece), std::string::npos) << e.what();
-  }
+  expect_error([](const std::vector<uint8_t>& b) { return read_tokenizer(b, "tok.bin"); }, bytes, pieces);
 }
 
 std::vector<uint8_t> read_all(const fs::path& path) {

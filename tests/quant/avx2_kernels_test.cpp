@@ -26,8 +26,10 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "quant/blocks.hpp"
-#include "quant/golden_files.hpp"
 #include "quant/quant.hpp"
+#include "support/cli.hpp"
+#include "support/golden_files.hpp"
+#include "support/paths.hpp"
 
 namespace okapi::quant {
 namespace {
@@ -268,15 +270,10 @@ TEST(Avx2Table, ForceScalarSelectsTheReferenceRows) {
     return;
   }
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd = "OKAPI_FORCE_SCALAR=1 '" + self + "' --gtest_filter=Avx2Table.ForceScalarSelectsTheReferenceRows 2>&1";
-  FILE* child = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(child, nullptr);
-  std::string output;
-  char buf[512];
-  while (std::fgets(buf, sizeof(buf), child) != nullptr) output += buf;
-  const int status = ::pclose(child);
-  EXPECT_EQ(status, 0) << output;
-  EXPECT_NE(output.find("forced-scalar-table-ok"), std::string::npos) << output;
+  const auto child = test::run_command("OKAPI_FORCE_SCALAR=1 '" + self +
+                                       "' --gtest_filter=Avx2Table.ForceScalarSelectsTheReferenceRows");
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  EXPECT_NE(child.output.find("forced-scalar-table-ok"), std::string::npos) << child.output;
 }
 
 TEST(Avx2Dequantize, RandomRowsAreBitIdentical) {
@@ -420,16 +417,15 @@ TEST(Avx2Golden, FastDequantizeMatchesLlamaCpp) {
   OKAPI_REQUIRE_SHARED();
   REQUIRE_AVX2();
   int matched = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(test::golden_dir() / "public" / "dequant")) {
-    if (entry.path().extension() != ".json") continue;
-    const test::GoldenModel model = test::load_dequant_golden(entry.path());
+  for (const auto& json : test::shared_files({"golden/public/dequant"}, ".json")) {
+    const test::GoldenModel model = test::load_dequant_golden(json);
     if (!std::filesystem::exists(model.gguf)) continue;
     for (const auto& t : model.tensors) {
       if (std::find(std::begin(kFastTypes), std::end(kFastTypes), t.type) == std::end(kFastTypes)) continue;
       const Bytes raw = test::read_tensor(model, t);
       std::vector<float> out(static_cast<size_t>(test::element_count(t.shape)));
       dequantize_tensor(t.type, raw, t.shape, out.data(), /*use_reference=*/false);
-      EXPECT_EQ(test::sha_of(out), t.dequant_sha256) << entry.path().filename() << " " << t.name;
+      EXPECT_EQ(test::sha_of(out), t.dequant_sha256) << json.filename() << " " << t.name;
       ++matched;
     }
   }

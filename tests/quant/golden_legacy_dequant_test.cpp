@@ -3,28 +3,22 @@
 // ik_llama.cpp's float32 bytes.
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <iostream>
 #include <map>
+#include <string_view>
 
-#include "quant/golden_files.hpp"
+#include "quant/quant.hpp"
+#include "support/golden_files.hpp"
+#include "support/paths.hpp"
 
 namespace okapi::test {
 namespace {
 
-std::vector<std::filesystem::path> dequant_jsons(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() == ".json") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-// Checks every tensor of the listed golden files whose type this suite covers; returns how many
-// tensors of each type matched.
-std::map<DType, int> check_dir(const std::filesystem::path& dir) {
+// Checks every tensor of the golden files in `dir` (under the shared folder) whose type this suite
+// covers; returns how many tensors of each type matched.
+std::map<DType, int> check_dir(std::string_view dir) {
   std::map<DType, int> matched;
-  for (const auto& json : dequant_jsons(dir)) {
+  for (const auto& json : shared_files({dir}, ".json")) {
     const GoldenModel model = load_dequant_golden(json);
     // ik's golden-bitnet-25-w512-F32.json describes a model kept outside public/ (size budget).
     if (!std::filesystem::exists(model.gguf)) continue;
@@ -44,7 +38,7 @@ std::map<DType, int> check_dir(const std::filesystem::path& dir) {
 
 TEST(GoldenDequant, LlamaCppModels) {
   OKAPI_REQUIRE_SHARED();
-  const auto matched = check_dir(golden_dir() / "public" / "dequant");
+  const auto matched = check_dir("golden/public/dequant");
   std::cout << "[golden dequant, llama.cpp] " << describe_counts(matched) << "\n";
   // Every family this suite covers occurs in the llama.cpp goldens.
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
@@ -55,7 +49,7 @@ TEST(GoldenDequant, LlamaCppModels) {
 
 TEST(GoldenDequant, IkLlamaModels) {
   OKAPI_REQUIRE_SHARED();
-  const auto matched = check_dir(golden_dir() / "ik" / "public" / "dequant");
+  const auto matched = check_dir("golden/ik/public/dequant");
   std::cout << "[golden dequant, ik_llama] " << describe_counts(matched) << "\n";
   EXPECT_EQ(matched.count(DType::IQ1_BN) ? matched.at(DType::IQ1_BN) : 0, 14);
   EXPECT_EQ(matched.count(DType::IQ2_BN) ? matched.at(DType::IQ2_BN) : 0, 14);

@@ -2,9 +2,12 @@
 // quantized tensor bytes exactly, from the same source weights.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
 
-#include "quant/golden_files.hpp"
+#include "quant/quant.hpp"
+#include "support/golden_files.hpp"
+#include "support/paths.hpp"
 
 namespace okapi::test {
 namespace {

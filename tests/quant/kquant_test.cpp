@@ -15,6 +15,7 @@
 #include "core/sha256.hpp"
 #include "quant/blocks.hpp"
 #include "quant/quant.hpp"
+#include "quant/row_checks.hpp"
 
 namespace okapi::quant {
 namespace {
@@ -37,26 +38,8 @@ std::vector<float> test_values(size_t n, uint32_t seed, float scale = 1.0f) {
   return out;
 }
 
-std::vector<uint8_t> quantize(DType type, const std::vector<float>& x) {
-  std::vector<uint8_t> out(*row_bytes(type, static_cast<int64_t>(x.size())));
-  format(type).quantize_ref(x.data(), out.data(), static_cast<int64_t>(x.size()));
-  return out;
-}
-
-std::vector<float> dequantize(DType type, const std::vector<uint8_t>& blocks, size_t n) {
-  std::vector<float> out(n);
-  format(type).dequantize_ref(blocks.data(), out.data(), static_cast<int64_t>(n));
-  return out;
-}
-
-double relative_rms_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double err = 0.0, ref = 0.0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
-    ref += static_cast<double>(x[i]) * x[i];
-  }
-  return std::sqrt(err / ref);
-}
+using test::dequantize_row;
+using test::quantize_row;
 
 TEST(KQuant, TableRowsArePresent) {
   for (DType type : kWeightTypes) {
@@ -82,8 +65,8 @@ TEST(KQuant, RoundTripErrorIsBounded) {
   for (float scale : {1e-3f, 0.05f, 1e4f}) {
     const auto x = test_values(8 * QK_K, 7, scale);
     for (const auto& [type, bound] : bounds) {
-      const auto y = dequantize(type, quantize(type, x), x.size());
-      EXPECT_LT(relative_rms_error(x, y), bound) << dtype_name(type) << " scale " << scale;
+      const auto y = dequantize_row(type, quantize_row(type, x), x.size());
+      EXPECT_LT(test::relative_rms_error(x, y), bound) << dtype_name(type) << " scale " << scale;
     }
   }
 }
@@ -92,11 +75,11 @@ TEST(KQuant, VecDotMatchesDequantizedDot) {
   const size_t n = 4 * QK_K;
   const auto w = test_values(n, 21, 0.05f);
   const auto a = test_values(n, 22, 2.0f);
-  const auto a_q8 = quantize(DType::Q8_K, a);
-  const auto a_deq = dequantize(DType::Q8_K, a_q8, n);
+  const auto a_q8 = quantize_row(DType::Q8_K, a);
+  const auto a_deq = dequantize_row(DType::Q8_K, a_q8, n);
   for (DType type : kWeightTypes) {
-    const auto w_q = quantize(type, w);
-    const auto w_deq = dequantize(type, w_q, n);
+    const auto w_q = quantize_row(type, w);
+    const auto w_deq = dequantize_row(type, w_q, n);
     double expected = 0.0, magnitude = 0.0;
     for (size_t i = 0; i < n; ++i) {
       expected += static_cast<double>(w_deq[i]) * a_deq[i];
@@ -110,7 +93,7 @@ TEST(KQuant, VecDotMatchesDequantizedDot) {
 TEST(KQuant, Q8KBlockSumsAndScale) {
   auto x = test_values(2 * QK_K, 5, 3.0f);
   x[37] = -20.0f;  // the block's largest magnitude, negative: it must map to level -127
-  const auto blocks = quantize(DType::Q8_K, x);
+  const auto blocks = quantize_row(DType::Q8_K, x);
   for (int b = 0; b < 2; ++b) {
     block_q8_K q;
     std::memcpy(&q, blocks.data() + b * sizeof(block_q8_K), sizeof(q));
@@ -132,14 +115,14 @@ TEST(KQuant, Q8KBlockSumsAndScale) {
 TEST(KQuant, AllZeroInputGivesZeroBlocksAndValues) {
   const std::vector<float> zeros(2 * QK_K, 0.0f);
   for (DType type : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K}) {
-    const auto blocks = quantize(type, zeros);
+    const auto blocks = quantize_row(type, zeros);
     for (uint8_t byte : blocks) ASSERT_EQ(byte, 0) << dtype_name(type);
-    for (float v : dequantize(type, blocks, zeros.size())) ASSERT_EQ(v, 0.0f) << dtype_name(type);
+    for (float v : dequantize_row(type, blocks, zeros.size())) ASSERT_EQ(v, 0.0f) << dtype_name(type);
   }
   const std::vector<float> a = test_values(2 * QK_K, 3);
-  const auto a_q8 = quantize(DType::Q8_K, a);
+  const auto a_q8 = quantize_row(DType::Q8_K, a);
   for (DType type : kWeightTypes) {
-    EXPECT_EQ(format(type).vec_dot_ref(2 * QK_K, quantize(type, zeros).data(), a_q8.data()), 0.0f);
+    EXPECT_EQ(format(type).vec_dot_ref(2 * QK_K, quantize_row(type, zeros).data(), a_q8.data()), 0.0f);
   }
 }
 
@@ -147,7 +130,7 @@ TEST(KQuant, ZeroSubBlocksStayExactlyZero) {
   auto x = test_values(QK_K, 9, 0.1f);
   for (int i = 64; i < 128; ++i) x[i] = 0.0f;  // whole sub-blocks of 16 and of 32
   for (DType type : kWeightTypes) {
-    const auto y = dequantize(type, quantize(type, x), x.size());
+    const auto y = dequantize_row(type, quantize_row(type, x), x.size());
     for (int i = 64; i < 128; ++i) EXPECT_EQ(y[i], 0.0f) << dtype_name(type) << " at " << i;
   }
 }
@@ -172,7 +155,7 @@ TEST(KQuant, QuantizersAreBitExactSnapshot) {
       {DType::Q5_K, "36cdd7c71b96589249aa3f99d14ac4fa2f8e8c24c651bfd24c03c9d915db1cb6"}, {DType::Q6_K, "ef16a55c484a39ff1992da4cff8e77bbc9782f7855e6dfdd7fd93d0884c6c39d"}, {DType::Q8_K, "bc78a84c60b4155758f12e5bd34e690f649ace25de791fd005a43ad5a1f5784e"}};
   const auto x = test_values(64 * QK_K, 1234, 0.03f);
   for (const auto& [type, sha] : expected) {
-    EXPECT_EQ(sha256_hex(quantize(type, x)), sha) << dtype_name(type);
+    EXPECT_EQ(sha256_hex(quantize_row(type, x)), sha) << dtype_name(type);
   }
 }
 

@@ -5,13 +5,13 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "support/golden_files.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::quant {
@@ -19,14 +19,10 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-json load_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open " + path.string());
-  return json::parse(in);
-}
+json load_json(const std::filesystem::path& path) { return test::load_ordered_json(path); }
 
-std::filesystem::path golden() { return okapi::shared_dir() / "golden" / "public"; }
-std::filesystem::path ik_golden() { return okapi::shared_dir() / "golden" / "ik" / "public"; }
+std::filesystem::path golden() { return test::golden_dir() / "public"; }
+std::filesystem::path ik_golden() { return test::golden_dir() / "ik" / "public"; }
 
 DType type_named(const std::string& name) {
   const auto type = dtype_from_name(name);

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "core/sha256.hpp"
+#include "support/golden_files.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::quant {
@@ -21,13 +22,9 @@ namespace {
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
-json load_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open " + path.string());
-  return json::parse(in);
-}
+json load_json(const fs::path& path) { return test::load_ordered_json(path); }
 
-fs::path golden() { return okapi::shared_dir() / "golden" / "public"; }
+fs::path golden() { return test::golden_dir() / "public"; }
 fs::path golden_model(const std::string& name) { return golden() / "models" / name; }
 const fs::path kStories = okapi::test::repo_dir() / "models" / "stories260K.gguf";
 

@@ -1,5 +1,5 @@
 // Helpers for the per-format unit tests: random rows, quantize/dequantize through the table's
-// reference pointers, and the "dequantize both, then dot in double" reference for vec_dot.
+// reference pointers, relative error, and the "dequantize both, then dot in double" reference for vec_dot.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -31,6 +31,16 @@ inline std::vector<float> dequantize_row(DType type, const std::vector<uint8_t>&
   std::vector<float> y(static_cast<size_t>(n));
   quant::format(type).dequantize_ref(q.data(), y.data(), n);
   return y;
+}
+
+// sqrt(sum (x - y)^2 / sum x^2), in double.
+inline double relative_rms_error(const std::vector<float>& x, const std::vector<float>& y) {
+  double err = 0.0, ref = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+    ref += static_cast<double>(x[i]) * x[i];
+  }
+  return std::sqrt(err / ref);
 }
 
 struct DotCheck {

@@ -9,10 +9,9 @@
 
 namespace okapi::test {
 
-CommandResult run_cli(const std::string& args) {
-  const std::string command = cli_path().string() + " " + args + " 2>&1";
+CommandResult run_command(const std::string& command) {
   CommandResult result;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
+  std::FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return result;
   std::array<char, 4096> buffer{};
   size_t n = 0;
@@ -21,5 +20,7 @@ CommandResult run_cli(const std::string& args) {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
+
+CommandResult run_cli(const std::string& args) { return run_command(cli_path().string() + " " + args); }
 
 }  // namespace okapi::test

@@ -1,4 +1,4 @@
-// Runs the real okapi binary as a user would, capturing exit code and output.
+// Runs the real okapi binary as a user would (or any command line), capturing exit code and output.
 #pragma once
 #include <string>
 
@@ -8,6 +8,9 @@ struct CommandResult {
   int exit_code = -1;   // -1 when the process did not exit normally (crash, signal)
   std::string output;   // stdout and stderr interleaved
 };
+
+// `command` runs through /bin/sh with stderr redirected into the captured stdout.
+CommandResult run_command(const std::string& command);
 
 // `args` is appended to the okapi binary path and run through /bin/sh.
 CommandResult run_cli(const std::string& args);

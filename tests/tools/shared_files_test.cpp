@@ -10,6 +10,7 @@
 
 #include "format/gguf.hpp"
 #include "support/cli.hpp"
+#include "support/golden_files.hpp"
 #include "support/paths.hpp"
 
 namespace okapi {
@@ -18,25 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_cli;
 
-std::vector<fs::path> files_under(const std::vector<std::string>& dirs, const std::string& extension) {
-  std::vector<fs::path> out;
-  for (const auto& d : dirs) {
-    const fs::path dir = shared_dir() / d;
-    if (!fs::is_directory(dir)) continue;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      if (entry.is_regular_file() && entry.path().extension() == extension) out.push_back(entry.path());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-const std::vector<std::string> kModelDirs = {"models", "golden/public/models", "golden/ik/public/models", "vocab"};
+using test::shared_files;
 
 TEST(SharedFiles, InspectEveryFile) {
   OKAPI_REQUIRE_SHARED();
-  auto files = files_under(kModelDirs, ".gguf");
-  const auto bins = files_under({"models"}, ".bin");
+  auto files = test::shared_gguf_files();
+  const auto bins = shared_files({"models"}, ".bin");
   files.insert(files.end(), bins.begin(), bins.end());
   ASSERT_GE(files.size(), 40u);
   for (const auto& f : files) {
@@ -53,7 +41,7 @@ TEST(SharedFiles, ConvertEveryCheckpoint) {
   const auto dir = test::make_temp_dir("convert-all");
   const auto tokenizer = shared_dir() / "models" / "tok512.bin";
   int converted = 0;
-  for (const auto& f : files_under({"models"}, ".bin")) {
+  for (const auto& f : shared_files({"models"}, ".bin")) {
     if (f.filename() == "tok512.bin") continue;
     const auto out = dir / (f.stem().string() + ".gguf");
     const auto r = run_cli("convert '" + f.string() + "' --tokenizer '" + tokenizer.string() + "' -o '" +
@@ -72,7 +60,7 @@ TEST(SharedFiles, QuantizeEveryModel) {
   OKAPI_REQUIRE_SHARED();
   const auto dir = test::make_temp_dir("quantize-all");
   int quantized = 0;
-  for (const auto& f : files_under({"models", "golden/public/models", "golden/ik/public/models"}, ".gguf")) {
+  for (const auto& f : shared_files({"models", "golden/public/models", "golden/ik/public/models"}, ".gguf")) {
     const auto out = dir / "out.gguf";
     // Q8_0 applies to every model (rows of 32k); 256-wide rows also take a k-quant mix.
     for (const std::string type : {"Q8_0", "Q4_K_M"}) {

@@ -52,24 +52,16 @@ void dequantize_f16(const void* src, float* dst, int64_t n) {
 // canonical 0x7e00 plus the sign, F16C keeps payload bits), so vectors holding one are redone.
 void quantize_f16(const float* src, void* dst, int64_t n) {
   auto* h = static_cast<uint16_t*>(dst);
-  auto one = [](float f) -> uint16_t {
-    if (f != f) {
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7e00u);
-    }
-    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
-  };
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 f = _mm256_loadu_ps(src + i);
     if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)) != 0) {
-      for (int k = 0; k < 8; ++k) h[i + k] = one(src[i + k]);
+      for (int k = 0; k < 8; ++k) h[i + k] = float_to_half(src[i + k]);
       continue;
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < n; ++i) h[i] = one(src[i]);
+  for (; i < n; ++i) h[i] = float_to_half(src[i]);
 }
 
 float vec_dot_f32(int64_t n, const void* w, const void* a) {

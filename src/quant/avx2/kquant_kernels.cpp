@@ -65,6 +65,27 @@ void store_affine_u8x32(__m256i q, __m256 scale, __m256 min, float* out) {
   }
 }
 
+// The 128 six-bit levels (0..63, unsigned) of half `half` of a Q6_K block, as 4 vectors of 32:
+// quarter k holds elements 32k..32k+31 of the half, low 4 bits from ql, high 2 bits at qh bit 2k.
+struct Q6Quarters {
+  __m256i q[4];
+};
+
+Q6Quarters unpack_q6_K_half(const block_q6_K& blk, int half) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  const __m256i ql0 = load256(blk.ql + 64 * half);
+  const __m256i ql1 = load256(blk.ql + 64 * half + 32);
+  const __m256i qh = load256(blk.qh + 32 * half);
+  return {{
+      _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+      _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                      _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
+  }};
+}
+
 }  // namespace
 
 // y = (d*scale) * q - (dmin*min), each product rounded, then the subtraction (as the reference).
@@ -93,8 +114,6 @@ void dequantize_q4_K(const void* src, float* dst, int64_t n) {
 // y = (d*scale) * (q - 32); q = 4 low bits from ql, 2 high bits from qh.
 void dequantize_q6_K(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const block_q6_K*>(src);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   const __m256i offset = _mm256_set1_epi8(32);
   for (int64_t b = 0; b < n / QK_K; ++b) {
     const block_q6_K& blk = blocks[b];
@@ -103,19 +122,9 @@ void dequantize_q6_K(const void* src, float* dst, int64_t n) {
       // d * scale for the 8 groups of 16 of this half (the reference's first product).
       const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * half));
       const __m256 ds = mul_rounded(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
-      const __m256i ql0 = load256(blk.ql + 64 * half);
-      const __m256i ql1 = load256(blk.ql + 64 * half + 32);
-      const __m256i qh = load256(blk.qh + 32 * half);
-      // Quarter k of this half: elements 32k..32k+31, high bits at qh bit 2k.
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
-      };
+      const Q6Quarters levels = unpack_q6_K_half(blk, half);
       for (int k = 0; k < 4; ++k) {
-        const __m256i qs = _mm256_sub_epi8(q[k], offset);
+        const __m256i qs = _mm256_sub_epi8(levels.q[k], offset);
         float* out = dst + b * QK_K + 128 * half + 32 * k;  // groups of 16: 2k and 2k+1 of this half
         const __m256 s0 = broadcast_lane(ds, 2 * k);
         const __m256 s1 = broadcast_lane(ds, 2 * k + 1);
@@ -204,8 +213,6 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a) {
 float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_q6_K*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / QK_K; ++b) {
     const block_q6_K& blk = x[b];
@@ -216,19 +223,10 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) {
       // the low lane (elements 0-15 of quarter k) and 2k+1 for the high lane.
       const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * half));
       const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
-      const __m256i ql0 = load256(blk.ql + 64 * half);
-      const __m256i ql1 = load256(blk.ql + 64 * half + 32);
-      const __m256i qh = load256(blk.qh + 32 * half);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
-      };
+      const Q6Quarters levels = unpack_q6_K_half(blk, half);
       for (int k = 0; k < 4; ++k) {
         const int g = 8 * half + 2 * k;
-        const __m256i pairs = _mm256_maddubs_epi16(q[k], load256(q8 + 16 * g));
+        const __m256i pairs = _mm256_maddubs_epi16(levels.q[k], load256(q8 + 16 * g));
         const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * k + 1))),
                                               _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * k))));
         const __m256i scale = _mm256_shuffle_epi8(scales16, pick);

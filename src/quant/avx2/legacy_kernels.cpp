@@ -6,17 +6,6 @@
 namespace okapi::quant::avx2 {
 namespace {
 
-// fp32 -> fp16 as core/half.hpp does it: F16C rounds to nearest even like the reference, but
-// keeps NaN payloads, where the reference writes the canonical quiet NaN 0x7e00 (plus sign).
-uint16_t float_to_half(float f) {
-  if (f != f) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7e00u);
-  }
-  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
-}
-
 // roundf(): halfway cases away from zero (cvtps rounds them to even). p - trunc(p) is exact.
 __m256 round_half_away(__m256 p) {
   const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);

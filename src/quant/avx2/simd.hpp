@@ -25,6 +25,18 @@ inline __m256 mul_rounded(__m256 a, __m256 b) {
 // fp16 -> fp32 of one value (exact; F16C).
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
+// fp32 -> fp16 of one value as core/half.hpp does it: F16C rounds to nearest even like the
+// reference, but keeps NaN payloads, where the reference writes the canonical quiet NaN 0x7e00
+// (plus sign). (Not _cvtss_sh: Clang's macro for it is not valid C++.)
+inline uint16_t float_to_half(float f) {
+  if (f != f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7e00u);
+  }
+  return static_cast<uint16_t>(_mm_cvtsi128_si32(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT)));
+}
+
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

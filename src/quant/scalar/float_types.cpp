@@ -47,15 +47,7 @@ struct HalfFormat {
     return static_cast<float>(sum);
   }
 
-  static Format row(DType type) {
-    Format f;
-    f.type = type;
-    f.dequantize_ref = dequantize;
-    f.quantize_ref = quantize;
-    f.vec_dot_type = type;
-    f.vec_dot_ref = dot;
-    return f;
-  }
+  static Format row(DType type) { return reference_format(type, dequantize, quantize, type, dot); }
 };
 
 using F16Format = HalfFormat<fp16_to_fp32, fp32_to_fp16>;
@@ -64,13 +56,7 @@ using BF16Format = HalfFormat<bf16_to_fp32, fp32_to_bf16>;
 }  // namespace
 
 void add_float_formats(std::vector<Format>& table) {
-  Format f32;
-  f32.type = DType::F32;
-  f32.dequantize_ref = dequantize_f32;
-  f32.quantize_ref = quantize_f32;
-  f32.vec_dot_type = DType::F32;
-  f32.vec_dot_ref = dot_f32;
-  table.push_back(f32);
+  table.push_back(reference_format(DType::F32, dequantize_f32, quantize_f32, DType::F32, dot_f32));
   table.push_back(F16Format::row(DType::F16));
   table.push_back(BF16Format::row(DType::BF16));
 }

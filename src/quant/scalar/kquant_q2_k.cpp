@@ -94,9 +94,7 @@ void dequantize_q2_K(const void* src, float* dst, int64_t n) {
 }
 
 void quantize_q2_K(const float* src, void* dst, int64_t n) {
-  auto* blocks = static_cast<block_q2_K*>(dst);
-  const int64_t nb = super_blocks(n, DType::Q2_K);
-  for (int64_t i = 0; i < nb; ++i) quantize_block_q2(src + i * QK_K, blocks[i]);
+  quantize_super_blocks<block_q2_K>(src, dst, n, DType::Q2_K, quantize_block_q2);
 }
 
 float vec_dot_q2_K(int64_t n, const void* w, const void* a) {

@@ -4,7 +4,6 @@
 // (high half for j >= 8), top 2 bits in scales[8 + j % 4] at bit 2 * (j / 4); stored + 32.
 #include "quant/scalar/kquant_strict_fp.hpp"  // first: no FMA contraction below
 
-#include <cmath>
 #include <cstring>
 
 #include "core/half.hpp"
@@ -60,16 +59,9 @@ void pack_levels_q3(int8_t* L, block_q3_K& y) {
 void quantize_block_q3(const float* x, block_q3_K& y) {
   int8_t L[QK_K];
   float scales[QK_K / 16];
-  float max_scale = 0.0f;  // signed value of the largest |scale|
+  for (int j = 0; j < QK_K / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
   float amax = 0.0f;
-  for (int j = 0; j < QK_K / 16; ++j) {
-    scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-    const float scale = std::fabs(scales[j]);
-    if (scale > amax) {
-      amax = scale;
-      max_scale = scales[j];
-    }
-  }
+  const float max_scale = signed_absmax(QK_K / 16, scales, amax);
 
   if (max_scale != 0.0f) {
     const float iscale = -32.0f / max_scale;
@@ -81,14 +73,7 @@ void quantize_block_q3(const float* x, block_q3_K& y) {
   }
 
   // Re-pick every level against the rounded scales that will actually be stored.
-  for (int j = 0; j < QK_K / 16; ++j) {
-    const float d = fp16_to_fp32(y.d) * static_cast<float>(scale_q3(y.scales, j));
-    if (d == 0.0f) continue;
-    for (int l = 0; l < 16; ++l) {
-      const int q = nearest_int(x[16 * j + l] / d);
-      L[16 * j + l] = static_cast<int8_t>((q < -4 ? -4 : (q > 3 ? 3 : q)) + 4);
-    }
-  }
+  requantize_groups16(x, fp16_to_fp32(y.d), 4, [&y](int j) { return scale_q3(y.scales, j); }, L);
   pack_levels_q3(L, y);
 }
 
@@ -108,25 +93,12 @@ void dequantize_q3_K(const void* src, float* dst, int64_t n) {
 }
 
 void quantize_q3_K(const float* src, void* dst, int64_t n) {
-  auto* blocks = static_cast<block_q3_K*>(dst);
-  const int64_t nb = super_blocks(n, DType::Q3_K);
-  for (int64_t i = 0; i < nb; ++i) quantize_block_q3(src + i * QK_K, blocks[i]);
+  quantize_super_blocks<block_q3_K>(src, dst, n, DType::Q3_K, quantize_block_q3);
 }
 
 float vec_dot_q3_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q3_K*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  const int64_t nb = super_blocks(n, DType::Q3_K);
-  LaneSums sums;
-  int8_t levels[QK_K];
-  for (int64_t i = 0; i < nb; ++i) {
-    for (int e = 0; e < QK_K; ++e) levels[e] = static_cast<int8_t>(level_q3(x[i], e));
-    for (int j = 0; j < QK_K / 16; ++j) {
-      sums.add_group(scale_q3(x[i].scales, j), y[i].qs + 16 * j, levels + 16 * j, 16);
-    }
-    sums.finish_block(fp16_to_fp32(x[i].d) * y[i].d);
-  }
-  return sums.total(0.0f);
+  const auto group_scale = [](const block_q3_K& b, int j) { return scale_q3(b.scales, j); };
+  return vec_dot_groups16<block_q3_K>(n, w, a, DType::Q3_K, level_q3, group_scale);
 }
 
 }  // namespace okapi::quant::kquant

@@ -3,7 +3,6 @@
 // ql[h * 64 + (k % 2) * 32 + l] (high nibble for k >= 2), top 2 bits in qh[h * 32 + l] at bit 2k.
 #include "quant/scalar/kquant_strict_fp.hpp"  // first: no FMA contraction below
 
-#include <cmath>
 #include <cstring>
 
 #include "core/half.hpp"
@@ -38,16 +37,9 @@ void quantize_block_q6(const float* x, block_q6_K& y) {
   constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
   int8_t L[QK_K];
   float scales[QK_K / 16];
-  float max_scale = 0.0f;  // signed value of the largest |scale|
+  for (int j = 0; j < QK_K / 16; ++j) scales[j] = make_qx_quants(16, 32, x + 16 * j, L + 16 * j);
   float max_abs_scale = 0.0f;
-  for (int j = 0; j < QK_K / 16; ++j) {
-    scales[j] = make_qx_quants(16, 32, x + 16 * j, L + 16 * j);
-    const float abs_scale = std::fabs(scales[j]);
-    if (abs_scale > max_abs_scale) {
-      max_abs_scale = abs_scale;
-      max_scale = scales[j];
-    }
-  }
+  const float max_scale = signed_absmax(QK_K / 16, scales, max_abs_scale);
   if (max_abs_scale < kGroupMaxEps) {
     std::memset(&y, 0, sizeof(y));
     y.d = fp32_to_fp16(0.0f);
@@ -62,14 +54,7 @@ void quantize_block_q6(const float* x, block_q6_K& y) {
   }
 
   // Re-pick every level against the rounded scales that will actually be stored.
-  for (int j = 0; j < QK_K / 16; ++j) {
-    const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[j]);
-    if (d == 0.0f) continue;
-    for (int l = 0; l < 16; ++l) {
-      const int q = nearest_int(x[16 * j + l] / d);
-      L[16 * j + l] = static_cast<int8_t>((q < -32 ? -32 : (q > 31 ? 31 : q)) + 32);
-    }
-  }
+  requantize_groups16(x, fp16_to_fp32(y.d), 32, [&y](int j) { return y.scales[j]; }, L);
   pack_levels_q6(L, y);
 }
 
@@ -88,25 +73,12 @@ void dequantize_q6_K(const void* src, float* dst, int64_t n) {
 }
 
 void quantize_q6_K(const float* src, void* dst, int64_t n) {
-  auto* blocks = static_cast<block_q6_K*>(dst);
-  const int64_t nb = super_blocks(n, DType::Q6_K);
-  for (int64_t i = 0; i < nb; ++i) quantize_block_q6(src + i * QK_K, blocks[i]);
+  quantize_super_blocks<block_q6_K>(src, dst, n, DType::Q6_K, quantize_block_q6);
 }
 
 float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q6_K*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  const int64_t nb = super_blocks(n, DType::Q6_K);
-  LaneSums sums;
-  int8_t levels[QK_K];
-  for (int64_t i = 0; i < nb; ++i) {
-    for (int e = 0; e < QK_K; ++e) levels[e] = static_cast<int8_t>(level_q6(x[i], e));
-    for (int j = 0; j < QK_K / 16; ++j) {
-      sums.add_group(x[i].scales[j], y[i].qs + 16 * j, levels + 16 * j, 16);
-    }
-    sums.finish_block(fp16_to_fp32(x[i].d) * y[i].d);
-  }
-  return sums.total(0.0f);
+  const auto group_scale = [](const block_q6_K& b, int j) { return b.scales[j]; };
+  return vec_dot_groups16<block_q6_K>(n, w, a, DType::Q6_K, level_q6, group_scale);
 }
 
 }  // namespace okapi::quant::kquant

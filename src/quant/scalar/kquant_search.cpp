@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace okapi::quant::kquant {
 namespace {
@@ -11,7 +12,21 @@ namespace {
 // Below this the group counts as all zero (ggml's GROUP_MAX_EPS).
 constexpr float kGroupMaxEps = 1e-15f;
 
-// Largest-magnitude element, keeping its sign; the first one wins ties.
+int clamp_level(int l, int lo, int hi) { return std::max(lo, std::min(hi, l)); }
+
+// The signed absmax of a group, or nothing (with every level set to 0) for an all-zero group.
+std::optional<float> nonzero_group_max(int n, const float* x, int8_t* L) {
+  float amax = 0.0f;
+  const float max = signed_absmax(n, x, amax);
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t{0});
+    return std::nullopt;
+  }
+  return max;
+}
+
+}  // namespace
+
 float signed_absmax(int n, const float* x, float& amax) {
   float max = 0.0f;
   amax = 0.0f;
@@ -25,17 +40,10 @@ float signed_absmax(int n, const float* x, float& amax) {
   return max;
 }
 
-int clamp_level(int l, int lo, int hi) { return std::max(lo, std::min(hi, l)); }
-
-}  // namespace
-
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0.0f;
-  const float max = signed_absmax(n, x, amax);
-  if (amax < kGroupMaxEps) {
-    std::fill(L, L + n, int8_t{0});
-    return 0.0f;
-  }
+  const std::optional<float> group_max = nonzero_group_max(n, x, L);
+  if (!group_max) return 0.0f;
+  const float max = *group_max;
   // Weighted sums for one candidate inverse scale; the weight of x is x^2.
   auto fit = [&](float iscale, float& sumlx, float& suml2) {
     sumlx = 0.0f;
@@ -75,12 +83,9 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 }
 
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0.0f;
-  const float max = signed_absmax(n, x, amax);
-  if (amax < kGroupMaxEps) {
-    std::fill(L, L + n, int8_t{0});
-    return 0.0f;
-  }
+  const std::optional<float> group_max = nonzero_group_max(n, x, L);
+  if (!group_max) return 0.0f;
+  const float max = *group_max;
   const float iscale = static_cast<float>(-nmax) / max;
   float sumlx = 0.0f;
   float suml2 = 0.0f;

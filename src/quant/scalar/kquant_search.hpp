@@ -16,6 +16,10 @@ inline int nearest_int(float v) {
   return (std::bit_cast<int32_t>(shifted) & 0x007fffff) - 0x00400000;
 }
 
+// Largest-magnitude element of x[0..n), keeping its sign (the first one wins ties); its magnitude
+// goes to amax.
+float signed_absmax(int n, const float* x, float& amax);
+
 // Symmetric levels with a sign-selected scale (make_qx_quants, rmse_type 1, no imatrix): weights are
 // x^2, 19 scale candidates around nmax / max. L[i] = level + nmax in [0, 2 * nmax). Returns the scale.
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L);

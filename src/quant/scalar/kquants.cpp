@@ -7,14 +7,8 @@ namespace okapi::quant::detail {
 
 void add_kquant_formats(std::vector<Format>& table) {
   using namespace okapi::quant::kquant;
-  auto weight_format = [](DType type, DequantizeRowFn dequantize, QuantizeRowFn quantize, VecDotFn dot) {
-    Format f;
-    f.type = type;
-    f.dequantize_ref = dequantize;
-    f.quantize_ref = quantize;
-    f.vec_dot_type = DType::Q8_K;
-    f.vec_dot_ref = dot;
-    return f;
+  const auto weight_format = [](DType type, DequantizeRowFn dequantize, QuantizeRowFn quantize, VecDotFn dot) {
+    return reference_format(type, dequantize, quantize, DType::Q8_K, dot);
   };
   table.push_back(weight_format(DType::Q2_K, dequantize_q2_K, quantize_q2_K, vec_dot_q2_K));
   table.push_back(weight_format(DType::Q3_K, dequantize_q3_K, quantize_q3_K, vec_dot_q3_K));

@@ -10,6 +10,7 @@
 #include "core/half.hpp"
 #include "quant/blocks.hpp"
 #include "quant/quant.hpp"
+#include "quant/scalar/block_rows.hpp"
 
 namespace okapi::quant::detail {
 namespace {
@@ -40,112 +41,37 @@ void min_max(const float* x, float* min, float* max) {
   }
 }
 
-uint32_t load_qh(const uint8_t* qh) {
-  uint32_t v;
-  std::memcpy(&v, qh, sizeof(v));
-  return v;
-}
+// ---- Levels: the integers a block stores, 32 per block, in element order ----
+//
+// Q4: element j < 16 is the low nibble of qs[j], element j + 16 its high nibble. Q5 adds bit j of
+// the 32-bit qh as bit 4 of element j. Q8 stores signed bytes as they are.
 
-// ---- Q4_0: 4-bit, symmetric, value = (q - 8) * d ----
-
-void quantize_q4_0(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<block_q4_0*>(dst);
-  for (int64_t i = 0; i < block_count(n); ++i, x += QK4_0) {
-    const float d = signed_absmax(x) / -8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < kHalf; ++j) {
-      // ggml truncates toward zero after adding 8.5, i.e. rounds half up within [0, 16].
-      const int q0 = std::min(15, static_cast<int>(x[j] * id + 8.5f));
-      const int q1 = std::min(15, static_cast<int>(x[kHalf + j] * id + 8.5f));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
+void unpack_nibbles(const uint8_t* qs, int* q) {
+  for (int j = 0; j < kHalf; ++j) {
+    q[j] = qs[j] & 0x0F;
+    q[kHalf + j] = qs[j] >> 4;
   }
 }
 
-void dequantize_q4_0(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const block_q4_0*>(src);
-  for (int64_t i = 0; i < block_count(n); ++i, y += QK4_0) {
-    const float d = fp16_to_fp32(x[i].d);
-    for (int j = 0; j < kHalf; ++j) {
-      y[j] = static_cast<float>((x[i].qs[j] & 0x0F) - 8) * d;
-      y[kHalf + j] = static_cast<float>((x[i].qs[j] >> 4) - 8) * d;
-    }
-  }
+void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, int* q) {
+  unpack_nibbles(qs, q);
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof(qh));
+  for (int j = 0; j < QK5_0; ++j) q[j] |= static_cast<int>(((qh >> j) & 1u) << 4);
 }
 
-float dot_q4_0_q8_0(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q4_0*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < block_count(n); ++i) {
-    int sumi = 0;
-    for (int j = 0; j < kHalf; ++j) {
-      sumi += ((x[i].qs[j] & 0x0F) - 8) * y[i].qs[j];
-      sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[kHalf + j];
-    }
-    sum += static_cast<float>(sumi) * fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
-  }
-  return sum;
+void unpack_levels(const block_q4_0& b, int* q) { unpack_nibbles(b.qs, q); }
+void unpack_levels(const block_q4_1& b, int* q) { unpack_nibbles(b.qs, q); }
+void unpack_levels(const block_q5_0& b, int* q) { unpack_q5(b.qs, b.qh, q); }
+void unpack_levels(const block_q5_1& b, int* q) { unpack_q5(b.qs, b.qh, q); }
+void unpack_levels(const block_q8_0& b, int* q) { std::copy(b.qs, b.qs + QK8_0, q); }
+void unpack_levels(const block_q8_1& b, int* q) { std::copy(b.qs, b.qs + QK8_1, q); }
+
+void pack_q4(const int* q, uint8_t* qs) {  // levels in [0, 15]
+  for (int j = 0; j < kHalf; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[kHalf + j] << 4));
 }
 
-// ---- Q4_1: 4-bit with offset, value = q * d + m ----
-
-void quantize_q4_1(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<block_q4_1*>(dst);
-  for (int64_t i = 0; i < block_count(n); ++i, x += QK4_1) {
-    float min = 0.0f;
-    float max = 0.0f;
-    min_max(x, &min, &max);
-    const float d = (max - min) / 15;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    y[i].m = fp32_to_fp16(min);
-    for (int j = 0; j < kHalf; ++j) {
-      const int q0 = std::min(15, static_cast<int>((x[j] - min) * id + 0.5f));
-      const int q1 = std::min(15, static_cast<int>((x[kHalf + j] - min) * id + 0.5f));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
-  }
-}
-
-void dequantize_q4_1(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const block_q4_1*>(src);
-  for (int64_t i = 0; i < block_count(n); ++i, y += QK4_1) {
-    const float d = fp16_to_fp32(x[i].d);
-    const float m = fp16_to_fp32(x[i].m);
-    for (int j = 0; j < kHalf; ++j) {
-      y[j] = static_cast<float>(x[i].qs[j] & 0x0F) * d + m;
-      y[kHalf + j] = static_cast<float>(x[i].qs[j] >> 4) * d + m;
-    }
-  }
-}
-
-float dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q4_1*>(w);
-  const auto* y = static_cast<const block_q8_1*>(a);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < block_count(n); ++i) {
-    int sumi = 0;
-    for (int j = 0; j < kHalf; ++j) {
-      sumi += (x[i].qs[j] & 0x0F) * y[i].qs[j];
-      sumi += (x[i].qs[j] >> 4) * y[i].qs[kHalf + j];
-    }
-    // The offset m times sum(activations) comes from Q8_1's precomputed s = d * sum(qs).
-    sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * static_cast<float>(sumi) +
-           fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s);
-  }
-  return sum;
-}
-
-// ---- Q5_0 / Q5_1: the 5th bit of value j lives in bit j of qh ----
-
-int q5_value(const uint8_t* qs, uint32_t qh, int j) {
-  const int low = j < kHalf ? (qs[j] & 0x0F) : (qs[j - kHalf] >> 4);
-  return low | static_cast<int>(((qh >> j) & 1u) << 4);
-}
-
-void pack_q5(const int* q, uint8_t* qs, uint8_t* qh_bytes) {
+void pack_q5(const int* q, uint8_t* qs, uint8_t* qh_bytes) {  // levels in [0, 31]
   uint32_t qh = 0;
   for (int j = 0; j < kHalf; ++j) {
     qs[j] = static_cast<uint8_t>((q[j] & 0x0F) | ((q[kHalf + j] & 0x0F) << 4));
@@ -155,88 +81,113 @@ void pack_q5(const int* q, uint8_t* qs, uint8_t* qh_bytes) {
   std::memcpy(qh_bytes, &qh, sizeof(qh));
 }
 
-void quantize_q5_0(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<block_q5_0*>(dst);
-  for (int64_t i = 0; i < block_count(n); ++i, x += QK5_0) {
-    const float d = signed_absmax(x) / -16;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+void pack_levels(const int* q, block_q4_0& b) { pack_q4(q, b.qs); }
+void pack_levels(const int* q, block_q4_1& b) { pack_q4(q, b.qs); }
+void pack_levels(const int* q, block_q5_0& b) { pack_q5(q, b.qs, b.qh); }
+void pack_levels(const int* q, block_q5_1& b) { pack_q5(q, b.qs, b.qh); }
+
+// ---- Symmetric formats Q4_0, Q5_0 (and Q8_0 / Q8_1 with offset 0): value = (q - kOffset) * d ----
+
+// Levels 0 .. 2 * kOffset - 1; d is chosen so that the value of largest magnitude gets level 0.
+template <typename Block, int kOffset>
+void quantize_symmetric(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<Block*>(dst);
+  for (int64_t i = 0; i < block_count(n); ++i, x += QK8_0) {
+    const float d = signed_absmax(x) / -kOffset;
+    const float id = inverse_scale(d);
     y[i].d = fp32_to_fp16(d);
-    int q[QK5_0];
-    for (int j = 0; j < QK5_0; ++j) q[j] = std::min(31, static_cast<int>(x[j] * id + 16.5f));
-    pack_q5(q, y[i].qs, y[i].qh);
+    int q[QK8_0];
+    // ggml truncates toward zero after adding kOffset + 0.5, i.e. rounds half up.
+    for (int j = 0; j < QK8_0; ++j) q[j] = std::min(2 * kOffset - 1, static_cast<int>(x[j] * id + (kOffset + 0.5f)));
+    pack_levels(q, y[i]);
   }
 }
 
-void dequantize_q5_0(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const block_q5_0*>(src);
-  for (int64_t i = 0; i < block_count(n); ++i, y += QK5_0) {
+template <typename Block, int kOffset>
+void dequantize_symmetric(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const Block*>(src);
+  int q[QK8_0];
+  for (int64_t i = 0; i < block_count(n); ++i, y += QK8_0) {
     const float d = fp16_to_fp32(x[i].d);
-    const uint32_t qh = load_qh(x[i].qh);
-    for (int j = 0; j < QK5_0; ++j) y[j] = static_cast<float>(q5_value(x[i].qs, qh, j) - 16) * d;
+    unpack_levels(x[i], q);
+    for (int j = 0; j < QK8_0; ++j) y[j] = static_cast<float>(q[j] - kOffset) * d;
   }
 }
 
-float dot_q5_0_q8_0(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q5_0*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < block_count(n); ++i) {
-    const uint32_t qh = load_qh(x[i].qh);
-    int sumi = 0;
-    for (int j = 0; j < QK5_0; ++j) sumi += (q5_value(x[i].qs, qh, j) - 16) * y[i].qs[j];
-    sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * static_cast<float>(sumi);
-  }
-  return sum;
+// How a block's integer dot product is scaled: ggml's Q4_0 multiplies by one scale at a time,
+// (sumi * dx) * dy; Q5_0 and Q8_0 multiply the two scales first. The two round differently.
+enum class ScaleOrder { OneAtATime, ScalesFirst };
+
+template <typename Block, int kOffset, ScaleOrder kOrder>
+float dot_symmetric_q8_0(int64_t n, const void* w, const void* a) {
+  const auto signed_levels = [](const Block& b, int* q) {
+    unpack_levels(b, q);
+    for (int j = 0; j < QK8_0; ++j) q[j] -= kOffset;
+  };
+  const auto term = [](const Block& x, const block_q8_0& y, int sumi) {
+    const float dx = fp16_to_fp32(x.d);
+    const float dy = fp16_to_fp32(y.d);
+    if constexpr (kOrder == ScaleOrder::OneAtATime) {
+      return static_cast<float>(sumi) * dx * dy;
+    } else {
+      return static_cast<float>(sumi) * (dx * dy);
+    }
+  };
+  return block_dot<Block, block_q8_0, QK8_0>(n, w, a, signed_levels, term);
 }
 
-void quantize_q5_1(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<block_q5_1*>(dst);
-  for (int64_t i = 0; i < block_count(n); ++i, x += QK5_1) {
+// ---- Affine formats Q4_1, Q5_1: value = q * d + m ----
+
+// Levels 0 .. kMaxLevel spread over [min, max] of the block. (ggml clamps Q4_1's levels only;
+// for finite input neither can exceed kMaxLevel, so the clamp never changes a Q5_1 level.)
+template <typename Block, int kMaxLevel>
+void quantize_affine(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<Block*>(dst);
+  for (int64_t i = 0; i < block_count(n); ++i, x += QK8_0) {
     float min = 0.0f;
     float max = 0.0f;
     min_max(x, &min, &max);
-    const float d = (max - min) / 31;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = (max - min) / kMaxLevel;
+    const float id = inverse_scale(d);
     y[i].d = fp32_to_fp16(d);
     y[i].m = fp32_to_fp16(min);
-    int q[QK5_1];  // ggml does not clamp here: (max - min) * id rounds to at most 31
-    for (int j = 0; j < QK5_1; ++j) q[j] = static_cast<int>((x[j] - min) * id + 0.5f);
-    pack_q5(q, y[i].qs, y[i].qh);
+    int q[QK8_0];
+    for (int j = 0; j < QK8_0; ++j) q[j] = std::min(kMaxLevel, static_cast<int>((x[j] - min) * id + 0.5f));
+    pack_levels(q, y[i]);
   }
 }
 
-void dequantize_q5_1(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const block_q5_1*>(src);
-  for (int64_t i = 0; i < block_count(n); ++i, y += QK5_1) {
+template <typename Block>
+void dequantize_affine(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const Block*>(src);
+  int q[QK8_0];
+  for (int64_t i = 0; i < block_count(n); ++i, y += QK8_0) {
     const float d = fp16_to_fp32(x[i].d);
     const float m = fp16_to_fp32(x[i].m);
-    const uint32_t qh = load_qh(x[i].qh);
-    for (int j = 0; j < QK5_1; ++j) y[j] = static_cast<float>(q5_value(x[i].qs, qh, j)) * d + m;
+    unpack_levels(x[i], q);
+    for (int j = 0; j < QK8_0; ++j) y[j] = static_cast<float>(q[j]) * d + m;
   }
 }
 
-float dot_q5_1_q8_1(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q5_1*>(w);
-  const auto* y = static_cast<const block_q8_1*>(a);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < block_count(n); ++i) {
-    const uint32_t qh = load_qh(x[i].qh);
-    int sumi = 0;
-    for (int j = 0; j < QK5_1; ++j) sumi += q5_value(x[i].qs, qh, j) * y[i].qs[j];
-    sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * static_cast<float>(sumi) +
-           fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s);
-  }
-  return sum;
+template <typename Block>
+float dot_affine_q8_1(int64_t n, const void* w, const void* a) {
+  const auto levels = [](const Block& b, int* q) { unpack_levels(b, q); };
+  // The offset m times sum(activations) comes from Q8_1's precomputed s = d * sum(qs).
+  const auto term = [](const Block& x, const block_q8_1& y, int sumi) {
+    return (fp16_to_fp32(x.d) * fp16_to_fp32(y.d)) * static_cast<float>(sumi) +
+           fp16_to_fp32(x.m) * fp16_to_fp32(y.s);
+  };
+  return block_dot<Block, block_q8_1, QK8_1>(n, w, a, levels, term);
 }
 
-// ---- Q8_0 / Q8_1: 8-bit, symmetric; Q8_1 also stores s = d * sum(qs) ----
+// ---- Q8_0 / Q8_1 quantizers: 8-bit, rounded to nearest; Q8_1 also stores s = d * sum(qs) ----
 
 // Scale of an 8-bit block and its quants; returns the float (not fp16-rounded) scale.
 float quantize_8bit(const float* x, int8_t* qs) {
   float amax = 0.0f;
   for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = inverse_scale(d);
   for (int j = 0; j < QK8_0; ++j) qs[j] = static_cast<int8_t>(std::round(x[j] * id));
   return d;
 }
@@ -257,48 +208,26 @@ void quantize_q8_1(const float* x, void* dst, int64_t n) {
   }
 }
 
-template <typename Block>
-void dequantize_8bit(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const Block*>(src);
-  for (int64_t i = 0; i < block_count(n); ++i, y += QK8_0) {
-    const float d = fp16_to_fp32(x[i].d);
-    for (int j = 0; j < QK8_0; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
-  }
-}
-
-float dot_q8_0_q8_0(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q8_0*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < block_count(n); ++i) {
-    int sumi = 0;
-    for (int j = 0; j < QK8_0; ++j) sumi += x[i].qs[j] * y[i].qs[j];
-    sum += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
-  }
-  return sum;
-}
-
-Format row(DType type, DequantizeRowFn dq, QuantizeRowFn q, DType dot_type, VecDotFn dot) {
-  Format f;
-  f.type = type;
-  f.dequantize_ref = dq;
-  f.quantize_ref = q;
-  f.vec_dot_type = dot_type;
-  f.vec_dot_ref = dot;
-  return f;
-}
-
 }  // namespace
 
 void add_legacy_formats(std::vector<Format>& table) {
-  table.push_back(row(DType::Q4_0, dequantize_q4_0, quantize_q4_0, DType::Q8_0, dot_q4_0_q8_0));
-  table.push_back(row(DType::Q4_1, dequantize_q4_1, quantize_q4_1, DType::Q8_1, dot_q4_1_q8_1));
-  table.push_back(row(DType::Q5_0, dequantize_q5_0, quantize_q5_0, DType::Q8_0, dot_q5_0_q8_0));
-  table.push_back(row(DType::Q5_1, dequantize_q5_1, quantize_q5_1, DType::Q8_1, dot_q5_1_q8_1));
-  table.push_back(row(DType::Q8_0, dequantize_8bit<block_q8_0>, quantize_q8_0, DType::Q8_0, dot_q8_0_q8_0));
+  using enum ScaleOrder;
+  table.push_back(reference_format(DType::Q4_0, dequantize_symmetric<block_q4_0, 8>,
+                                   quantize_symmetric<block_q4_0, 8>, DType::Q8_0,
+                                   dot_symmetric_q8_0<block_q4_0, 8, OneAtATime>));
+  table.push_back(reference_format(DType::Q4_1, dequantize_affine<block_q4_1>, quantize_affine<block_q4_1, 15>,
+                                   DType::Q8_1, dot_affine_q8_1<block_q4_1>));
+  table.push_back(reference_format(DType::Q5_0, dequantize_symmetric<block_q5_0, 16>,
+                                   quantize_symmetric<block_q5_0, 16>, DType::Q8_0,
+                                   dot_symmetric_q8_0<block_q5_0, 16, ScalesFirst>));
+  table.push_back(reference_format(DType::Q5_1, dequantize_affine<block_q5_1>, quantize_affine<block_q5_1, 31>,
+                                   DType::Q8_1, dot_affine_q8_1<block_q5_1>));
+  table.push_back(reference_format(DType::Q8_0, dequantize_symmetric<block_q8_0, 0>, quantize_q8_0, DType::Q8_0,
+                                   dot_symmetric_q8_0<block_q8_0, 0, ScalesFirst>));
   // Q8_1 is an activation format: ggml gives it no dot product of its own (vec_dot_ref stays
   // nullptr). Its dequantization (d * q) is okapi's, for tests and inspection.
-  table.push_back(row(DType::Q8_1, dequantize_8bit<block_q8_1>, quantize_q8_1, DType::Q8_1, nullptr));
+  table.push_back(reference_format(DType::Q8_1, dequantize_symmetric<block_q8_1, 0>, quantize_q8_1, DType::Q8_1,
+                                   nullptr));
 }
 
 }  // namespace okapi::quant::detail

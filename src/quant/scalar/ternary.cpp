@@ -11,20 +11,24 @@
 #include "core/half.hpp"
 #include "quant/blocks.hpp"
 #include "quant/quant.hpp"
+#include "quant/scalar/block_rows.hpp"
 
 namespace okapi::quant::detail {
 namespace {
 
 int64_t super_blocks(int64_t n) { return n / QK_K; }
 
-// Absolute max of a 256-value block, and the trit (-1, 0, +1 stored as 0, 1, 2) of a value in
-// it as ggml's TQ quantizers compute it: lroundf(x / amax) + 1.
-float block_absmax(const float* x) {
+// The TQ quantizers scale a 256-value block by its absolute max: stores it as the block's fp16 d
+// and returns the multiplier id = 1 / amax.
+float store_absmax_scale(const float* x, uint16_t& d) {
   float amax = 0.0f;
   for (int j = 0; j < QK_K; ++j) amax = std::max(amax, std::fabs(x[j]));
-  return amax;
+  d = fp32_to_fp16(amax);
+  return inverse_scale(amax);
 }
 
+// The trit (-1, 0, +1 stored as 0, 1, 2) of a value as ggml's TQ quantizers compute it:
+// lroundf(x / amax) + 1.
 int tq_code(float x, float id) { return static_cast<int>(std::lround(x * id)) + 1; }
 
 // ---- TQ1_0: 5 trits per byte (base 3, first value most significant), 4 in each qh byte ----
@@ -50,28 +54,26 @@ uint8_t tq1_pack(int trits_base3) {  // trits_base3 < 243
 }
 
 // The 256 values of one block, in element order.
-void tq1_decode(const block_tq1_0& b, int8_t* v) {
+void decode(const block_tq1_0& b, int* v) {
   for (int n = 0; n < 5; ++n) {
-    for (int m = 0; m < kTq1WideBytes; ++m) v[n * kTq1WideBytes + m] = static_cast<int8_t>(tq1_trit(b.qs[m], n));
+    for (int m = 0; m < kTq1WideBytes; ++m) v[n * kTq1WideBytes + m] = tq1_trit(b.qs[m], n);
   }
-  int8_t* narrow = v + 5 * kTq1WideBytes;
+  int* narrow = v + 5 * kTq1WideBytes;
   for (int n = 0; n < 5; ++n) {
     for (int m = 0; m < kTq1NarrowBytes; ++m) {
-      narrow[n * kTq1NarrowBytes + m] = static_cast<int8_t>(tq1_trit(b.qs[kTq1WideBytes + m], n));
+      narrow[n * kTq1NarrowBytes + m] = tq1_trit(b.qs[kTq1WideBytes + m], n);
     }
   }
-  int8_t* high = v + 5 * kTq1Bytes;
+  int* high = v + 5 * kTq1Bytes;
   for (int n = 0; n < 4; ++n) {
-    for (int j = 0; j < kTq1HighBytes; ++j) high[n * kTq1HighBytes + j] = static_cast<int8_t>(tq1_trit(b.qh[j], n));
+    for (int j = 0; j < kTq1HighBytes; ++j) high[n * kTq1HighBytes + j] = tq1_trit(b.qh[j], n);
   }
 }
 
 void quantize_tq1_0(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<block_tq1_0*>(dst);
   for (int64_t i = 0; i < super_blocks(n); ++i, x += QK_K) {
-    const float d = block_absmax(x);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+    const float id = store_absmax_scale(x, y[i].d);
     for (int m = 0; m < kTq1WideBytes; ++m) {
       int t = 0;
       for (int k = 0; k < 5; ++k) t = t * 3 + tq_code(x[m + k * kTq1WideBytes], id);
@@ -92,45 +94,21 @@ void quantize_tq1_0(const float* x, void* dst, int64_t n) {
   }
 }
 
-void dequantize_tq1_0(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const block_tq1_0*>(src);
-  int8_t v[QK_K];
-  for (int64_t i = 0; i < super_blocks(n); ++i, y += QK_K) {
-    const float d = fp16_to_fp32(x[i].d);
-    tq1_decode(x[i], v);
-    for (int j = 0; j < QK_K; ++j) y[j] = static_cast<float>(v[j]) * d;
-  }
-}
-
-float dot_tq1_0_q8_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_tq1_0*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  int8_t v[QK_K];
-  float sum = 0.0f;
-  for (int64_t i = 0; i < super_blocks(n); ++i) {
-    tq1_decode(x[i], v);
-    int sumi = 0;
-    for (int j = 0; j < QK_K; ++j) sumi += v[j] * y[i].qs[j];
-    sum += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * y[i].d);
-  }
-  return sum;
-}
-
 // ---- TQ2_0: 2-bit codes; value 128h + 32l + m is in bits 2l..2l+1 of byte 32h + m ----
 
-int tq2_value(const block_tq2_0& b, int e) {
-  const int half = e / 128;
-  const int lane = (e % 128) / 32;
-  const int m = e % 32;
-  return ((b.qs[32 * half + m] >> (2 * lane)) & 3) - 1;
+void decode(const block_tq2_0& b, int* v) {
+  for (int e = 0; e < QK_K; ++e) {
+    const int half = e / 128;
+    const int lane = (e % 128) / 32;
+    const int m = e % 32;
+    v[e] = ((b.qs[32 * half + m] >> (2 * lane)) & 3) - 1;
+  }
 }
 
 void quantize_tq2_0(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<block_tq2_0*>(dst);
   for (int64_t i = 0; i < super_blocks(n); ++i, x += QK_K) {
-    const float d = block_absmax(x);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+    const float id = store_absmax_scale(x, y[i].d);
     for (int half = 0; half < 2; ++half) {
       for (int m = 0; m < 32; ++m) {
         int q = 0;
@@ -141,24 +119,26 @@ void quantize_tq2_0(const float* x, void* dst, int64_t n) {
   }
 }
 
-void dequantize_tq2_0(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const block_tq2_0*>(src);
+// ---- TQ1_0 and TQ2_0 alike: value = trit * d ----
+
+template <typename Block>
+void dequantize_tq(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const Block*>(src);
+  int v[QK_K];
   for (int64_t i = 0; i < super_blocks(n); ++i, y += QK_K) {
     const float d = fp16_to_fp32(x[i].d);
-    for (int e = 0; e < QK_K; ++e) y[e] = static_cast<float>(tq2_value(x[i], e)) * d;
+    decode(x[i], v);
+    for (int j = 0; j < QK_K; ++j) y[j] = static_cast<float>(v[j]) * d;
   }
 }
 
-float dot_tq2_0_q8_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_tq2_0*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < super_blocks(n); ++i) {
-    int sumi = 0;
-    for (int e = 0; e < QK_K; ++e) sumi += tq2_value(x[i], e) * y[i].qs[e];
-    sum += static_cast<float>(sumi) * (y[i].d * fp16_to_fp32(x[i].d));
-  }
-  return sum;
+template <typename Block>
+float dot_tq_q8_K(int64_t n, const void* w, const void* a) {
+  const auto trits = [](const Block& b, int* v) { decode(b, v); };
+  const auto term = [](const Block& x, const block_q8_K& y, int sumi) {
+    return static_cast<float>(sumi) * (fp16_to_fp32(x.d) * y.d);
+  };
+  return block_dot<Block, block_q8_K, QK_K>(n, w, a, trits, term);
 }
 
 // ---- I2_S (bitnet.cpp, QK_I2_S = 128 on x86) ----
@@ -263,28 +243,20 @@ void dequantize_iq1_bn(const void* src, float* y, int64_t n) {
   }
 }
 
-Format row(DType type, DequantizeRowFn dq, QuantizeRowFn q, DType dot_type, VecDotFn dot) {
-  Format f;
-  f.type = type;
-  f.dequantize_ref = dq;
-  f.quantize_ref = q;
-  f.vec_dot_type = dot_type;
-  f.vec_dot_ref = dot;
-  return f;
-}
-
 }  // namespace
 
 void add_ternary_formats(std::vector<Format>& table) {
-  table.push_back(row(DType::TQ1_0, dequantize_tq1_0, quantize_tq1_0, DType::Q8_K, dot_tq1_0_q8_K));
-  table.push_back(row(DType::TQ2_0, dequantize_tq2_0, quantize_tq2_0, DType::Q8_K, dot_tq2_0_q8_K));
+  table.push_back(reference_format(DType::TQ1_0, dequantize_tq<block_tq1_0>, quantize_tq1_0, DType::Q8_K,
+                                   dot_tq_q8_K<block_tq1_0>));
+  table.push_back(reference_format(DType::TQ2_0, dequantize_tq<block_tq2_0>, quantize_tq2_0, DType::Q8_K,
+                                   dot_tq_q8_K<block_tq2_0>));
   // bitnet.cpp pairs I2_S with its own per-row int8 activations (I8_S: one float scale per row),
   // which has no ggml type id; okapi uses Q8_0 (finer, per-32 scales) instead.
-  table.push_back(row(DType::I2_S, dequantize_i2_s, quantize_i2_s, DType::Q8_0, dot_i2_s_q8_0));
+  table.push_back(reference_format(DType::I2_S, dequantize_i2_s, quantize_i2_s, DType::Q8_0, dot_i2_s_q8_0));
   // Read-only: okapi neither writes these nor has their dot products (ik_llama pairs them with its
   // Q8_K64); callers dequantize to F32.
-  table.push_back(row(DType::IQ1_BN, dequantize_iq1_bn, nullptr, DType::F32, nullptr));
-  table.push_back(row(DType::IQ2_BN, dequantize_iq2_bn, nullptr, DType::F32, nullptr));
+  table.push_back(reference_format(DType::IQ1_BN, dequantize_iq1_bn, nullptr, DType::F32, nullptr));
+  table.push_back(reference_format(DType::IQ2_BN, dequantize_iq2_bn, nullptr, DType::F32, nullptr));
 }
 
 }  // namespace okapi::quant::detail
