@@ -1,0 +1,60 @@
+// CPU kernels used by the forward pass (through model/ops). Each has a plain scalar reference
+// (namespace okapi::kernels::ref) and a dispatching version that uses AVX2 when the CPU has it.
+// Layouts: row-major; "rows" are tokens; a weight W is a GGUF tensor of ggml shape [n_in, n_out]
+// (n_out rows of n_in elements, any quant format).
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace okapi {
+class ThreadPool;
+}
+
+namespace okapi::kernels {
+
+// y[t][o] = sum_i W[o][i] * x[t][i], t < n_tokens, o < n_out. Activations are quantized to the
+// weight format's vec_dot_type first (Q8_0 / Q8_K / F16 ...) exactly as ggml does, then the
+// format's vec_dot is used, so results match llama.cpp's CPU backend up to summation order.
+// Threads split output rows (and tokens for large batches); results do not depend on the count.
+void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
+            ThreadPool* pool);
+
+// y = x / sqrt(mean(x^2) + eps) * weight (weight may be null: no scaling). One row of n.
+void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
+
+struct RopeConfig {
+  bool neox = false;         // NEOX: pairs (i, i + n_rot/2); normal: adjacent pairs (2i, 2i+1)
+  int64_t n_rot = 0;         // rotated dims per head (<= head_dim); the rest pass through
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;   // linear scaling: position * freq_scale
+  const float* freq_factors = nullptr;  // optional per-pair divisors (llama-3 rope_freqs), n_rot/2 entries
+  // YaRN / extrapolation parameters as ggml_rope_ext; defaults = plain RoPE.
+  float ext_factor = 0.0f, attn_factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+  int64_t n_ctx_orig = 0;
+};
+// Rotates x[n_heads][head_dim] in place for one token at `position` (ggml_rope_ext semantics).
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t position, const RopeConfig& config);
+
+void softmax(float* x, int64_t n);  // in place, max-subtracted, as ggml_soft_max
+// Gated FFN activations, out[i] = act(gate[i]) * up[i].
+void swiglu(const float* gate, const float* up, int64_t n, float* out);      // silu
+void geglu_tanh(const float* gate, const float* up, int64_t n, float* out);  // gelu (tanh approx, as ggml_gelu)
+void relu2_glu(const float* gate, const float* up, int64_t n, float* out);   // relu(x)^2
+
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy(float a, const float* x, int64_t n, float* y);  // y += a * x
+
+namespace ref {
+void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y);
+void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t position, const RopeConfig& config);
+void softmax(float* x, int64_t n);
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void geglu_tanh(const float* gate, const float* up, int64_t n, float* out);
+void relu2_glu(const float* gate, const float* up, int64_t n, float* out);
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy(float a, const float* x, int64_t n, float* y);
+}  // namespace ref
+
+}  // namespace okapi::kernels
