@@ -217,6 +217,29 @@ TEST(SpmProperties, RandomBytesNeverBreak) {
   }
 }
 
+// tokenizer_fuzz reported "SPM round trip lost bytes" for this input (phi-3, plain mode). Not a
+// tokenizer bug: phi-3's "</s>" is a user-defined token, so llama.cpp splits it out even without
+// parse_special, and the raw fragment after it gets its own space prefix (is_prev_special), which
+// detokenize keeps. decode() therefore returns the input plus one space after "</s>".
+TEST(SpmFuzzRegression, Phi3UserDefinedTokenStartsANewSpacePrefixedFragment) {
+  OKAPI_REQUIRE_SHARED();
+  const fs::path path = okapi::shared_dir() / "vocab" / "ggml-vocab-phi-3.gguf";
+  if (!fs::exists(path)) GTEST_SKIP() << "absent: " << path;
+  const Tokenizer phi(Vocab::from_gguf(gguf::File::open(path)));
+  const std::string before = "\xC5\xFF\xFF\xFF\xFF\xFF]\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFE\xFF";
+  const std::string after = "\xFF\xFF\xC5\xC5(";
+  const auto ids = phi.encode(before + "</s>" + after, kPlain);
+  ASSERT_EQ(phi.vocab().type(2), TokenType::UserDefined);
+  const std::vector<TokenId> ff(5, 258), ff11(11, 258);
+  std::vector<TokenId> expected = {29871, 200};  // "\u2581", <0xC5> (\xC5\xFF is no character)
+  expected.insert(expected.end(), ff.begin(), ff.end());
+  expected.push_back(29962);  // ]
+  expected.insert(expected.end(), ff11.begin(), ff11.end());
+  expected.insert(expected.end(), {257, 258, 2, 29871, 258, 258, 200, 200, 29898});  // ... </s> \u2581 ...
+  EXPECT_EQ(ids, expected);
+  EXPECT_EQ(phi.decode(ids), before + "</s> " + after);
+}
+
 double seconds_to_encode(const std::string& text) {
   const auto start = std::chrono::steady_clock::now();
   const auto ids = llama().encode(text, kPlain);

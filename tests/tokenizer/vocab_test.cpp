@@ -148,6 +148,9 @@ TEST(SpecialTokens, UserDefinedAlwaysControlOnlyWhenParsing) {
   const Tokenizer tok(load(spm_writer()));
   // User-defined tokens are split out even without parse_special (Hugging Face does the same).
   EXPECT_EQ(tok.encode("a<|user|>b", kPlain), (std::vector<TokenId>{262, 264, 259, 261}));
+  // ... so plain text holding one does not round-trip: the fragment after it got its own space
+  // prefix, and detokenize drops only the first piece's (tokenizer_fuzz's phi-3 "</s>" case).
+  EXPECT_EQ(tok.decode(tok.encode("a<|user|>b", kPlain)), "a<|user|> b");
   // Control tokens only with parse_special; each text fragment after a special token gets the
   // space prefix.
   EXPECT_EQ(tok.encode("a<s>b", kSpecial), (std::vector<TokenId>{262, 1, 259, 261}));
