@@ -16,11 +16,17 @@ namespace okapi::kernels {
 // y[t][o] = sum_i W[o][i] * x[t][i], t < n_tokens, o < n_out. Activations are quantized to the
 // weight format's vec_dot_type first (Q8_0 / Q8_K / F16 ...) exactly as ggml does, then the
 // format's vec_dot is used, so results match llama.cpp's CPU backend up to summation order.
-// Threads split output rows (and tokens for large batches); results do not depend on the count.
+// Formats without a vec_dot (IQ1_BN, IQ2_BN) dequantize each weight row and dot it with x.
+// `w` is the whole tensor as stored (for I2_S including its trailing per-tensor scale, which is
+// applied here). Threads (pool may be null) split output rows, and tokens for large batches; the
+// result does not depend on the thread count. A batch (n_tokens > 1) may use multi-token tile
+// kernels, so a token's row in a batch equals its single-token row only up to summation order.
+// Throws okapi::Error when n_in is not a multiple of the formats' block sizes.
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
             ThreadPool* pool);
 
 // y = x / sqrt(mean(x^2) + eps) * weight (weight may be null: no scaling). One row of n.
+// As ggml: squares summed in double, then (x * scale) * weight in float.
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 
 struct RopeConfig {
@@ -36,10 +42,12 @@ struct RopeConfig {
 // Rotates x[n_heads][head_dim] in place for one token at `position` (ggml_rope_ext semantics).
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t position, const RopeConfig& config);
 
-void softmax(float* x, int64_t n);  // in place, max-subtracted, as ggml_soft_max
+void softmax(float* x, int64_t n);  // in place, max-subtracted, sum in double, as ggml_soft_max
 // Gated FFN activations, out[i] = act(gate[i]) * up[i].
 void swiglu(const float* gate, const float* up, int64_t n, float* out);      // silu
-void geglu_tanh(const float* gate, const float* up, int64_t n, float* out);  // gelu (tanh approx, as ggml_gelu)
+// gelu (tanh approx) as ggml-cpu computes it for f32: gate rounded to fp16, looked up in a table
+// of fp16 results (GGML_GELU_FP16); see gelu_table.hpp.
+void geglu_tanh(const float* gate, const float* up, int64_t n, float* out);
 void relu2_glu(const float* gate, const float* up, int64_t n, float* out);   // relu(x)^2
 
 float dot_f32(const float* a, const float* b, int64_t n);

@@ -13,5 +13,10 @@ void register_inspect(CLI::App& app, VerbResult& result);
 void register_convert(CLI::App& app, VerbResult& result);
 void register_quantize(CLI::App& app, VerbResult& result);
 void register_tokenize(CLI::App& app, VerbResult& result);
+void register_synth(CLI::App& app, VerbResult& result);
+void register_logits(CLI::App& app, VerbResult& result);
+void register_run(CLI::App& app, VerbResult& result);
+void register_perplexity(CLI::App& app, VerbResult& result);
+void register_bench(CLI::App& app, VerbResult& result);
 
 }  // namespace okapi::cli

@@ -1,0 +1,53 @@
+// The KV cache interface. Attention never touches cache memory directly: it asks the store for
+// the scores q·K of one kv head and for the probability-weighted sum of V, so plain, fp16,
+// quantized, compressed or NTT-domain stores are interchangeable in the same forward pass.
+// One sequence: the cell of a token is its position, 0 <= position < n_ctx.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace okapi::kv {
+
+struct KvShape {
+  int64_t n_layer = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+  int64_t n_ctx = 0;  // cells per layer: the context length the user asked for
+};
+
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  virtual std::string_view type_name() const = 0;  // "f32", "f16", ...
+  const KvShape& shape() const { return shape_; }
+  int64_t n_ctx() const { return shape_.n_ctx; }
+  size_t bytes() const { return bytes_; }
+
+  // Stores one token's keys k[n_head_kv][head_dim_k] and values v[n_head_kv][head_dim_v] at
+  // `position`. Throws okapi::Error when the position does not fit the context.
+  virtual void append(int64_t layer, int64_t position, const float* k, const float* v) = 0;
+  // out[j - first] = q · K[j] for cells first <= j < last of one kv head (q has head_dim_k values).
+  virtual void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last,
+                      float* out) const = 0;
+  // out[d] = sum_{j in [first, last)} probs[j - first] * V[j][d] of one kv head (overwrites out).
+  virtual void accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
+                                 float* out) const = 0;
+  // Forgets everything from `position` on (a new prompt, or a rejected draft).
+  virtual void truncate(int64_t position) { (void)position; }
+
+ protected:
+  explicit KvStore(const KvShape& shape) : shape_(shape) {}
+  void check_position(int64_t layer, int64_t position) const;  // throws a clear okapi::Error
+  KvShape shape_;
+  size_t bytes_ = 0;
+};
+
+// "f32" or "f16" (as llama.cpp's --cache-type-k/-v); K and V may differ. Throws on an unknown
+// name or a non-positive shape.
+std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type);
+std::unique_ptr<KvStore> make_f32_store(const KvShape& shape);
+std::unique_ptr<KvStore> make_f16_store(const KvShape& shape, bool k_f16, bool v_f16);
+
+}  // namespace okapi::kv

@@ -1,0 +1,109 @@
+#include "kv/plain_store.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "kernels/kernels.hpp"
+
+namespace okapi::kv {
+
+namespace {
+
+size_t checked_count(const KvShape& s, int64_t head_dim) {
+  if (s.n_layer <= 0 || s.n_head_kv <= 0 || head_dim <= 0 || s.n_ctx <= 0)
+    throw_error("KV store: invalid shape (layers {}, kv heads {}, head dim {}, context {})", s.n_layer, s.n_head_kv,
+                head_dim, s.n_ctx);
+  const double n = static_cast<double>(s.n_layer) * static_cast<double>(s.n_ctx) * static_cast<double>(s.n_head_kv) *
+                   static_cast<double>(head_dim);
+  if (n > static_cast<double>(std::numeric_limits<int64_t>::max() / 4))
+    throw_error("KV store: context {} is too large ({} elements)", s.n_ctx, n);
+  return static_cast<size_t>(n);
+}
+
+template <typename T>
+const char* elem_name() {
+  return sizeof(T) == 4 ? "f32" : "f16";
+}
+
+}  // namespace
+
+void KvStore::check_position(int64_t layer, int64_t position) const {
+  if (layer < 0 || layer >= shape_.n_layer) throw_error("KV store: layer {} out of range ({} layers)", layer, shape_.n_layer);
+  if (position < 0 || position >= shape_.n_ctx)
+    throw_error("KV store: position {} does not fit the context of {} tokens; use a larger context (-c)", position,
+                shape_.n_ctx);
+}
+
+template <typename KElem, typename VElem>
+PlainStore<KElem, VElem>::PlainStore(const KvShape& shape)
+    : KvStore(shape), k_(checked_count(shape, shape.head_dim_k)), v_(checked_count(shape, shape.head_dim_v)) {
+  bytes_ = k_.size() * sizeof(KElem) + v_.size() * sizeof(VElem);
+  name_ = fmt::format("k {} / v {}", elem_name<KElem>(), elem_name<VElem>());
+}
+
+template <typename KElem, typename VElem>
+void PlainStore<KElem, VElem>::append(int64_t layer, int64_t position, const float* k, const float* v) {
+  check_position(layer, position);
+  KElem* kd = &k_[k_offset(layer, position, 0)];
+  for (int64_t i = 0; i < shape_.n_head_kv * shape_.head_dim_k; ++i) store_elem(k[i], kd[i]);
+  VElem* vd = &v_[v_offset(layer, position, 0)];
+  for (int64_t i = 0; i < shape_.n_head_kv * shape_.head_dim_v; ++i) store_elem(v[i], vd[i]);
+}
+
+template <typename KElem, typename VElem>
+void PlainStore<KElem, VElem>::scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last,
+                                      float* out) const {
+  const int64_t d = shape_.head_dim_k;
+  if constexpr (std::is_same_v<KElem, float>) {
+    for (int64_t j = first; j < last; ++j) out[j - first] = kernels::dot_f32(q, &k_[k_offset(layer, j, kv_head)], d);
+    return;
+  }
+  // q rounded to the key type once (ggml converts src1 to the vec_dot type of K).
+  thread_local std::vector<float> qr;
+  qr.resize(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i) qr[static_cast<size_t>(i)] = round_like(q[i], KElem{});
+  for (int64_t j = first; j < last; ++j) {
+    const KElem* kr = &k_[k_offset(layer, j, kv_head)];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < d; ++i) sum += qr[static_cast<size_t>(i)] * load_elem(kr[i]);
+    out[j - first] = sum;
+  }
+}
+
+template <typename KElem, typename VElem>
+void PlainStore<KElem, VElem>::accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first,
+                                                 int64_t last, float* out) const {
+  const int64_t d = shape_.head_dim_v;
+  for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
+  if constexpr (std::is_same_v<VElem, float>) {
+    for (int64_t j = first; j < last; ++j) kernels::axpy(probs[j - first], &v_[v_offset(layer, j, kv_head)], d, out);
+    return;
+  }
+  for (int64_t j = first; j < last; ++j) {
+    const float p = round_like(probs[j - first], VElem{});
+    const VElem* vr = &v_[v_offset(layer, j, kv_head)];
+    for (int64_t i = 0; i < d; ++i) out[i] += p * load_elem(vr[i]);
+  }
+}
+
+template class PlainStore<float, float>;
+template class PlainStore<uint16_t, uint16_t>;
+template class PlainStore<float, uint16_t>;
+template class PlainStore<uint16_t, float>;
+
+std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type) {
+  auto is_f16 = [](std::string_view which, std::string_view t) {
+    if (t == "f32") return false;
+    if (t == "f16") return true;
+    throw_error("unsupported KV cache type '{}' for {} (supported: f32, f16)", t, which);
+  };
+  const bool k16 = is_f16("K", k_type), v16 = is_f16("V", v_type);
+  if (!k16 && !v16) return make_f32_store(shape);
+  return make_f16_store(shape, k16, v16);
+}
+
+}  // namespace okapi::kv

@@ -1,0 +1,46 @@
+// A dense KV store: per layer, n_ctx cells of [n_head_kv][head_dim] keys and values, each kept
+// as float32 or fp16. The fp16 arithmetic mirrors ggml's non-flash attention with an F16 cache:
+// q is rounded to fp16 before K·q, and the softmax probabilities are rounded to fp16 before they
+// weight V (ggml converts the f32 operand of an f16 mat-mul to f16).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/half.hpp"
+#include "kv/kv_store.hpp"
+
+namespace okapi::kv {
+
+template <typename KElem, typename VElem>
+class PlainStore final : public KvStore {
+ public:
+  explicit PlainStore(const KvShape& shape);
+  std::string_view type_name() const override { return name_; }
+  void append(int64_t layer, int64_t position, const float* k, const float* v) override;
+  void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const override;
+  void accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
+                         float* out) const override;
+
+ private:
+  size_t k_offset(int64_t layer, int64_t cell, int64_t head) const {
+    return static_cast<size_t>(((layer * shape_.n_ctx + cell) * shape_.n_head_kv + head) * shape_.head_dim_k);
+  }
+  size_t v_offset(int64_t layer, int64_t cell, int64_t head) const {
+    return static_cast<size_t>(((layer * shape_.n_ctx + cell) * shape_.n_head_kv + head) * shape_.head_dim_v);
+  }
+  std::vector<KElem> k_;
+  std::vector<VElem> v_;
+  std::string name_;
+};
+
+// fp16 storage is uint16_t holding IEEE half bits.
+inline float load_elem(float x) { return x; }
+inline float load_elem(uint16_t x) { return fp16_to_fp32(x); }
+inline void store_elem(float x, float& dst) { dst = x; }
+inline void store_elem(float x, uint16_t& dst) { dst = fp32_to_fp16(x); }
+// The value the other operand is rounded to before meeting an element of this type.
+inline float round_like(float x, float) { return x; }
+inline float round_like(float x, uint16_t) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+}  // namespace okapi::kv

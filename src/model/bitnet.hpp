@@ -1,0 +1,42 @@
+// The BitNet b1.58 decoder block, in the two GGUF flavours (bitnet.cpp, bitnet25.cpp):
+//   h = rms(x, attn_norm); q, k, v (NEOX rope); a = rms(attention, attn_sub_norm); x += Wo · a
+//   h = rms(x, ffn_norm); f = rms(act(Wgate·h) * Wup·h, ffn_sub_norm); x += Wdown · f
+//   logits = output · rms(x, output_norm), output = token_embd unless output.weight exists.
+// act is SiLU for llama.cpp's `bitnet` (1bitLLM) and ReLU² for Microsoft's BitNet b1.58 2B4T
+// (`bitnet-25` in ik_llama.cpp, `bitnet-b1.58` in Microsoft's fork). Ternary weights carry their
+// scale in the format (TQ*_0 block scales, I2_S tensor scale, IQ*_BN row scales); the optional
+// one-element `*.scale` tensors of llama.cpp's bitnet loader multiply the projection's output.
+#pragma once
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace okapi::model {
+
+class BitnetModel final : public Model {
+ public:
+  BitnetModel(gguf::File file, HParams hparams, Activation ffn_activation);
+
+ protected:
+  void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                     LogitRows rows, float* logits) const override;
+
+ private:
+  // A projection with its optional bias and optional one-element output scale.
+  struct Projection {
+    Weight w, bias, scale;
+  };
+  struct Layer {
+    Weight attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm;
+    Projection wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down;
+  };
+  Projection projection(const std::string& prefix, std::vector<int64_t> shape);
+  static void apply(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, float* y);
+
+  Activation ffn_activation_;
+  Weight token_embd_, output_norm_, output_;
+  std::vector<Layer> layers_;
+  kernels::RopeConfig rope_;
+};
+
+}  // namespace okapi::model

@@ -1,0 +1,123 @@
+#include "model/cpu_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/gelu_table.hpp"
+#include "kv/kv_store.hpp"
+#include "quant/quant.hpp"
+
+namespace okapi::model {
+
+void CpuOps::parallel(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool_ && pool_->size() > 1 && n > 1) {
+    pool_->parallel_for(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+  } else {
+    fn(0, n);
+  }
+}
+
+void CpuOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
+  kernels::matmul(w.type, w.data, w.n_in, w.n_out, x, n_tokens, y, pool_);
+}
+
+void CpuOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
+  const int64_t n = bias.n_in;
+  const float* b = bias.f32();
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];
+}
+
+void CpuOps::rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
+  std::vector<float> row(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    // The kernel's input and output must not alias: copy the row first when they do.
+    std::copy(x + r * n, x + (r + 1) * n, row.begin());
+    kernels::rmsnorm(row.data(), weight ? weight.f32() : nullptr, n, eps, y + r * n);
+  }
+}
+
+void CpuOps::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
+                  const kernels::RopeConfig& config) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    kernels::rope(x + t * n_heads * head_dim, n_heads, head_dim, positions[static_cast<size_t>(t)], config);
+}
+
+void CpuOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
+                      std::span<const int32_t> positions) {
+  const kv::KvShape& s = kv.shape();
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const auto ti = static_cast<int64_t>(t);
+    kv.append(layer, positions[t], k + ti * s.n_head_kv * s.head_dim_k, v + ti * s.n_head_kv * s.head_dim_v);
+  }
+}
+
+void CpuOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,
+                       std::span<const int32_t> positions, float* out) {
+  const auto n_tokens = static_cast<int64_t>(positions.size());
+  const int64_t group = c.n_head / c.n_head_kv;
+  // One task per (token, head): each output row is computed by exactly one task.
+  parallel(n_tokens * c.n_head, [&](int64_t begin, int64_t end) {
+    std::vector<float> probs;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t t = task / c.n_head, h = task % c.n_head;
+      const int64_t pos = positions[static_cast<size_t>(t)];
+      const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
+      const int64_t last = pos + 1;
+      probs.resize(static_cast<size_t>(last - first));
+      kv.scores(c.layer, h / group, q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
+      // As ggml: scale (and soft-cap) the scores, then a max-subtracted softmax.
+      for (float& s : probs) s = c.softcap > 0.0f ? c.softcap * std::tanh(s * c.scale / c.softcap) : s * c.scale;
+      kernels::softmax(probs.data(), last - first);
+      kv.accumulate_values(c.layer, h / group, probs.data(), first, last, out + (t * c.n_head + h) * c.head_dim_v);
+    }
+  });
+}
+
+void CpuOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
+  switch (act) {
+    case Activation::SiLU: kernels::swiglu(gate, up, n_rows * n, out); return;
+    case Activation::GELU: kernels::geglu_tanh(gate, up, n_rows * n, out); return;
+    case Activation::ReLU2: kernels::relu2_glu(gate, up, n_rows * n, out); return;
+    case Activation::GELUF32:
+      for (int64_t i = 0; i < n_rows * n; ++i) out[i] = kernels::detail::gelu_tanh_exact(gate[i]) * up[i];
+      return;
+  }
+}
+
+void CpuOps::add(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void CpuOps::mul(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+void CpuOps::scale(const float* a, float s, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * s;
+}
+
+void CpuOps::get_rows(const Weight& table, std::span<const int32_t> ids, float* out) {
+  const quant::Format& format = quant::format(table.type);
+  const auto row = row_bytes(table.type, table.n_in);
+  if (!row) throw_error("get_rows: '{}' rows of {} do not fit {} blocks", table.name, table.n_in, dtype_name(table.type));
+  const int64_t shape[2] = {table.n_in, table.n_out};
+  const auto total = tensor_bytes(table.type, shape);
+  const float factor = quant::tensor_scale(
+      table.type, std::span<const uint8_t>(static_cast<const uint8_t*>(table.data), static_cast<size_t>(*total)), shape);
+  const auto* base = static_cast<const uint8_t*>(table.data);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] < 0 || ids[t] >= table.n_out)
+      throw_error("get_rows: id {} out of range for '{}' ({} rows)", ids[t], table.name, table.n_out);
+    float* dst = out + static_cast<int64_t>(t) * table.n_in;
+    format.dequantize(base + static_cast<size_t>(ids[t]) * *row, dst, table.n_in);
+    if (factor != 1.0f)
+      for (int64_t i = 0; i < table.n_in; ++i) dst[i] *= factor;
+  }
+}
+
+}  // namespace okapi::model

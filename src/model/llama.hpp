@@ -1,0 +1,39 @@
+// The llama family of decoders: RMSNorm, RoPE, GQA attention, SwiGLU FFN, tied or untied
+// output. qwen2 (Q/K/V biases, NEOX rope) and qwen3 (per-head q/k RMSNorm, NEOX rope) are the same
+// graph with options, so they reuse this class (see qwen2.cpp, qwen3.cpp).
+#pragma once
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace okapi::model {
+
+struct LlamaOptions {
+  bool neox_rope = false;  // NEOX pairs (i, i + n_rot/2) instead of adjacent pairs
+  bool qkv_bias = false;   // required attn_{q,k,v}.bias (qwen2); otherwise optional
+  bool qk_norm = false;    // required per-head attn_q_norm / attn_k_norm before RoPE (qwen3)
+};
+
+class LlamaModel : public Model {
+ public:
+  LlamaModel(gguf::File file, HParams hparams, LlamaOptions options);
+
+ protected:
+  void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                     LogitRows rows, float* logits) const override;
+
+  struct Layer {
+    Weight attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo;
+    Weight ffn_norm, ffn_gate, ffn_up, ffn_down;
+  };
+  LlamaOptions options_;
+  Weight token_embd_, output_norm_, output_, rope_freqs_;
+  std::vector<Layer> layers_;
+  kernels::RopeConfig rope_;
+};
+
+// RoPE parameters from the hyper-parameters, as llama.cpp sets them up (YaRN only when the
+// scaling type is "yarn").
+kernels::RopeConfig rope_config(const HParams& hp, bool neox, const float* freq_factors);
+
+}  // namespace okapi::model

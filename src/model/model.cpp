@@ -1,0 +1,88 @@
+#include "model/model.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "kv/kv_store.hpp"
+
+namespace okapi::model {
+
+Model::Model(gguf::File file, HParams hparams) : file_(std::move(file)), hparams_(std::move(hparams)) {}
+
+std::unique_ptr<Model> Model::load(gguf::File file) {
+  const std::string arch = file.architecture();
+  std::vector<std::string_view> names;
+  for (const ArchitectureEntry& entry : architectures()) {
+    if (entry.name == arch) {
+      HParams hp = HParams::from_gguf(file);
+      return entry.make(std::move(file), std::move(hp));
+    }
+    names.push_back(entry.name);
+  }
+  throw_error("{}: unsupported architecture '{}' (general.architecture); supported: {}", file.name(),
+              arch.empty() ? "<missing>" : arch, fmt::join(names, ", "));
+}
+
+Weight Model::optional_tensor(const std::string& name, std::vector<int64_t> shape) {
+  const gguf::TensorInfo* info = file_.find_tensor(name);
+  if (!info) return {};
+  if (!shape.empty() && info->shape != shape) {
+    problems_.push_back(fmt::format("'{}' has shape [{}], expected [{}]", name, fmt::join(info->shape, ", "),
+                                    fmt::join(shape, ", ")));
+    return {};
+  }
+  Weight w;
+  w.name = info->name;
+  w.type = info->type;
+  w.data = info->data;
+  w.n_in = info->shape.empty() ? 1 : info->shape[0];
+  w.n_out = info->n_rows();
+  // Norms and biases are read as float arrays by the ops.
+  if (info->shape.size() == 1 && info->type != DType::F32)
+    problems_.push_back(fmt::format("'{}' is {}, 1-D tensors must be f32", name, dtype_name(info->type)));
+  return w;
+}
+
+Weight Model::tensor(const std::string& name, std::vector<int64_t> shape) {
+  if (!file_.find_tensor(name)) {
+    problems_.push_back(fmt::format("'{}' is missing", name));
+    return {};
+  }
+  return optional_tensor(name, std::move(shape));
+}
+
+void Model::check_tensors() const {
+  if (problems_.empty()) return;
+  throw_error("{}: {} model has {} tensor problem(s): {}", file_.name(), hparams_.arch, problems_.size(),
+              fmt::join(problems_, "; "));
+}
+
+void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                    LogitRows rows, float* logits) const {
+  if (tokens.empty()) throw_error("forward: no tokens");
+  if (tokens.size() != positions.size())
+    throw_error("forward: {} tokens but {} positions", tokens.size(), positions.size());
+  const kv::KvShape& s = kv.shape();
+  if (s.n_layer != hparams_.n_layer || s.n_head_kv != hparams_.n_head_kv || s.head_dim_k != hparams_.head_dim_k ||
+      s.head_dim_v != hparams_.head_dim_v)
+    throw_error("forward: KV store shape (layers {}, kv heads {}, head dims {}/{}) does not match the model ({}, {}, {}/{})",
+                s.n_layer, s.n_head_kv, s.head_dim_k, s.head_dim_v, hparams_.n_layer, hparams_.n_head_kv,
+                hparams_.head_dim_k, hparams_.head_dim_v);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    if (tokens[t] < 0 || tokens[t] >= hparams_.n_vocab)
+      throw_error("forward: token id {} at index {} is out of range (n_vocab {})", tokens[t], t, hparams_.n_vocab);
+    if (positions[t] < 0 || positions[t] >= s.n_ctx)
+      throw_error("forward: position {} (token index {}) does not fit the context of {} tokens; use a larger context (-c)",
+                  positions[t], t, s.n_ctx);
+  }
+  forward_batch(ops, kv, tokens, positions, rows, logits);
+}
+
+int64_t output_row_count(LogitRows rows, int64_t n_tokens) { return rows == LogitRows::All ? n_tokens : 1; }
+
+const float* output_rows_begin(LogitRows rows, const float* x, int64_t n_tokens, int64_t n) {
+  return rows == LogitRows::All ? x : x + (n_tokens - 1) * n;
+}
+
+}  // namespace okapi::model

@@ -1,0 +1,77 @@
+// The operations a forward pass is written against. Architectures (llama.cpp, qwen2.cpp, ...)
+// call only these; a backend (CPU float, exact integer, GPU, low-rank) implements them.
+// Activations are float32, row-major, one row per token.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "core/dtype.hpp"
+#include "kernels/kernels.hpp"
+
+namespace okapi::kv {
+class KvStore;
+}
+
+namespace okapi::model {
+
+// A typed view of one GGUF tensor inside the mapped file (no copy). For a 2-D weight, n_out rows
+// of n_in elements (ggml ne = [n_in, n_out]); a 1-D tensor (norm, bias) has n_out == 1.
+struct Weight {
+  std::string_view name;
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  explicit operator bool() const { return data != nullptr; }
+  const float* f32() const { return static_cast<const float*>(data); }  // 1-D tensors are F32
+};
+
+// Gated FFN: act(gate) * up. GELU is ggml's CPU GELU (tanh approximation looked up in an fp16
+// table, as llama.cpp); GELUF32 is the same formula evaluated in float per element, as ik_llama.cpp's
+// fused up-gate kernels do (gemma3's goldens come from ik_llama).
+enum class Activation { SiLU, GELU, ReLU2, GELUF32 };
+
+struct AttentionConfig {
+  int64_t layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;  // GQA: query head h reads kv head h / (n_head / n_head_kv)
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+  float scale = 1.0f;           // applied to q·k before the softmax
+  int64_t sliding_window = 0;   // > 0: key j visible from query i iff 0 <= i - j < window
+  float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale / softcap)
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  // y[t][o] = W[o] · x[t] for t < n_tokens; x has w.n_in columns, y w.n_out.
+  virtual void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) = 0;
+  // x[t][i] += bias[i]; bias is a 1-D F32 tensor of n elements.
+  virtual void add_bias(const Weight& bias, float* x, int64_t n_tokens) = 0;
+  // Each of n_rows rows of n: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty).
+  // x and y may alias.
+  virtual void rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) = 0;
+  // Rotates x[t][n_heads][head_dim] in place, token t at positions[t].
+  virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
+                    const kernels::RopeConfig& config) = 0;
+  // Writes k[t] (n_head_kv * head_dim_k) and v[t] into the store at positions[t].
+  virtual void store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
+                        std::span<const int32_t> positions) = 0;
+  // Causal attention for queries q[t][n_head][head_dim_k] at positions[t] over the cells
+  // [0, positions[t]] of the store (already holding this batch's K/V); out[t][n_head][head_dim_v].
+  virtual void attention(const kv::KvStore& kv, const AttentionConfig& config, const float* q,
+                         std::span<const int32_t> positions, float* out) = 0;
+  // out = act(gate) * up, n_rows rows of n.
+  virtual void glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) = 0;
+  // Elementwise over n values; out may alias an input.
+  virtual void add(const float* a, const float* b, int64_t n, float* out) = 0;
+  virtual void mul(const float* a, const float* b, int64_t n, float* out) = 0;
+  virtual void scale(const float* a, float s, int64_t n, float* out) = 0;
+  // out[t] = dequantized row ids[t] of table (an embedding matrix of n_out rows of n_in).
+  virtual void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) = 0;
+};
+
+}  // namespace okapi::model

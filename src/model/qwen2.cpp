@@ -1,0 +1,14 @@
+// qwen2: the llama graph with Q/K/V biases and NEOX RoPE (tied or untied output).
+#include "model/architectures.hpp"
+#include "model/llama.hpp"
+
+namespace okapi::model {
+
+std::unique_ptr<Model> make_qwen2(gguf::File file, HParams hparams) {
+  LlamaOptions options;
+  options.neox_rope = true;
+  options.qkv_bias = true;
+  return std::make_unique<LlamaModel>(std::move(file), std::move(hparams), options);
+}
+
+}  // namespace okapi::model

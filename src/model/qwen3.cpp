@@ -1,0 +1,16 @@
+// qwen3: the llama graph with NEOX RoPE and a per-head RMSNorm of q and k (attn_q_norm,
+// attn_k_norm, head_dim = attention.key_length, which may differ from n_embd / n_head) applied
+// before RoPE.
+#include "model/architectures.hpp"
+#include "model/llama.hpp"
+
+namespace okapi::model {
+
+std::unique_ptr<Model> make_qwen3(gguf::File file, HParams hparams) {
+  LlamaOptions options;
+  options.neox_rope = true;
+  options.qk_norm = true;
+  return std::make_unique<LlamaModel>(std::move(file), std::move(hparams), options);
+}
+
+}  // namespace okapi::model

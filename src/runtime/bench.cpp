@@ -1,0 +1,76 @@
+#include "runtime/bench.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "core/error.hpp"
+#include "runtime/cancel.hpp"
+
+namespace okapi::runtime {
+namespace {
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t n_vocab) {
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (auto& t : out) t = pick(rng);
+  return out;
+}
+
+// Seconds for one run of the test on a fresh cache.
+double time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
+                 const std::vector<int32_t>& tokens, std::vector<float>& logits) {
+  kv.truncate(0);
+  std::vector<int32_t> positions;
+  const double start = now_seconds();
+  if (test.n_prompt > 0) {
+    for (int64_t b = 0; b < test.n_prompt; b += batch_size) {
+      const int64_t size = std::min(batch_size, test.n_prompt - b);
+      positions.resize(static_cast<size_t>(size));
+      std::iota(positions.begin(), positions.end(), static_cast<int32_t>(b));
+      engine.model().forward(engine.ops(), kv,
+                             std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b), static_cast<size_t>(size)),
+                             positions, model::LogitRows::Last, logits.data());
+    }
+  } else {
+    for (int64_t i = 0; i < test.n_gen; ++i) {
+      const int32_t pos = static_cast<int32_t>(i);
+      engine.model().forward(engine.ops(), kv, std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1),
+                             std::span<const int32_t>(&pos, 1), model::LogitRows::Last, logits.data());
+    }
+  }
+  return now_seconds() - start;
+}
+
+}  // namespace
+
+std::string BenchCase::name() const {
+  return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+}
+
+BenchSample run_bench_case(Engine& engine, const BenchCase& test, int64_t batch_size, int repetitions) {
+  const int64_t n = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+  if (n <= 0 || (test.n_prompt > 0 && test.n_gen > 0)) throw_error("bench: a test is either pp N or tg N (N > 0)");
+  if (repetitions < 1) throw_error("bench: -r must be at least 1, got {}", repetitions);
+  if (batch_size < 1) throw_error("bench: -b must be at least 1, got {}", batch_size);
+  const auto kv = engine.make_kv(n);
+  const std::vector<int32_t> tokens = random_tokens(n, engine.model().n_vocab());
+  std::vector<float> logits(static_cast<size_t>(engine.model().n_vocab()));
+  (void)time_once(engine, *kv, test, batch_size, tokens, logits);  // warm-up: page in weights, caches
+  BenchSample result;
+  for (int r = 0; r < repetitions && !interrupt_requested(); ++r) {
+    const double seconds = time_once(engine, *kv, test, batch_size, tokens, logits);
+    result.samples.push_back(static_cast<double>(n) / seconds);
+  }
+  const auto count = static_cast<double>(result.samples.size());
+  if (count == 0) return result;
+  result.mean = std::accumulate(result.samples.begin(), result.samples.end(), 0.0) / count;
+  double var = 0;
+  for (const double v : result.samples) var += (v - result.mean) * (v - result.mean);
+  result.stddev = count > 1 ? std::sqrt(var / (count - 1)) : 0.0;
+  return result;
+}
+
+}  // namespace okapi::runtime

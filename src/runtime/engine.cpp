@@ -1,0 +1,63 @@
+#include "runtime/engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "core/error.hpp"
+#include "format/gguf.hpp"
+
+namespace okapi::runtime {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, const EngineOptions& options) {
+  if (options.threads < 1) throw_error("-t must be at least 1, got {}", options.threads);
+  // Validate the cache types before the (possibly long) load.
+  (void)kv::make_store({1, 1, 1, 1, 1}, options.cache_type_k, options.cache_type_v);
+  if (!std::filesystem::is_regular_file(model_path)) throw_error("model file not found: {}", model_path.string());
+  const double start = now_seconds();
+  gguf::File file = gguf::File::open(model_path);
+  std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
+  tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
+  const double seconds = now_seconds() - start;
+  return std::unique_ptr<Engine>(new Engine(model_path, std::move(model), std::move(tokenizer), options, seconds));
+}
+
+Engine::Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, tokenizer::Tokenizer tokenizer,
+               const EngineOptions& options, double load_seconds)
+    : path_(std::move(path)),
+      model_(std::move(model)),
+      tokenizer_(std::move(tokenizer)),
+      options_(options),
+      pool_(options.threads),
+      ops_(&pool_),
+      load_seconds_(load_seconds) {}
+
+uint64_t Engine::file_bytes() const { return model_->file().bytes().size(); }
+
+uint64_t Engine::parameter_count() const {
+  uint64_t total = 0;
+  for (const auto& tensor : model_->file().tensors()) {
+    uint64_t n = 1;
+    for (const auto dim : tensor.shape) n *= static_cast<uint64_t>(dim);
+    total += n;
+  }
+  return total;
+}
+
+int64_t Engine::resolve_ctx(int64_t n_ctx) const {
+  if (n_ctx > 0) return n_ctx;
+  const int64_t trained = hparams().n_ctx_train;
+  return trained > 0 ? std::min<int64_t>(trained, 4096) : 4096;
+}
+
+std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx) const {
+  const model::HParams& hp = hparams();
+  return kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, resolve_ctx(n_ctx)},
+                        options_.cache_type_k, options_.cache_type_v);
+}
+
+}  // namespace okapi::runtime

@@ -1,0 +1,58 @@
+// What every generating/evaluating verb sets up: the mapped model, its tokenizer, a thread pool
+// and CPU ops, plus KV caches sized for a context. Shared by run, perplexity and bench.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "core/thread_pool.hpp"
+#include "kv/kv_store.hpp"
+#include "model/cpu_ops.hpp"
+#include "model/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace okapi::runtime {
+
+struct EngineOptions {
+  int threads = 1;
+  std::string cache_type_k = "f32";
+  std::string cache_type_v = "f32";
+};
+
+class Engine {
+ public:
+  // Maps and loads the model and its vocabulary. Throws okapi::Error (missing file, bad GGUF,
+  // unknown architecture, threads < 1, unknown cache type).
+  static std::unique_ptr<Engine> load(const std::filesystem::path& model_path, const EngineOptions& options);
+
+  const model::Model& model() const { return *model_; }
+  const model::HParams& hparams() const { return model_->hparams(); }
+  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  model::Ops& ops() { return ops_; }
+  int threads() const { return pool_.size(); }
+  double load_seconds() const { return load_seconds_; }
+  const std::filesystem::path& path() const { return path_; }
+  uint64_t file_bytes() const;
+  uint64_t parameter_count() const;
+
+  // A KV cache of n_ctx cells (n_ctx <= 0: the training context, capped at 4096 as a default).
+  std::unique_ptr<kv::KvStore> make_kv(int64_t n_ctx) const;
+  int64_t resolve_ctx(int64_t n_ctx) const;
+
+ private:
+  Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, tokenizer::Tokenizer tokenizer,
+         const EngineOptions& options, double load_seconds);
+  std::filesystem::path path_;
+  std::unique_ptr<model::Model> model_;
+  tokenizer::Tokenizer tokenizer_;
+  EngineOptions options_;
+  ThreadPool pool_;
+  model::CpuOps ops_;
+  double load_seconds_;
+};
+
+// Seconds elapsed on a monotonic clock since `start` (a value from now_seconds()).
+double now_seconds();
+
+}  // namespace okapi::runtime

@@ -1,0 +1,114 @@
+#include "runtime/session.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "runtime/cancel.hpp"
+
+namespace okapi::runtime {
+
+std::string_view to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::EndOfGeneration: return "end of generation";
+    case StopReason::TokenLimit: return "token limit";
+    case StopReason::ContextFull: return "context full";
+    case StopReason::Interrupted: return "interrupted";
+  }
+  return "unknown";
+}
+
+double Timings::prompt_tokens_per_second() const {
+  return prompt_seconds > 0 ? static_cast<double>(prompt_tokens) / prompt_seconds : 0.0;
+}
+double Timings::generation_tokens_per_second() const {
+  return generation_seconds > 0 ? static_cast<double>(generated_tokens) / generation_seconds : 0.0;
+}
+
+std::vector<tokenizer::TokenId> Session::tokenize_prompt(std::string_view prompt) const {
+  tokenizer::EncodeOptions options;
+  options.add_special = true;
+  options.parse_special = true;  // as llama-cli: "<s>" in a prompt is the BOS token
+  return engine_.tokenizer().encode(prompt, options);
+}
+
+bool Session::is_end_of_generation(tokenizer::TokenId id) const {
+  const tokenizer::Vocab& vocab = engine_.tokenizer().vocab();
+  return id == vocab.eos || id == vocab.eot;
+}
+
+GenerationResult Session::generate(std::span<const tokenizer::TokenId> prompt, sample::Sampler& sampler,
+                                   const GenerateOptions& options,
+                                   const std::function<void(std::string_view)>& on_text) {
+  const int64_t n_ctx = kv_.n_ctx();
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  if (n_prompt == 0) throw_error("the prompt has no tokens");
+  if (n_prompt > n_ctx)
+    throw_error("the prompt has {} tokens but the context holds only {} (-c {}); use a larger -c", n_prompt, n_ctx,
+                n_ctx);
+  if (options.batch_size < 1) throw_error("-b must be at least 1, got {}", options.batch_size);
+  const model::Model& model = engine_.model();
+  const int64_t n_vocab = model.n_vocab();
+  GenerationResult result;
+  result.timings.load_seconds = engine_.load_seconds();
+  kv_.truncate(0);
+
+  // Prefill: batches of the prompt; only the last batch's last row of logits is needed.
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  std::vector<int32_t> positions;
+  const double prefill_start = now_seconds();
+  for (int64_t begin = 0; begin < n_prompt; begin += options.batch_size) {
+    const int64_t count = std::min(options.batch_size, n_prompt - begin);
+    positions.resize(static_cast<size_t>(count));
+    std::iota(positions.begin(), positions.end(), static_cast<int32_t>(begin));
+    model.forward(engine_.ops(), kv_, prompt.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)),
+                  positions, model::LogitRows::Last, logits.data());
+    if (interrupt_requested()) break;
+  }
+  result.timings.prompt_seconds = now_seconds() - prefill_start;
+  result.timings.prompt_tokens = n_prompt;
+  if (interrupt_requested()) {
+    result.stop = StopReason::Interrupted;
+    return result;
+  }
+  for (const auto id : prompt) sampler.accept(id);
+
+  tokenizer::StreamDecoder decoder(engine_.tokenizer());
+  const auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return;
+    result.text += piece;
+    if (on_text) on_text(piece);
+  };
+  const double decode_start = now_seconds();
+  int64_t position = n_prompt;
+  result.stop = StopReason::TokenLimit;
+  while (options.n_predict < 0 || static_cast<int64_t>(result.tokens.size()) < options.n_predict) {
+    if (interrupt_requested()) {
+      result.stop = StopReason::Interrupted;
+      break;
+    }
+    const tokenizer::TokenId next = sampler.sample(logits);
+    sampler.accept(next);
+    result.tokens.push_back(next);
+    if (!options.ignore_eos && is_end_of_generation(next)) {
+      result.stop = StopReason::EndOfGeneration;
+      break;
+    }
+    emit(decoder.push(next));
+    if (options.n_predict >= 0 && static_cast<int64_t>(result.tokens.size()) >= options.n_predict) break;
+    if (position >= n_ctx) {
+      result.stop = StopReason::ContextFull;
+      break;
+    }
+    const int32_t pos = static_cast<int32_t>(position);
+    model.forward(engine_.ops(), kv_, std::span<const int32_t>(&next, 1), std::span<const int32_t>(&pos, 1),
+                  model::LogitRows::Last, logits.data());
+    ++position;
+  }
+  emit(decoder.flush());
+  result.timings.generation_seconds = now_seconds() - decode_start;
+  result.timings.generated_tokens = static_cast<int64_t>(result.tokens.size());
+  return result;
+}
+
+}  // namespace okapi::runtime

@@ -1,0 +1,62 @@
+// One generation: prompt -> prefill in batches -> decode loop with the sampler, streaming text
+// through a StreamDecoder. Stops at an end-of-generation token, after n_predict tokens, when the
+// context is full, or when interrupt_requested() (Ctrl-C) turns true; timings cover what ran.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/engine.hpp"
+#include "sample/sampler.hpp"
+
+namespace okapi::runtime {
+
+struct GenerateOptions {
+  int64_t n_predict = -1;  // < 0: until end of generation or a full context
+  int64_t batch_size = 512;
+  bool ignore_eos = false;  // keep generating past end-of-generation tokens (benchmarks, tests)
+};
+
+enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted };
+std::string_view to_string(StopReason reason);
+
+struct Timings {
+  double load_seconds = 0;
+  int64_t prompt_tokens = 0;
+  double prompt_seconds = 0;
+  int64_t generated_tokens = 0;  // sampled tokens (including a final end-of-generation token)
+  double generation_seconds = 0;  // sampling + decoding of the generated tokens
+  double prompt_tokens_per_second() const;
+  double generation_tokens_per_second() const;
+};
+
+struct GenerationResult {
+  std::vector<tokenizer::TokenId> tokens;  // generated ids (without the prompt)
+  std::string text;                        // their text (without an end-of-generation token)
+  StopReason stop = StopReason::TokenLimit;
+  Timings timings;
+};
+
+class Session {
+ public:
+  Session(Engine& engine, kv::KvStore& kv) : engine_(engine), kv_(kv) {}
+
+  // Prompt tokens as `okapi run` encodes them: BOS/EOS as the vocab says, special texts parsed.
+  std::vector<tokenizer::TokenId> tokenize_prompt(std::string_view prompt) const;
+
+  // Throws okapi::Error when the prompt is empty or longer than the context. `on_text` gets each
+  // complete piece of UTF-8 text as soon as it is decoded.
+  GenerationResult generate(std::span<const tokenizer::TokenId> prompt, sample::Sampler& sampler,
+                            const GenerateOptions& options,
+                            const std::function<void(std::string_view)>& on_text = {});
+
+ private:
+  bool is_end_of_generation(tokenizer::TokenId id) const;
+  Engine& engine_;
+  kv::KvStore& kv_;
+};
+
+}  // namespace okapi::runtime

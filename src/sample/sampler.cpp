@@ -1,0 +1,69 @@
+#include "sample/sampler.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace okapi::sample {
+
+void SamplerConfig::validate() const {
+  if (repeat_last_n < -1) throw_error("sampler: repeat_last_n = {}: must be -1, 0 or positive", repeat_last_n);
+  if (!(repeat_penalty > 0.0f)) throw_error("sampler: repeat_penalty = {}: must be positive", repeat_penalty);
+  if (top_p < 0.0f || !(top_p == top_p)) throw_error("sampler: top_p = {}: must be in [0, 1]", top_p);
+  if (min_p < 0.0f || min_p > 1.0f) throw_error("sampler: min_p = {}: must be in [0, 1]", min_p);
+  if (typical_p < 0.0f || !(typical_p == typical_p)) throw_error("sampler: typical_p = {}: must be in [0, 1]", typical_p);
+  if (!(temperature == temperature)) throw_error("sampler: temperature is NaN");
+  if (min_keep < 0) throw_error("sampler: min_keep = {}: must not be negative", min_keep);
+}
+
+std::string SamplerConfig::describe() const {
+  return fmt::format(
+      "repeat_last_n = {}, repeat_penalty = {:.3f}, frequency_penalty = {:.3f}, presence_penalty = {:.3f}, "
+      "top_k = {}, typical_p = {:.3f}, top_p = {:.3f}, min_p = {:.3f}, temp = {:.3f}, min_keep = {}, seed = {}",
+      repeat_last_n, repeat_penalty, frequency_penalty, presence_penalty, top_k, typical_p, top_p, min_p,
+      temperature, min_keep, seed == kRandomSeed ? std::string("random") : std::to_string(seed));
+}
+
+std::string SamplerConfig::describe_chain() const {
+  if (greedy()) return "penalties -> greedy";
+  return "penalties -> top-k -> typical -> top-p -> min-p -> temp -> dist";
+}
+
+namespace {
+uint32_t resolve_seed(uint32_t seed) {
+  if (seed != kRandomSeed) return seed;
+  std::random_device device;
+  return device();
+}
+}  // namespace
+
+Sampler::Sampler(SamplerConfig config)
+    : config_(config),
+      seed_(resolve_seed(config.seed)),
+      rng_(seed_),
+      penalties_(config.repeat_last_n, config.repeat_penalty, config.frequency_penalty, config.presence_penalty) {
+  config_.validate();
+}
+
+TokenId Sampler::sample(std::span<const float> logits) {
+  if (logits.empty()) throw_error("sampler: empty logits row");
+  Candidates c = Candidates::from_logits(logits);
+  penalties_.apply(c);
+  if (config_.greedy()) return c.items[argmax_index(c)].id;
+  const auto min_keep = static_cast<size_t>(config_.min_keep);
+  top_k(c, config_.top_k);
+  typical(c, config_.typical_p, min_keep);
+  top_p(c, config_.top_p, min_keep);
+  min_p(c, config_.min_p, min_keep);
+  temperature(c, config_.temperature);
+  return c.items[draw(c, rng_)].id;
+}
+
+void Sampler::accept(TokenId token) { penalties_.accept(token); }
+
+void Sampler::reset() {
+  penalties_.reset();
+  rng_.seed(seed_);
+}
+
+}  // namespace okapi::sample

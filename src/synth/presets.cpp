@@ -1,0 +1,72 @@
+#include "synth/presets.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/error.hpp"
+
+namespace okapi::synth {
+namespace {
+
+std::vector<Preset> make_presets() {
+  std::vector<Preset> p;
+  // llama2.c TinyStories models (karpathy/llama2.c); convert-llama2c writes output.weight.
+  p.push_back({.name = "stories15M", .archs = {"llama"}, .n_embd = 288, .n_layer = 6, .n_head = 6, .n_head_kv = 6,
+               .n_ff = 768, .n_vocab = 32000, .context_length = 256});
+  p.push_back({.name = "stories110M", .archs = {"llama"}, .n_embd = 768, .n_layer = 12, .n_head = 12,
+               .n_head_kv = 12, .n_ff = 2048, .n_vocab = 32000, .context_length = 1024});
+  // HuggingFaceTB/SmolLM2-135M
+  p.push_back({.name = "smollm2-135m", .archs = {"llama"}, .n_embd = 576, .n_layer = 30, .n_head = 9,
+               .n_head_kv = 3, .n_ff = 1536, .n_vocab = 49152, .context_length = 8192, .rope_base = 100000.0f,
+               .tied = true});
+  // Qwen/Qwen2.5-0.5B
+  p.push_back({.name = "qwen2.5-0.5b", .archs = {"qwen2"}, .n_embd = 896, .n_layer = 24, .n_head = 14,
+               .n_head_kv = 2, .n_ff = 4864, .n_vocab = 151936, .context_length = 32768, .rope_base = 1000000.0f,
+               .rms_eps = 1e-6f, .tied = true, .qkv_bias = true});
+  // Qwen/Qwen3-0.6B
+  p.push_back({.name = "qwen3-0.6b", .archs = {"qwen3"}, .n_embd = 1024, .n_layer = 28, .n_head = 16,
+               .n_head_kv = 8, .head_dim = 128, .n_ff = 3072, .n_vocab = 151936, .context_length = 40960,
+               .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .qk_norm = true});
+  // google/gemma-3-270m: 5 sliding-window layers per global one (llama.cpp hard-codes the pattern).
+  p.push_back({.name = "gemma3-270m", .archs = {"gemma3"}, .n_embd = 640, .n_layer = 18, .n_head = 4,
+               .n_head_kv = 1, .head_dim = 256, .n_ff = 2048, .n_vocab = 262144, .context_length = 32768,
+               .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .qk_norm = true, .post_norms = true,
+               .sliding_window = 512});
+  // TinyLlama/TinyLlama-1.1B-Chat-v1.0
+  p.push_back({.name = "tinyllama-1.1b", .archs = {"llama"}, .n_embd = 2048, .n_layer = 22, .n_head = 32,
+               .n_head_kv = 4, .n_ff = 5632, .n_vocab = 32000, .context_length = 2048});
+  // microsoft/bitnet-b1.58-2B-4T: ik_llama calls the architecture bitnet-25, Microsoft's BitNet
+  // fork bitnet-b1.58; same tensors. Reduced to 4 layers unless --layers says otherwise.
+  p.push_back({.name = "bitnet-2b-shape", .archs = {"bitnet-25", "bitnet-b1.58"}, .n_embd = 2560, .n_layer = 30,
+               .n_head = 20, .n_head_kv = 5, .n_ff = 6912, .n_vocab = 128256, .context_length = 4096,
+               .rope_base = 500000.0f, .tied = true, .sub_norms = true, .ternary = true, .default_layers = 4});
+  return p;
+}
+
+bool same_name(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+std::span<const Preset> all_presets() {
+  static const std::vector<Preset> presets = make_presets();
+  return presets;
+}
+
+std::string preset_names() {
+  std::string s;
+  for (const auto& p : all_presets()) s += (s.empty() ? "" : ", ") + std::string(p.name);
+  return s;
+}
+
+const Preset& preset_by_name(std::string_view name) {
+  for (const auto& p : all_presets()) {
+    if (same_name(p.name, name)) return p;
+  }
+  throw_error("unknown preset '{}'; valid presets: {}", name, preset_names());
+}
+
+}  // namespace okapi::synth

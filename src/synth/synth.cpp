@@ -1,0 +1,240 @@
+#include "synth/synth.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "quant/mix.hpp"
+#include "quant/quant.hpp"
+#include "synth/vocab.hpp"
+
+namespace okapi::synth {
+namespace {
+
+constexpr uint32_t kQuantizationVersion = 2;  // llama.cpp's GGML_QNT_VERSION
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+
+// splitmix64's finalizer: a bijective 64-bit mixer, the core of the counter-based generator.
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t tensor_key(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a of the name
+  for (unsigned char ch : name) h = (h ^ ch) * 0x100000001B3ull;
+  return mix64(mix64(seed + kGolden) ^ h);
+}
+
+// Two standard normals from counter j (Box-Muller on two 24-bit uniforms).
+void normal_pair(uint64_t key, int64_t j, float& a, float& b) {
+  const uint64_t h = mix64(key + static_cast<uint64_t>(j) * kGolden);
+  constexpr float kUnit = 1.0f / 16777216.0f;
+  const float u1 = (static_cast<float>(h >> 40) + 0.5f) * kUnit;  // (0, 1): log is finite
+  const float u2 = static_cast<float>(h & 0xFFFFFF) * kUnit;
+  const float r = std::sqrt(-2.0f * std::log(u1));
+  const float angle = 2.0f * std::numbers::pi_v<float> * u2;
+  a = r * std::cos(angle);
+  b = r * std::sin(angle);
+}
+
+int64_t count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Bitnet's ternary step: about 1/sqrt(2/3 fan_in) (unit output variance), in 1/256 steps.
+float ternary_step(int64_t fan_in) {
+  const double s = std::round(256.0 / std::sqrt(2.0 / 3.0 * static_cast<double>(fan_in)));
+  return static_cast<float>(std::max(1.0, s) / 256.0);
+}
+
+std::string resolve_arch(const Preset& preset, const std::string& arch) {
+  if (arch.empty()) return std::string(preset.archs.front());
+  for (auto a : preset.archs) {
+    if (a == arch) return arch;
+  }
+  std::string valid;
+  for (auto a : preset.archs) valid += (valid.empty() ? "" : ", ") + std::string(a);
+  throw_error("preset '{}' cannot be written as architecture '{}'; valid: {}", preset.name, arch, valid);
+}
+
+}  // namespace
+
+std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
+  const int64_t hd = p.key_length();
+  const int64_t q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
+  const auto inv_sqrt = [](int64_t n) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(n))); };
+  auto weight = [&](std::string name, int64_t in, int64_t out) {
+    if (p.ternary) return TensorPlan{std::move(name), {in, out}, Init::Ternary, ternary_step(in)};
+    return TensorPlan{std::move(name), {in, out}, Init::Weight, inv_sqrt(in)};
+  };
+  auto norm = [](std::string name, int64_t n) { return TensorPlan{std::move(name), {n}, Init::Norm, 0.1f}; };
+
+  std::vector<TensorPlan> t;
+  t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}, Init::Embedding, inv_sqrt(p.n_embd)});
+  t.push_back(norm("output_norm.weight", p.n_embd));
+  if (!p.tied) t.push_back({"output.weight", {p.n_embd, p.n_vocab}, Init::Embedding, inv_sqrt(p.n_embd)});
+  for (int64_t il = 0; il < n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    t.push_back(norm(b + "attn_norm.weight", p.n_embd));
+    t.push_back(weight(b + "attn_q.weight", p.n_embd, q_dim));
+    t.push_back(weight(b + "attn_k.weight", p.n_embd, kv_dim));
+    t.push_back(weight(b + "attn_v.weight", p.n_embd, kv_dim));
+    if (p.qkv_bias) {
+      t.push_back({b + "attn_q.bias", {q_dim}, Init::Bias, 0.2f});
+      t.push_back({b + "attn_k.bias", {kv_dim}, Init::Bias, 0.2f});
+      t.push_back({b + "attn_v.bias", {kv_dim}, Init::Bias, 0.2f});
+    }
+    if (p.qk_norm) {
+      t.push_back(norm(b + "attn_q_norm.weight", hd));
+      t.push_back(norm(b + "attn_k_norm.weight", hd));
+    }
+    if (p.sub_norms) t.push_back(norm(b + "attn_sub_norm.weight", p.n_embd));
+    t.push_back(weight(b + "attn_output.weight", q_dim, p.n_embd));
+    if (p.post_norms) t.push_back(norm(b + "post_attention_norm.weight", p.n_embd));
+    t.push_back(norm(b + "ffn_norm.weight", p.n_embd));
+    t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
+    t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
+    if (p.sub_norms) t.push_back(norm(b + "ffn_sub_norm.weight", p.n_ff));
+    t.push_back(weight(b + "ffn_down.weight", p.n_ff, p.n_embd));
+    if (p.post_norms) t.push_back(norm(b + "post_ffw_norm.weight", p.n_embd));
+  }
+  return t;
+}
+
+void fill_values(const TensorPlan& t, uint64_t seed, float* out, int64_t begin, int64_t end) {
+  const uint64_t key = tensor_key(seed, t.name);
+  if (t.init == Init::Ternary) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto digit = static_cast<int>(mix64(key + static_cast<uint64_t>(i) * kGolden) % 3);
+      out[i] = t.scale * static_cast<float>(digit - 1);
+    }
+    return;
+  }
+  const float mean = t.init == Init::Norm ? 1.0f : 0.0f;
+  // Element i is half of pair i/2, so any split of [begin, end) gives the same values.
+  float a = 0, b = 0;
+  int64_t i = begin;
+  if (i < end && (i & 1) != 0) {
+    normal_pair(key, i / 2, a, b);
+    out[i++] = mean + t.scale * b;
+  }
+  for (; i + 1 < end; i += 2) {
+    normal_pair(key, i / 2, a, b);
+    out[i] = mean + t.scale * a;
+    out[i + 1] = mean + t.scale * b;
+  }
+  if (i < end) {
+    normal_pair(key, i / 2, a, b);
+    out[i] = mean + t.scale * a;
+  }
+}
+
+void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int64_t n_layer, uint32_t file_type,
+                  uint64_t seed) {
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w.set("general.architecture", arch);
+  w.set("general.name", std::string("synth-") + std::string(p.name));
+  w.set("general.description", "okapi synth: random weights of " + std::string(p.name) + "'s shape, seed " +
+                                   std::to_string(seed));
+  w.set("general.file_type", file_type);
+  w.set("general.quantization_version", kQuantizationVersion);
+  const std::string k = arch + ".";
+  w.set(k + "vocab_size", u32(p.n_vocab));
+  w.set(k + "context_length", u32(p.context_length));
+  w.set(k + "embedding_length", u32(p.n_embd));
+  w.set(k + "block_count", u32(n_layer));
+  w.set(k + "feed_forward_length", u32(p.n_ff));
+  w.set(k + "attention.head_count", u32(p.n_head));
+  w.set(k + "attention.head_count_kv", u32(p.n_head_kv));
+  w.set(k + "rope.freq_base", p.rope_base);
+  w.set(k + "rope.dimension_count", u32(p.key_length()));
+  w.set(k + "attention.layer_norm_rms_epsilon", p.rms_eps);
+  if (p.head_dim > 0) {
+    w.set(k + "attention.key_length", u32(p.head_dim));
+    w.set(k + "attention.value_length", u32(p.head_dim));
+  }
+  if (p.sliding_window > 0) w.set(k + "attention.sliding_window", u32(p.sliding_window));
+  set_spm_vocab(w, p.n_vocab);
+}
+
+namespace {
+
+// Generates and converts one tensor, rows in parallel; the bytes do not depend on the pool size.
+std::vector<uint8_t> produce(const TensorPlan& t, DType type, uint64_t seed, ThreadPool& pool) {
+  const int64_t row = t.shape[0];
+  const int64_t n_rows = count(t.shape) / row;
+  std::vector<float> values(static_cast<size_t>(count(t.shape)));
+  const bool whole_tensor = type == DType::I2_S;  // one scale for the whole tensor
+  const quant::Format* f = type == DType::F32 || whole_tensor ? nullptr : &quant::format(type);
+  if (f != nullptr && f->quantize == nullptr) throw_error("synth: okapi cannot produce {} weights", dtype_name(type));
+  const size_t out_row = f != nullptr ? *row_bytes(type, row) : 0;
+  std::vector<uint8_t> out(f != nullptr ? out_row * static_cast<size_t>(n_rows) : 0);
+  pool.parallel_for(n_rows, [&](int64_t first, int64_t last, int) {
+    fill_values(t, seed, values.data(), first * row, last * row);
+    if (f == nullptr) return;
+    for (int64_t r = first; r < last; ++r) {
+      f->quantize(values.data() + r * row, out.data() + static_cast<size_t>(r) * out_row, row);
+    }
+  });
+  if (whole_tensor) return quant::quantize_tensor(type, values.data(), t.shape);
+  if (f != nullptr) return out;
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+}  // namespace
+
+SynthReport write_synth(const SynthOptions& options, const std::filesystem::path& output,
+                        const std::function<void(size_t, size_t, const std::string&)>& on_tensor) {
+  const auto start = std::chrono::steady_clock::now();
+  Preset preset = preset_by_name(options.preset);
+  if (options.vocab != 0 && options.vocab < kMinVocab) {
+    throw_error("--vocab {}: must be at least {}", options.vocab, kMinVocab);
+  }
+  if (options.vocab != 0) preset.n_vocab = options.vocab;
+  const std::string arch = resolve_arch(preset, options.arch);
+  const quant::MixSpec& mix = quant::mix_by_name(options.type);
+  if (options.layers < 0) throw_error("--layers {}: must be positive", options.layers);
+  const int64_t n_layer = options.layers > 0 ? options.layers : (preset.default_layers > 0 ? preset.default_layers
+                                                                                          : preset.n_layer);
+  const std::vector<TensorPlan> plan = plan_tensors(preset, n_layer);
+
+  std::vector<quant::TensorDesc> descs;
+  for (const auto& t : plan) descs.push_back({t.name, DType::F32, t.shape});
+  quant::MixOptions mix_options;
+  mix_options.file_type = mix.file_type;
+  const quant::ModelFacts facts{arch, n_layer, preset.n_head, preset.n_head_kv, 0};
+  const auto choices = quant::choose_tensor_types(facts, descs, mix_options);
+
+  gguf::Writer writer;
+  set_metadata(writer, preset, arch, n_layer, static_cast<uint32_t>(mix.file_type), options.seed);
+  ThreadPool pool(std::max(1, options.n_threads));
+  SynthReport report{arch, n_layer, plan.size(), 0, 0, 0};
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const TensorPlan& t = plan[i];
+    const DType type = choices[i].convert ? choices[i].type : DType::F32;
+    report.n_params += static_cast<uint64_t>(count(t.shape));
+    writer.add_tensor_producer(t.name, type, t.shape, [&, i, type] {
+      std::vector<uint8_t> bytes = produce(plan[i], type, options.seed, pool);
+      if (on_tensor) on_tensor(i + 1, plan.size(), plan[i].name);
+      return bytes;
+    });
+  }
+  writer.write(output);
+  report.file_bytes = std::filesystem::file_size(output);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace okapi::synth

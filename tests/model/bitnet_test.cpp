@@ -1,0 +1,80 @@
+// llama.cpp's `bitnet` architecture (sub-norms, SiLU-gated FFN, NEOX rope, lm_head = token_embd)
+// against llama.cpp's goldens (golden/public, README §3, §5), and bitllama2.c checkpoints
+// converted by okapi (constant 1/n norm weights, epsilon 0).
+// Bounds: F32 weights + F32 KV differ from llama.cpp only by summation order (its own batch vs
+// incremental: 2.6e-6): 1e-4. F32 weights with an F16 KV cache against the primary (F16 KV)
+// golden: fp16 roundings of K/V may flip (llama.cpp's own batch vs incremental 0.0011): 0.02.
+// TQ2_0 / TQ1_0: lossless ternary weights, but activations are quantized to Q8_K in the dot
+// products and a flipped rounding moves logits by up to ~0.07 (llama.cpp's own batch vs
+// incremental 0.067-0.070 with argmax flips): top-1 >= 99% with near-ties, KL printed.
+#include <cmath>
+
+#include "format/convert_llama2c.hpp"
+#include "reference_logits.hpp"
+
+namespace okapi::test {
+namespace {
+
+std::filesystem::path models() { return okapi::shared_dir() / "golden/public/models"; }
+std::filesystem::path logits() { return okapi::shared_dir() / "golden/public/logits"; }
+
+TEST(Bitnet, F32) {
+  OKAPI_REQUIRE_SHARED();
+  check_golden_case(models(), logits(), {"golden-bitnet-F32.gguf", "golden-bitnet-F32", "kvf32", "f32", "f32", 1e-4, 1.0, 1.0});
+}
+
+TEST(Bitnet, F32WithF16Cache) {
+  OKAPI_REQUIRE_SHARED();
+  check_golden_case(models(), logits(), {"golden-bitnet-F32.gguf", "golden-bitnet-F32", "", "f16", "f16", 0.02, 1.0, 0.99});
+}
+
+TEST(Bitnet, Ternary) {
+  OKAPI_REQUIRE_SHARED();
+  for (const char* name : {"golden-bitnet-TQ2_0", "golden-bitnet-TQ1_0"})
+    check_golden_case(models(), logits(), {std::string(name) + ".gguf", name, "kvf32", "f32", "f32", 0.0, 0.99, 0.95});
+}
+
+TEST(Bitnet, IncrementalMatchesBatch) {
+  OKAPI_REQUIRE_SHARED();
+  check_incremental_matches_batch(models() / "golden-bitnet-F32.gguf",
+                                  golden_tokens(logits() / "golden-bitnet-F32/A3_wikitext.json"));
+}
+
+// bitllama2.c checkpoints: epsilon 0 and constant 1/n norm weights must give finite logits, a
+// consistent KV cache and a readable greedy story.
+TEST(Bitnet, ConvertedBitllama2c) {
+  OKAPI_REQUIRE_SHARED();
+  const std::filesystem::path dir = make_temp_dir("bitnet-convert");
+  for (const char* name : {"bitnet-1M-tinystories", "bitnet-3M-tinystories"}) {
+    const std::filesystem::path gguf_path = dir / (std::string(name) + ".gguf");
+    llama2c::convert_file(okapi::shared_dir() / "models" / (std::string(name) + ".bin"),
+                          okapi::shared_dir() / "models/tok512.bin", gguf_path, {});
+    LoadedModel m(gguf_path);
+    EXPECT_EQ(m.model().hparams().arch, "bitnet");
+    EXPECT_EQ(m.model().hparams().norm_eps, 0.0f);
+    const tokenizer::Tokenizer tok(tokenizer::Vocab::from_gguf(m.model().file()));
+    tokenizer::EncodeOptions options;
+    options.add_special = true;
+    std::vector<int32_t> ids;
+    for (const auto id : tok.encode("Once upon a time", options)) ids.push_back(id);
+    const size_t prompt_size = ids.size();
+    // Greedy continuation, re-running the whole sequence each step (small model, short story).
+    const int64_t n_vocab = m.model().n_vocab();
+    for (int step = 0; step < 24; ++step) {
+      const std::vector<float> all = m.logits(ids, 512);
+      const float* last = all.data() + (static_cast<int64_t>(ids.size()) - 1) * n_vocab;
+      for (int64_t i = 0; i < n_vocab; ++i) ASSERT_TRUE(std::isfinite(last[i])) << name << " step " << step;
+      ids.push_back(argmax(last, n_vocab));
+    }
+    const std::string story =
+        tok.decode(std::span<const int32_t>(ids.data() + prompt_size, ids.size() - prompt_size));
+    std::printf("  %s: Once upon a time%s\n", name, story.c_str());
+    // A trained TinyStories model continues with words, not control tokens.
+    EXPECT_GE(std::count(story.begin(), story.end(), ' '), 8) << name << ": " << story;
+    check_incremental_matches_batch(gguf_path, ids);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace okapi::test

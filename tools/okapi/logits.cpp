@@ -1,0 +1,158 @@
+// okapi logits -m MODEL (-p TEXT | --tokens 1,2,3) -o OUT.bin [-t T] [--batch-size B] [-c CTX]
+//              [-ctk f32|f16] [-ctv f32|f16]
+// Writes the logits of every position (float32 little-endian, row-major [n_tokens x n_vocab]) to
+// OUT.bin and OUT.json beside it (model sha256, token ids, n_vocab, top-10 per position). The
+// fidelity checks against llama.cpp's dump_logits use it; the KV cache is F32 unless told otherwise.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/sha256.hpp"
+#include "core/thread_pool.hpp"
+#include "format/gguf.hpp"
+#include "kv/kv_store.hpp"
+#include "model/cpu_ops.hpp"
+#include "model/evaluate.hpp"
+#include "model/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "verbs.hpp"
+
+namespace okapi::cli {
+namespace {
+
+struct LogitsArgs {
+  std::string model;
+  std::string prompt;
+  std::string tokens;
+  std::string output;
+  int threads = 1;
+  int64_t batch_size = 512;
+  int64_t n_ctx = 0;
+  std::string cache_k = "f32";
+  std::string cache_v = "f32";
+};
+
+std::vector<int32_t> parse_tokens(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    try {
+      size_t used = 0;
+      const long value = std::stol(item, &used);
+      if (used != item.size() || value < 0 || value > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(value));
+    } catch (const std::exception&) {
+      throw_error("--tokens: '{}' is not a token id (expected comma-separated integers)", item);
+    }
+    start = comma + 1;
+  }
+  return ids;
+}
+
+void write_bytes(const std::filesystem::path& path, const void* data, size_t size) {
+  AtomicFileWriter writer(path);
+  writer.write(data, size);
+  writer.commit();
+}
+
+nlohmann::ordered_json top10(const float* row, int64_t n_vocab) {
+  std::vector<int32_t> order(static_cast<size_t>(n_vocab));
+  std::iota(order.begin(), order.end(), 0);
+  const auto k = static_cast<size_t>(std::min<int64_t>(10, n_vocab));
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                    [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  auto out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < k; ++i) out.push_back({{"id", order[i]}, {"logit", row[order[i]]}});
+  return out;
+}
+
+void run(const LogitsArgs& args) {
+  gguf::File file = gguf::File::open(args.model);
+  const std::string sha = sha256_hex(file.bytes().data(), file.bytes().size());
+  std::vector<int32_t> tokens;
+  if (!args.tokens.empty()) {
+    tokens = parse_tokens(args.tokens);
+  } else {
+    const tokenizer::Tokenizer tok(tokenizer::Vocab::from_gguf(file));
+    tokenizer::EncodeOptions options;
+    options.add_special = true;
+    options.parse_special = true;  // as llama.cpp's dump_logits / llama-tokenize
+    tokens = tok.encode(args.prompt, options);
+  }
+  if (tokens.empty()) throw_error("logits: the prompt has no tokens");
+  const std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
+  const model::HParams& hp = model->hparams();
+  const int64_t n_ctx = args.n_ctx > 0 ? args.n_ctx : static_cast<int64_t>(tokens.size());
+  if (static_cast<int64_t>(tokens.size()) > n_ctx)
+    throw_error("logits: the prompt has {} tokens but the context is {} (-c)", tokens.size(), n_ctx);
+  const auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx}, args.cache_k,
+                                 args.cache_v);
+  if (args.threads < 1) throw_error("logits: -t must be at least 1, got {}", args.threads);
+  ThreadPool pool(args.threads);
+  model::CpuOps ops(&pool);
+  const std::vector<float> logits = model::evaluate_all(*model, ops, *kv, tokens, args.batch_size);
+
+  const std::filesystem::path out_path = args.output;
+  write_bytes(out_path, logits.data(), logits.size() * sizeof(float));
+  nlohmann::ordered_json json;
+  json["model"] = args.model;
+  json["model_sha256"] = sha;
+  json["architecture"] = hp.arch;
+  json["n_tokens"] = tokens.size();
+  json["tokens"] = tokens;
+  json["n_vocab"] = hp.n_vocab;
+  json["n_ctx"] = n_ctx;
+  json["batch_size"] = args.batch_size;
+  json["threads"] = args.threads;
+  json["cache_type_k"] = args.cache_k;
+  json["cache_type_v"] = args.cache_v;
+  json["logits_file"] = out_path.filename().string();
+  json["logits_format"] = "float32 little-endian, row-major [n_tokens x n_vocab]";
+  auto top = nlohmann::ordered_json::array();
+  for (size_t t = 0; t < tokens.size(); ++t)
+    top.push_back(top10(logits.data() + static_cast<int64_t>(t) * hp.n_vocab, hp.n_vocab));
+  json["top10"] = std::move(top);
+  std::filesystem::path json_path = out_path;
+  json_path.replace_extension(".json");
+  const std::string text = json.dump(2) + "\n";
+  write_bytes(json_path, text.data(), text.size());
+  std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s\n", tokens.size(), static_cast<long long>(hp.n_vocab),
+               out_path.string().c_str());
+}
+
+}  // namespace
+
+void register_logits(CLI::App& app, VerbResult& result) {
+  auto args = std::make_shared<LogitsArgs>();
+  auto* cmd = app.add_subcommand("logits", "write the logits of every position of a prompt (float32 + JSON)");
+  cmd->add_option("-m,--model", args->model, "GGUF model")->required();
+  auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "text (tokenized with BOS as the vocab says)");
+  auto* tokens = cmd->add_option("--tokens", args->tokens, "comma-separated token ids instead of text");
+  prompt->excludes(tokens);
+  tokens->excludes(prompt);
+  cmd->add_option("-o,--output", args->output, "OUT.bin (OUT.json is written beside it)")->required();
+  cmd->add_option("-t,--threads", args->threads, "threads")->capture_default_str();
+  cmd->add_option("-b,--batch-size", args->batch_size, "tokens per forward pass (1 = token by token)")
+      ->capture_default_str();
+  cmd->add_option("-c,--ctx-size", args->n_ctx, "context length of the KV cache (default: the prompt length)");
+  cmd->add_option("--cache-type-k", args->cache_k, "K cache type: f32 or f16 (also -ctk)")->capture_default_str();
+  cmd->add_option("--cache-type-v", args->cache_v, "V cache type: f32 or f16 (also -ctv)")->capture_default_str();
+  cmd->callback([args, prompt, tokens, &result] {
+    if (prompt->count() == 0 && tokens->count() == 0) throw_error("logits: give the input with -p TEXT or --tokens IDS");
+    run(*args);
+    result.exit_code = 0;
+  });
+}
+
+}  // namespace okapi::cli

@@ -1,0 +1,134 @@
+// okapi run [-m MODEL] -p PROMPT [-n N] [-c CTX] [-t T] [-b BATCH] [sampling flags] [-ctk/-ctv]
+//           [--json] [--no-display-prompt]
+// Generates text, streaming it to stdout as it is produced (prompt first, as llama-cli does);
+// timings go to stderr. Without -m, the repository's stories260K model; without -p, "Once upon a
+// time". Ctrl-C stops the generation, prints the timings so far and exits with code 130.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.hpp"
+#include "runtime/cancel.hpp"
+#include "runtime/default_model.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/session.hpp"
+#include "sample/sampler.hpp"
+#include "verbs.hpp"
+
+namespace okapi::cli {
+namespace {
+
+constexpr int kInterruptedExitCode = 130;  // the shell's code for "ended by SIGINT"
+
+struct RunArgs {
+  std::string model;
+  std::string prompt = "Once upon a time";
+  int64_t n_predict = 256;
+  int64_t n_ctx = 0;
+  int64_t batch_size = 512;
+  runtime::EngineOptions engine;
+  sample::SamplerConfig sampling;
+  int64_t seed = -1;
+  bool json = false;
+  bool no_display_prompt = false;
+  bool ignore_eos = false;
+};
+
+void print_timings(const runtime::Timings& t, runtime::StopReason stop) {
+  std::fprintf(stderr,
+               "\nokapi: load %.2f ms | prompt %lld tokens in %.2f ms, %.1f tok/s | generation %lld tokens in "
+               "%.2f ms, %.1f tok/s | stop: %s\n",
+               t.load_seconds * 1e3, static_cast<long long>(t.prompt_tokens), t.prompt_seconds * 1e3,
+               t.prompt_tokens_per_second(), static_cast<long long>(t.generated_tokens), t.generation_seconds * 1e3,
+               t.generation_tokens_per_second(), std::string(runtime::to_string(stop)).c_str());
+}
+
+int run(RunArgs args) {
+  if (args.seed >= 0) args.sampling.seed = static_cast<uint32_t>(args.seed);
+  args.sampling.validate();
+  const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
+  const auto engine = runtime::Engine::load(model_path, args.engine);
+  const auto kv = engine->make_kv(args.n_ctx);
+  runtime::Session session(*engine, *kv);
+  const auto prompt = session.tokenize_prompt(args.prompt);
+  sample::Sampler sampler(args.sampling);
+  runtime::install_interrupt_handler();
+  if (!args.json && !args.no_display_prompt) {
+    std::fputs(args.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  runtime::GenerateOptions options;
+  options.n_predict = args.n_predict;
+  options.batch_size = args.batch_size;
+  options.ignore_eos = args.ignore_eos;
+  const auto on_text = [&](std::string_view piece) {
+    if (args.json) return;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+  const runtime::GenerationResult result = session.generate(prompt, sampler, options, on_text);
+  const runtime::Timings& t = result.timings;
+  if (args.json) {
+    nlohmann::ordered_json json;
+    json["model"] = model_path;
+    json["architecture"] = engine->hparams().arch;
+    json["prompt"] = args.prompt;
+    json["prompt_tokens"] = prompt;
+    json["text"] = result.text;
+    json["tokens"] = result.tokens;
+    json["stop"] = runtime::to_string(result.stop);
+    json["n_ctx"] = kv->n_ctx();
+    json["threads"] = engine->threads();
+    json["seed"] = sampler.seed();
+    json["cache_type_k"] = args.engine.cache_type_k;
+    json["cache_type_v"] = args.engine.cache_type_v;
+    json["load_ms"] = t.load_seconds * 1e3;
+    json["prompt_ms"] = t.prompt_seconds * 1e3;
+    json["prompt_tokens_per_second"] = t.prompt_tokens_per_second();
+    json["generated_tokens"] = t.generated_tokens;
+    json["generation_ms"] = t.generation_seconds * 1e3;
+    json["generation_tokens_per_second"] = t.generation_tokens_per_second();
+    std::printf("%s\n", json.dump().c_str());
+  }
+  std::fflush(stdout);
+  print_timings(t, result.stop);
+  return result.stop == runtime::StopReason::Interrupted ? kInterruptedExitCode : 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, VerbResult& result) {
+  auto args = std::make_shared<RunArgs>();
+  auto& s = args->sampling;
+  auto* cmd = app.add_subcommand("run", "generate text from a prompt (streams to stdout, timings to stderr)");
+  cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
+  cmd->add_option("-p,--prompt", args->prompt, "prompt text")->capture_default_str();
+  cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate (-1: until end or full context)")
+      ->capture_default_str();
+  cmd->add_option("-c,--ctx-size", args->n_ctx, "context length (default: the model's, at most 4096)");
+  cmd->add_option("-t,--threads", args->engine.threads, "threads")->capture_default_str();
+  cmd->add_option("-b,--batch-size", args->batch_size, "prompt tokens per forward pass")->capture_default_str();
+  cmd->add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", s.top_k, "top-k (<= 0: off)")->capture_default_str();
+  cmd->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str();
+  cmd->add_option("--typical", s.typical_p, "locally typical sampling p (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", s.repeat_last_n, "penalty window (0: off, -1: all)")->capture_default_str();
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str();
+  cmd->add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "RNG seed (-1: random)")->capture_default_str();
+  cmd->add_option("--cache-type-k", args->engine.cache_type_k, "K cache type: f32 or f16 (also -ctk)")
+      ->capture_default_str();
+  cmd->add_option("--cache-type-v", args->engine.cache_type_v, "V cache type: f32 or f16 (also -ctv)")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
+  cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
+  cmd->callback([args, &result] { result.exit_code = run(*args); });
+}
+
+}  // namespace okapi::cli

@@ -1,0 +1,71 @@
+// okapi synth --preset P [--arch A] [--type T] [--seed S] [--layers N] [-t N] -o FILE
+// A random-weight GGUF of a real model's shape (synth/presets.hpp), deterministic by seed and
+// readable by llama.cpp: the benchmark models.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/progress.hpp"
+#include "quant/mix.hpp"
+#include "synth/synth.hpp"
+#include "verbs.hpp"
+
+namespace okapi::cli {
+namespace {
+
+struct SynthArgs {
+  synth::SynthOptions options;
+  std::string output;
+  int threads = 0;
+};
+
+std::string presets_footer() {
+  std::string s = "Presets (architectures):";
+  for (const auto& p : synth::all_presets()) {
+    std::string archs;
+    for (auto a : p.archs) archs += (archs.empty() ? "" : ", ") + std::string(a);
+    s += fmt::format("\n  {:<16} {}", p.name, archs);
+  }
+  s += "\nTypes:";
+  for (const auto& m : quant::all_mixes()) s += fmt::format(" {}", m.name);
+  return s;
+}
+
+void run_synth(SynthArgs& args) {
+  if (args.threads < 0) throw_error("-t {}: the thread count must be positive", args.threads);
+  args.options.n_threads =
+      args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<ProgressBar> bar;
+  const auto report = synth::write_synth(args.options, args.output, [&bar](size_t done, size_t total,
+                                                                           const std::string& name) {
+    if (!bar) bar = std::make_unique<ProgressBar>("synth", total);
+    bar->update(done, name);
+  });
+  if (bar) bar->finish();
+  fmt::print("{}: {} {} layers, {} tensors, {:.1f} M parameters, {}, {:.2f} MiB, {:.2f} s\n", args.output,
+             report.arch, report.n_layer, report.n_tensors, static_cast<double>(report.n_params) / 1e6,
+             args.options.type, static_cast<double>(report.file_bytes) / (1024.0 * 1024.0), report.seconds);
+}
+
+}  // namespace
+
+void register_synth(CLI::App& app, VerbResult& /*result*/) {
+  static SynthArgs args;
+  auto* cmd = app.add_subcommand("synth", "Write a random-weight GGUF of a real model's shape");
+  cmd->footer(presets_footer());
+  cmd->add_option("--preset", args.options.preset, "Model shape, e.g. stories15M (see the list below)")->required();
+  cmd->add_option("--arch", args.options.arch, "Architecture name to write (default: the preset's)");
+  cmd->add_option("--type", args.options.type, "Quantization mix, e.g. F32, Q8_0, Q4_K_M (default F32)");
+  cmd->add_option("--seed", args.options.seed, "Seed of the weights (default 1)");
+  cmd->add_option("--layers", args.options.layers, "Number of blocks (default: the model's; bitnet-2b-shape: 4)");
+  cmd->add_option("--vocab", args.options.vocab, "Vocabulary size (default: the model's; smaller for quick tests)");
+  cmd->add_option("-o,--output", args.output, "Output GGUF file (written atomically)")->required();
+  cmd->add_option("-t,--threads", args.threads, "Threads (default: all cores); the output does not depend on it");
+  cmd->callback([] { run_synth(args); });
+}
+
+}  // namespace okapi::cli
