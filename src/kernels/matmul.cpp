@@ -2,13 +2,14 @@
 // vec_dot_type with the table's fast quantizer); the output is then cut into tiles of kRowTile
 // weight rows x kTokenTile tokens. Inside a tile each weight row stays in cache while it meets
 // every token of the tile, and the tile's activations stay in L2 across its rows. Threads take
-// contiguous runs of tiles. Every y element is computed by one kernel call whose arithmetic does
-// not depend on the tiling, so results do not depend on the thread count. A single token uses the
-// table's vec_dot, a batch may use a tile kernel: the two agree up to float summation order.
+// contiguous runs of tiles (the pool's chunks). Every y element is computed by one kernel call
+// whose arithmetic does not depend on the tiling, so results do not depend on the thread count.
+// A single token uses the table's vec_dot, a batch may use a tile kernel: the two agree up to
+// float summation order.
 //
-// Kernels, fastest first: AVX2 multi-token tiles (Q4_0/Q8_0 x Q8_0, F32/F16 x float), the
-// table's vec_dot per (row, token), and for formats without a vec_dot (IQ1_BN, IQ2_BN)
-// dequantized rows dotted with the float activations.
+// Kernels, fastest first: AVX2 multi-token tiles (Q4_0/Q8_0 x Q8_0, Q4_K/Q6_K x Q8_K,
+// F32/F16 x float), the table's vec_dot per (row, token), and for formats without a vec_dot
+// (IQ1_BN, IQ2_BN) dequantized rows dotted with the float activations.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "core/half.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/avx2/gemm_float.hpp"
+#include "kernels/avx2/gemm_kquant.hpp"
 #include "kernels/avx2/gemm_q8_0.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/matmul_plan.hpp"
@@ -124,6 +126,14 @@ void by_q8_0_tiles(const Job& job, const uint8_t* a, avx2::Q8_0TileFn tile) {
   });
 }
 
+void by_q8_K_tiles(const Job& job, const uint8_t* a, avx2::Q8_KTileFn tile) {
+  const size_t a_row = job.plan.a_row_bytes;
+  job.for_each_tile([&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
+    tile(job.n_in, job.w_row(o0), job.plan.w_row_bytes, o1 - o0, a + static_cast<size_t>(t0) * a_row, a_row, t1 - t0,
+         job.plan.scale, job.y + t0 * job.n_out + o0, job.n_out);
+  });
+}
+
 void by_float_tiles(const Job& job, const float* x, avx2::FloatTileFn tile) {
   job.for_each_tile([&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
     tile(job.n_in, job.w_row(o0), job.n_in, o1 - o0, x + t0 * job.n_in, job.n_in, t1 - t0, job.plan.scale,
@@ -157,6 +167,10 @@ void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const floa
     if (w_type == DType::F16) return by_float_tiles(job, fp16_rounded(job, x), avx2::tile_f16);
     if (w_type == DType::Q4_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q4_0_q8_0);
     if (w_type == DType::Q8_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q8_0_q8_0);
+    if (w_type == DType::Q4_K && plan.a_type == DType::Q8_K)
+      return by_q8_K_tiles(job, job.quantized_activations(x), avx2::tile_q4_K_q8_K);
+    if (w_type == DType::Q6_K && plan.a_type == DType::Q8_K)
+      return by_q8_K_tiles(job, job.quantized_activations(x), avx2::tile_q6_K_q8_K);
   }
   by_vec_dot(job, plan.float_activations ? reinterpret_cast<const uint8_t*>(x) : job.quantized_activations(x));
 }

@@ -9,11 +9,11 @@
 #pragma once
 #include <vector>
 
-#include "model/model.hpp"
+#include "model/blocks.hpp"
 
 namespace okapi::model {
 
-class BitnetModel final : public Model {
+class BitnetModel final : public DecoderModel {
  public:
   BitnetModel(gguf::File file, HParams hparams, Activation ffn_activation);
 
@@ -22,20 +22,8 @@ class BitnetModel final : public Model {
                      LogitRows rows, float* logits) const override;
 
  private:
-  // A projection with its optional bias and optional one-element output scale.
-  struct Projection {
-    Weight w, bias, scale;
-  };
-  struct Layer {
-    Weight attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm;
-    Projection wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down;
-  };
-  Projection projection(const std::string& prefix, std::vector<int64_t> shape);
-  static void apply(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, float* y);
-
   Activation ffn_activation_;
-  Weight token_embd_, output_norm_, output_;
-  std::vector<Layer> layers_;
+  std::vector<DecoderLayer> layers_;  // with attn_sub_norm and ffn_sub_norm
   kernels::RopeConfig rope_;
 };
 

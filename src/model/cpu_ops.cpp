@@ -13,8 +13,23 @@
 
 namespace okapi::model {
 
-void CpuOps::parallel(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool_ && pool_->size() > 1 && n > 1) {
+namespace {
+
+// Below this many float operations a loop runs faster on the calling thread than handed out.
+constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+
+// Attention task i (of n_tokens * n_head) -> (token, head). Tokens are visited in the order
+// 0, T-1, 1, T-2, ... so that contiguous chunks of tasks get similar causal work.
+void attention_task(int64_t i, int64_t n_tokens, int64_t n_head, int64_t* t, int64_t* h) {
+  const int64_t j = i / n_head;
+  *h = i % n_head;
+  *t = (j % 2 == 0) ? j / 2 : n_tokens - 1 - j / 2;
+}
+
+}  // namespace
+
+void CpuOps::parallel(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool_ && pool_->size() > 1 && n > 1 && work >= kMinParallelWork) {
     pool_->parallel_for(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
   } else {
     fn(0, n);
@@ -33,18 +48,22 @@ void CpuOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
 }
 
 void CpuOps::rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
-  std::vector<float> row(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n_rows; ++r) {
-    // The kernel's input and output must not alias: copy the row first when they do.
-    std::copy(x + r * n, x + (r + 1) * n, row.begin());
-    kernels::rmsnorm(row.data(), weight ? weight.f32() : nullptr, n, eps, y + r * n);
-  }
+  parallel(n_rows, n_rows * n * 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = begin; r < end; ++r) {
+      // The kernel's input and output must not alias: copy the row first when they do.
+      std::copy(x + r * n, x + (r + 1) * n, row.begin());
+      kernels::rmsnorm(row.data(), weight ? weight.f32() : nullptr, n, eps, y + r * n);
+    }
+  });
 }
 
 void CpuOps::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
                   const kernels::RopeConfig& config) {
-  for (int64_t t = 0; t < n_tokens; ++t)
-    kernels::rope(x + t * n_heads * head_dim, n_heads, head_dim, positions[static_cast<size_t>(t)], config);
+  parallel(n_tokens, n_tokens * n_heads * head_dim * 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      kernels::rope(x + t * n_heads * head_dim, n_heads, head_dim, positions[static_cast<size_t>(t)], config);
+  });
 }
 
 void CpuOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
@@ -61,10 +80,15 @@ void CpuOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const fl
   const auto n_tokens = static_cast<int64_t>(positions.size());
   const int64_t group = c.n_head / c.n_head_kv;
   // One task per (token, head): each output row is computed by exactly one task.
-  parallel(n_tokens * c.n_head, [&](int64_t begin, int64_t end) {
+  int64_t cells = 0;  // keys visited over all tokens, for the work estimate
+  for (const int32_t pos : positions)
+    cells += c.sliding_window > 0 ? std::min<int64_t>(pos + 1, c.sliding_window) : pos + 1;
+  const int64_t work = cells * c.n_head * (c.head_dim_k + c.head_dim_v) * 2;
+  parallel(n_tokens * c.n_head, work, [&](int64_t begin, int64_t end) {
     std::vector<float> probs;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task / c.n_head, h = task % c.n_head;
+      int64_t t = 0, h = 0;
+      attention_task(task, n_tokens, c.n_head, &t, &h);
       const int64_t pos = positions[static_cast<size_t>(t)];
       const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
       const int64_t last = pos + 1;
@@ -79,26 +103,38 @@ void CpuOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const fl
 }
 
 void CpuOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
-  switch (act) {
-    case Activation::SiLU: kernels::swiglu(gate, up, n_rows * n, out); return;
-    case Activation::GELU: kernels::geglu_tanh(gate, up, n_rows * n, out); return;
-    case Activation::ReLU2: kernels::relu2_glu(gate, up, n_rows * n, out); return;
-    case Activation::GELUF32:
-      for (int64_t i = 0; i < n_rows * n; ++i) out[i] = kernels::detail::gelu_tanh_exact(gate[i]) * up[i];
-      return;
-  }
+  // Split into runs of 8 elements counted from the start, so the SIMD kernels' vector/tail split
+  // (and so every element's value) is the same whatever the thread count.
+  const int64_t total = n_rows * n, kLanes = 8;
+  parallel((total + kLanes - 1) / kLanes, total * 8, [&](int64_t begin, int64_t end) {
+    const int64_t first = begin * kLanes, count = std::min(total, end * kLanes) - first;
+    switch (act) {
+      case Activation::SiLU: kernels::swiglu(gate + first, up + first, count, out + first); return;
+      case Activation::GELU: kernels::geglu_tanh(gate + first, up + first, count, out + first); return;
+      case Activation::ReLU2: kernels::relu2_glu(gate + first, up + first, count, out + first); return;
+      case Activation::GELUF32:
+        for (int64_t i = first; i < first + count; ++i) out[i] = kernels::detail::gelu_tanh_exact(gate[i]) * up[i];
+        return;
+    }
+  });
 }
 
 void CpuOps::add(const float* a, const float* b, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  parallel(n, n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
+  });
 }
 
 void CpuOps::mul(const float* a, const float* b, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+  parallel(n, n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] * b[i];
+  });
 }
 
 void CpuOps::scale(const float* a, float s, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * s;
+  parallel(n, n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] * s;
+  });
 }
 
 void CpuOps::get_rows(const Weight& table, std::span<const int32_t> ids, float* out) {

@@ -31,8 +31,9 @@ class CpuOps : public Ops {
   void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) override;
 
  private:
-  // Runs fn(begin, end) over [0, n) on the pool, or inline without one.
-  void parallel(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // Runs fn(begin, end) over [0, n) on the pool, or inline without one or when `work` (float
+  // operations, roughly) is too small to repay the hand-off.
+  void parallel(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn);
   ThreadPool* pool_;
 };
 

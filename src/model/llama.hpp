@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "model/model.hpp"
+#include "model/blocks.hpp"
 
 namespace okapi::model {
 
@@ -14,7 +14,7 @@ struct LlamaOptions {
   bool qk_norm = false;    // required per-head attn_q_norm / attn_k_norm before RoPE (qwen3)
 };
 
-class LlamaModel : public Model {
+class LlamaModel : public DecoderModel {
  public:
   LlamaModel(gguf::File file, HParams hparams, LlamaOptions options);
 
@@ -22,18 +22,10 @@ class LlamaModel : public Model {
   void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      LogitRows rows, float* logits) const override;
 
-  struct Layer {
-    Weight attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo;
-    Weight ffn_norm, ffn_gate, ffn_up, ffn_down;
-  };
   LlamaOptions options_;
-  Weight token_embd_, output_norm_, output_, rope_freqs_;
-  std::vector<Layer> layers_;
+  Weight rope_freqs_;
+  std::vector<DecoderLayer> layers_;
   kernels::RopeConfig rope_;
 };
-
-// RoPE parameters from the hyper-parameters, as llama.cpp sets them up (YaRN only when the
-// scaling type is "yarn").
-kernels::RopeConfig rope_config(const HParams& hp, bool neox, const float* freq_factors);
 
 }  // namespace okapi::model

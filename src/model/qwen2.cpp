@@ -5,10 +5,7 @@
 namespace okapi::model {
 
 std::unique_ptr<Model> make_qwen2(gguf::File file, HParams hparams) {
-  LlamaOptions options;
-  options.neox_rope = true;
-  options.qkv_bias = true;
-  return std::make_unique<LlamaModel>(std::move(file), std::move(hparams), options);
+  return std::make_unique<LlamaModel>(std::move(file), std::move(hparams), LlamaOptions{.neox_rope = true, .qkv_bias = true});
 }
 
 }  // namespace okapi::model

@@ -7,10 +7,7 @@
 namespace okapi::model {
 
 std::unique_ptr<Model> make_qwen3(gguf::File file, HParams hparams) {
-  LlamaOptions options;
-  options.neox_rope = true;
-  options.qk_norm = true;
-  return std::make_unique<LlamaModel>(std::move(file), std::move(hparams), options);
+  return std::make_unique<LlamaModel>(std::move(file), std::move(hparams), LlamaOptions{.neox_rope = true, .qk_norm = true});
 }
 
 }  // namespace okapi::model

@@ -26,6 +26,23 @@ TEST(ThreadPool, CoversRangeExactlyOnce) {
   }
 }
 
+// Many small back-to-back jobs: the spin/claim hand-off must neither lose nor repeat a chunk.
+TEST(ThreadPool, ManySmallJobsBackToBack) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(64);
+    std::vector<int> expected(64, 0);
+    for (int rep = 0; rep < 20000; ++rep) {
+      const int64_t n = 1 + rep % 64;
+      for (int64_t i = 0; i < n; ++i) ++expected[static_cast<size_t>(i)];
+      pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+    }
+    for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), expected[i]) << i;
+  }
+}
+
 TEST(ThreadPool, RethrowsWorkerErrors) {
   ThreadPool pool(2);
   EXPECT_THROW(pool.parallel_for(10, [](int64_t b, int64_t, int) {

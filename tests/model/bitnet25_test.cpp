@@ -13,37 +13,32 @@
 namespace okapi::test {
 namespace {
 
-std::filesystem::path models() { return okapi::shared_dir() / "golden/ik/public/models"; }
-std::filesystem::path logits() { return okapi::shared_dir() / "golden/ik/public/logits"; }
-
 TEST(Bitnet25, F32MatchesFloat64Reference) {
   OKAPI_REQUIRE_SHARED();
-  check_reference_logits(models() / "golden-bitnet-25-F32.gguf", logits() / "golden-bitnet-25-F32",
-                         okapi::shared_dir() / "golden/ik/public/ref_logits/golden-bitnet-25-F32", 1e-4);
+  check_ik_float64_reference("golden-bitnet-25-F32", 1e-4);
 }
 
 TEST(Bitnet25, F32MatchesIkK32V16) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(),
-                    {"golden-bitnet-25-F32.gguf", "golden-bitnet-25-F32", "k32v16", "f32", "f16", 0.01, 1.0, 1.0});
+  check_ik_golden(k32v16_case("golden-bitnet-25-F32", 0.01, 1.0, 1.0));
 }
 
 TEST(Bitnet25, IqBn) {
   OKAPI_REQUIRE_SHARED();
   for (const char* name : {"golden-bitnet-25-w512-IQ2_BN", "golden-bitnet-25-w512-IQ1_BN"}) {
-    check_golden_case(models(), logits(), {std::string(name) + ".gguf", name, "k32v16", "f32", "f16", 0.0, 0.99, 0.95});
+    check_ik_golden(k32v16_case(name, 0.0, 0.99, 0.95));
     // Against the exact-weight model the file's own loss shows: its token_embd (embedding and
     // lm_head) is Q6_K, which flips argmaxes at golden gaps up to ~0.2 (llama.cpp's bitnet TQ2_0
     // with its Q6_K token_embd vs F32: 567/615 = 92% top-1), so strict top-1 >= 90% here.
-    check_golden_case(models(), logits(),
-                      {std::string(name) + ".gguf", "golden-bitnet-25-w512-F32", "k32v16", "f32", "f16", 0.0, 0.99, 0.90});
+    GoldenCase exact = k32v16_case(name, 0.0, 0.99, 0.90);
+    exact.logits_dir = "golden-bitnet-25-w512-F32";
+    check_ik_golden(exact);
   }
 }
 
 TEST(Bitnet25, IncrementalMatchesBatch) {
   OKAPI_REQUIRE_SHARED();
-  check_incremental_matches_batch(models() / "golden-bitnet-25-F32.gguf",
-                                  golden_tokens(logits() / "golden-bitnet-25-F32/A3_wikitext.json"));
+  check_incremental_on_wikitext(ik_models(), ik_logits(), "golden-bitnet-25-F32");
 }
 
 }  // namespace

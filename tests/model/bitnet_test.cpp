@@ -15,29 +15,25 @@
 namespace okapi::test {
 namespace {
 
-std::filesystem::path models() { return okapi::shared_dir() / "golden/public/models"; }
-std::filesystem::path logits() { return okapi::shared_dir() / "golden/public/logits"; }
-
 TEST(Bitnet, F32) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), {"golden-bitnet-F32.gguf", "golden-bitnet-F32", "kvf32", "f32", "f32", 1e-4, 1.0, 1.0});
+  check_public_golden(kvf32_case("golden-bitnet-F32", 1e-4, 1.0, 1.0));
 }
 
 TEST(Bitnet, F32WithF16Cache) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), {"golden-bitnet-F32.gguf", "golden-bitnet-F32", "", "f16", "f16", 0.02, 1.0, 0.99});
+  check_public_golden({"golden-bitnet-F32.gguf", "golden-bitnet-F32", "", "f16", "f16", 0.02, 1.0, 0.99});
 }
 
 TEST(Bitnet, Ternary) {
   OKAPI_REQUIRE_SHARED();
   for (const char* name : {"golden-bitnet-TQ2_0", "golden-bitnet-TQ1_0"})
-    check_golden_case(models(), logits(), {std::string(name) + ".gguf", name, "kvf32", "f32", "f32", 0.0, 0.99, 0.95});
+    check_public_golden(kvf32_case(name, 0.0, 0.99, 0.95));
 }
 
 TEST(Bitnet, IncrementalMatchesBatch) {
   OKAPI_REQUIRE_SHARED();
-  check_incremental_matches_batch(models() / "golden-bitnet-F32.gguf",
-                                  golden_tokens(logits() / "golden-bitnet-F32/A3_wikitext.json"));
+  check_incremental_on_wikitext(public_models(), public_logits(), "golden-bitnet-F32");
 }
 
 // bitllama2.c checkpoints: epsilon 0 and constant 1/n norm weights must give finite logits, a

@@ -13,30 +13,25 @@
 namespace okapi::test {
 namespace {
 
-std::filesystem::path models() { return okapi::shared_dir() / "golden/ik/public/models"; }
-std::filesystem::path logits() { return okapi::shared_dir() / "golden/ik/public/logits"; }
-
 TEST(Gemma3, F32MatchesFloat64Reference) {
   OKAPI_REQUIRE_SHARED();
-  check_reference_logits(models() / "golden-gemma3-F32.gguf", logits() / "golden-gemma3-F32",
-                         okapi::shared_dir() / "golden/ik/public/ref_logits/golden-gemma3-F32", 1e-4);
+  check_ik_float64_reference("golden-gemma3-F32", 1e-4);
 }
 
 TEST(Gemma3, F32MatchesIkK32V16) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), {"golden-gemma3-F32.gguf", "golden-gemma3-F32", "k32v16", "f32", "f16", 0.01, 1.0, 1.0});
+  check_ik_golden(k32v16_case("golden-gemma3-F32", 0.01, 1.0, 1.0));
 }
 
 TEST(Gemma3, Q8_0) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), {"golden-gemma3-Q8_0.gguf", "golden-gemma3-Q8_0", "k32v16", "f32", "f16", 0.0, 0.99, 0.95});
+  check_ik_golden(k32v16_case("golden-gemma3-Q8_0", 0.0, 0.99, 0.95));
 }
 
 TEST(Gemma3, IncrementalMatchesBatch) {
   OKAPI_REQUIRE_SHARED();
   // A3 (103 tokens) crosses the 32-token window several times.
-  check_incremental_matches_batch(models() / "golden-gemma3-F32.gguf",
-                                  golden_tokens(logits() / "golden-gemma3-F32/A3_wikitext.json"));
+  check_incremental_on_wikitext(ik_models(), ik_logits(), "golden-gemma3-F32");
 }
 
 }  // namespace

@@ -25,6 +25,14 @@
 
 namespace okapi::test {
 
+// The golden data sets: llama.cpp's (golden/public) and ik_llama.cpp's (golden/ik/public, with
+// float64 reference logits).
+inline std::filesystem::path public_models() { return okapi::shared_dir() / "golden/public/models"; }
+inline std::filesystem::path public_logits() { return okapi::shared_dir() / "golden/public/logits"; }
+inline std::filesystem::path ik_models() { return okapi::shared_dir() / "golden/ik/public/models"; }
+inline std::filesystem::path ik_logits() { return okapi::shared_dir() / "golden/ik/public/logits"; }
+inline std::filesystem::path ik_ref_logits() { return okapi::shared_dir() / "golden/ik/public/ref_logits"; }
+
 inline const std::vector<std::string>& golden_prompts() {
   static const std::vector<std::string> prompts = {"A1_lily", "A2_fox", "A3_wikitext", "A4_digits_punct"};
   return prompts;
@@ -174,6 +182,18 @@ struct GoldenCase {
   float near_tie = kNearTie;   // see kNearTie
 };
 
+// The case for model `name` (name.gguf, logits in name/) against llama.cpp's F32-KV golden
+// (<prompt>.kvf32.json) with okapi's F32 cache.
+inline GoldenCase kvf32_case(const std::string& name, double max_abs, double min_top1, double min_strict_top1,
+                             double max_incr_diff = 0) {
+  return {name + ".gguf", name, "kvf32", "f32", "f32", max_abs, min_top1, min_strict_top1, max_incr_diff};
+}
+// The same against ik_llama's K F32 / V F16 golden (<prompt>.k32v16.json) with the same cache types.
+inline GoldenCase k32v16_case(const std::string& name, double max_abs, double min_top1, double min_strict_top1,
+                              double max_incr_diff = 0) {
+  return {name + ".gguf", name, "k32v16", "f32", "f16", max_abs, min_top1, min_strict_top1, max_incr_diff};
+}
+
 // Runs every prompt in one batch and token by token; checks token ids, max |Δ| and top-1.
 inline void check_golden_case(const std::filesystem::path& models_dir, const std::filesystem::path& logits_root,
                               const GoldenCase& gc) {
@@ -210,5 +230,9 @@ inline void check_golden_case(const std::filesystem::path& models_dir, const std
         << gc.model_file;
   }
 }
+
+// check_golden_case on llama.cpp's golden set (golden/public) or ik_llama.cpp's (golden/ik/public).
+inline void check_public_golden(const GoldenCase& gc) { check_golden_case(public_models(), public_logits(), gc); }
+inline void check_ik_golden(const GoldenCase& gc) { check_golden_case(ik_models(), ik_logits(), gc); }
 
 }  // namespace okapi::test

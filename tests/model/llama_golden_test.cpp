@@ -12,14 +12,9 @@
 namespace okapi::test {
 namespace {
 
-std::filesystem::path models() { return okapi::shared_dir() / "golden/public/models"; }
-std::filesystem::path logits() { return okapi::shared_dir() / "golden/public/logits"; }
-
-GoldenCase f32_case(const std::string& name) {
-  return {name + ".gguf", name, "kvf32", "f32", "f32", 1e-4, 1.0, 1.0, 1e-4};
-}
-GoldenCase f16_case(const std::string& name) { return {name + ".gguf", name, "kvf32", "f32", "f32", 0.02, 1.0, 0.99}; }
-GoldenCase quant_case(const std::string& name) { return {name + ".gguf", name, "kvf32", "f32", "f32", 0.0, 0.99, 0.95}; }
+GoldenCase f32_case(const std::string& name) { return kvf32_case(name, 1e-4, 1.0, 1.0, 1e-4); }
+GoldenCase f16_case(const std::string& name) { return kvf32_case(name, 0.02, 1.0, 0.99); }
+GoldenCase quant_case(const std::string& name) { return kvf32_case(name, 0.0, 0.99, 0.95); }
 // F32 weights with an F16 KV cache against the primary golden (llama.cpp's default F16 cache):
 // K/V and q (for K·q) and the softmax probabilities (for ·V) are rounded to fp16 as ggml does, so
 // only summation order differs before those roundings; llama.cpp's own batch vs incremental with
@@ -30,27 +25,27 @@ GoldenCase f16_kv_case(const std::string& name) {
 
 TEST(LlamaGolden, Stories260K) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), f32_case("stories260K"));
+  check_public_golden(f32_case("stories260K"));
 }
 
 TEST(LlamaGolden, Stories260KF16Cache) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), f16_kv_case("stories260K"));
+  check_public_golden(f16_kv_case("stories260K"));
 }
 
 TEST(LlamaGolden, GqaF32F16Cache) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), f16_kv_case("golden-llama-gqa-F32"));
+  check_public_golden(f16_kv_case("golden-llama-gqa-F32"));
 }
 
 TEST(LlamaGolden, Stories260KFf192) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), f32_case("stories260K-ff192"));
+  check_public_golden(f32_case("stories260K-ff192"));
 }
 
 TEST(LlamaGolden, Stories260KF16) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), f16_case("stories260K-f16"));
+  check_public_golden(f16_case("stories260K-f16"));
 }
 
 // stories260K's quantized files are far noisier than llama-gqa's: llama.cpp's own batch vs
@@ -60,25 +55,25 @@ TEST(LlamaGolden, Stories260KQuantized) {
   for (const char* name : {"stories260K-ff192-q8_0", "stories260K-ff192-q4_0", "stories260K-q8_0mix", "stories260K-q4_0mix"}) {
     GoldenCase gc = quant_case(name);
     gc.near_tie = 0.3f;
-    check_golden_case(models(), logits(), gc);
+    check_public_golden(gc);
   }
 }
 
 TEST(LlamaGolden, GqaF32) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), f32_case("golden-llama-gqa-F32"));
+  check_public_golden(f32_case("golden-llama-gqa-F32"));
 }
 
 TEST(LlamaGolden, GqaF16) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), f16_case("golden-llama-gqa-F16"));
+  check_public_golden(f16_case("golden-llama-gqa-F16"));
 }
 
 TEST(LlamaGolden, GqaQuantized) {
   OKAPI_REQUIRE_SHARED();
   for (const char* name : {"golden-llama-gqa-Q8_0", "golden-llama-gqa-Q4_0", "golden-llama-gqa-Q4_K_M",
                            "golden-llama-gqa-Q6_K"})
-    check_golden_case(models(), logits(), quant_case(name));
+    check_public_golden(quant_case(name));
 }
 
 }  // namespace

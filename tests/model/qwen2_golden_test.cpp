@@ -9,24 +9,21 @@
 namespace okapi::test {
 namespace {
 
-std::filesystem::path models() { return okapi::shared_dir() / "golden/public/models"; }
-std::filesystem::path logits() { return okapi::shared_dir() / "golden/public/logits"; }
-
 TEST(Qwen2Golden, F16) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), {"golden-qwen2-F16.gguf", "golden-qwen2-F16", "kvf32", "f32", "f32", 0.02, 1.0, 0.99});
+  check_public_golden(kvf32_case("golden-qwen2-F16", 0.02, 1.0, 0.99));
 }
 
 TEST(Qwen2Golden, Q8_0) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(models(), logits(), {"golden-qwen2-Q8_0.gguf", "golden-qwen2-Q8_0", "kvf32", "f32", "f32", 0.0, 0.99, 0.95});
+  check_public_golden(kvf32_case("golden-qwen2-Q8_0", 0.0, 0.99, 0.95));
 }
 
 // KV-cache validation for qwen2 with F32 weights: the F16 file widened to F32 (exact), then
 // token-by-token decode must equal the full-sequence pass within 1e-4 at every position.
 TEST(Qwen2Golden, IncrementalDecodeEqualsFullSequenceF32) {
   OKAPI_REQUIRE_SHARED();
-  const gguf::File src = gguf::File::open(models() / "golden-qwen2-F16.gguf");
+  const gguf::File src = gguf::File::open(public_models() / "golden-qwen2-F16.gguf");
   gguf::Writer w;
   w.copy_metadata(src);
   w.set("general.file_type", uint32_t{0});
@@ -43,7 +40,7 @@ TEST(Qwen2Golden, IncrementalDecodeEqualsFullSequenceF32) {
     LoadedModel m(dir / "qwen2-F32.gguf");
     double worst = 0;
     for (const std::string& prompt : golden_prompts()) {
-      const GoldenRun g = load_golden(logits() / "golden-qwen2-F16" / (prompt + ".kvf32.json"));
+      const GoldenRun g = load_golden(public_logits() / "golden-qwen2-F16" / (prompt + ".kvf32.json"));
       const auto all = m.logits(g.tokens, 512), one = m.logits(g.tokens, 1);
       for (size_t i = 0; i < all.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(all[i] - one[i])));
     }

@@ -14,28 +14,24 @@
 namespace okapi::test {
 namespace {
 
-std::filesystem::path ik() { return okapi::shared_dir() / "golden/ik/public"; }
-
 TEST(Qwen3Golden, F32AgainstIkK32V16) {
   OKAPI_REQUIRE_SHARED();
-  check_golden_case(ik() / "models", ik() / "logits",
-                    {"golden-qwen3-F32.gguf", "golden-qwen3-F32", "k32v16", "f32", "f16", 5e-3, 1.0, 1.0, 5e-3});
+  check_ik_golden(k32v16_case("golden-qwen3-F32", 5e-3, 1.0, 1.0, 5e-3));
 }
 
 TEST(Qwen3Golden, QuantizedAgainstIkK32V16) {
   OKAPI_REQUIRE_SHARED();
   for (const char* name : {"golden-qwen3-Q8_0", "golden-qwen3-Q4_K_M"})
-    check_golden_case(ik() / "models", ik() / "logits",
-                      {std::string(name) + ".gguf", name, "k32v16", "f32", "f16", 0.0, 0.99, 0.88});
+    check_ik_golden(k32v16_case(name, 0.0, 0.99, 0.88));
 }
 
 TEST(Qwen3Golden, F32AgainstFloat64Reference) {
   OKAPI_REQUIRE_SHARED();
-  LoadedModel m(ik() / "models/golden-qwen3-F32.gguf");
+  LoadedModel m(ik_models() / "golden-qwen3-F32.gguf");
   double worst = 0, incr = 0;
   for (const std::string& prompt : golden_prompts()) {
-    const GoldenRun g = load_golden(ik() / "logits/golden-qwen3-F32" / (prompt + ".k32v16.json"));
-    const std::vector<float> ref = read_f32(ik() / "ref_logits/golden-qwen3-F32" / (prompt + ".ref.logits.f32"));
+    const GoldenRun g = load_golden(ik_logits() / "golden-qwen3-F32" / (prompt + ".k32v16.json"));
+    const std::vector<float> ref = read_f32(ik_ref_logits() / "golden-qwen3-F32" / (prompt + ".ref.logits.f32"));
     ASSERT_EQ(ref.size(), g.tokens.size() * static_cast<size_t>(g.n_vocab)) << prompt;
     const std::vector<float> all = m.logits(g.tokens, 512), one = m.logits(g.tokens, 1);
     for (size_t i = 0; i < ref.size(); ++i) {

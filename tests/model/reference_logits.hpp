@@ -31,6 +31,11 @@ inline void check_reference_logits(const std::filesystem::path& model, const std
   EXPECT_LE(incr_max, bound) << model;
 }
 
+// The ik golden F32 model `name` (e.g. "golden-gemma3-F32") against its float64 reference.
+inline void check_ik_float64_reference(const std::string& name, double bound) {
+  check_reference_logits(ik_models() / (name + ".gguf"), ik_logits() / name, ik_ref_logits() / name, bound);
+}
+
 // KV-cache validation: F32 KV, decoding token by token (and in uneven batches) equals one batch
 // over the whole sequence within `bound` at every position.
 inline void check_incremental_matches_batch(const std::filesystem::path& model, const std::vector<int32_t>& tokens,
@@ -49,6 +54,13 @@ inline void check_incremental_matches_batch(const std::filesystem::path& model, 
 inline std::vector<int32_t> golden_tokens(const std::filesystem::path& json) {
   std::ifstream in(json);
   return nlohmann::json::parse(in).at("tokens").get<std::vector<int32_t>>();
+}
+
+// check_incremental_matches_batch on models/<name>.gguf over the tokens of its A3 golden prompt
+// (103 tokens of wikitext).
+inline void check_incremental_on_wikitext(const std::filesystem::path& models, const std::filesystem::path& logits,
+                                          const std::string& name) {
+  check_incremental_matches_batch(models / (name + ".gguf"), golden_tokens(logits / name / "A3_wikitext.json"));
 }
 
 }  // namespace okapi::test

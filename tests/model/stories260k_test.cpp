@@ -122,39 +122,36 @@ std::vector<uint8_t> modified_copy(const gguf::File& src, const std::string& arc
   return w.to_bytes();
 }
 
+// The message of the error that loading `bytes` throws; a test failure when it loads.
+std::string load_error(const std::vector<uint8_t>& bytes, const std::string& name) {
+  try {
+    model::Model::load(gguf::File::parse(bytes, name));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << name << ": expected an error";
+  return {};
+}
+
 TEST(Stories260K, UnknownArchitectureListsSupportedOnes) {
   const gguf::File src = gguf::File::open(stories());
   const auto bytes = modified_copy(src, "mamba9", "");
-  try {
-    model::Model::load(gguf::File::parse(bytes, "mamba9.gguf"));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("unsupported architecture 'mamba9'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("llama"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("qwen3"), std::string::npos) << msg;
-  }
+  const std::string msg = load_error(bytes, "mamba9.gguf");
+  EXPECT_NE(msg.find("unsupported architecture 'mamba9'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("llama"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("qwen3"), std::string::npos) << msg;
 }
 
 TEST(Stories260K, MissingTensorsAreAllNamed) {
   const gguf::File src = gguf::File::open(stories());
   const auto bytes = modified_copy(src, "llama", "blk.3.");
-  try {
-    model::Model::load(gguf::File::parse(bytes, "cut.gguf"));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const char* name : {"blk.3.attn_q.weight", "blk.3.ffn_down.weight", "blk.3.attn_norm.weight"})
-      EXPECT_NE(msg.find(name), std::string::npos) << msg;
-  }
+  const std::string msg = load_error(bytes, "cut.gguf");
+  for (const char* name : {"blk.3.attn_q.weight", "blk.3.ffn_down.weight", "blk.3.attn_norm.weight"})
+    EXPECT_NE(msg.find(name), std::string::npos) << msg;
   // qwen2 needs Q/K/V biases, which this llama file lacks.
   const auto qwen2 = modified_copy(src, "qwen2", "");
-  try {
-    model::Model::load(gguf::File::parse(qwen2, "qwen2.gguf"));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.bias"), std::string::npos) << e.what();
-  }
+  const std::string qwen2_msg = load_error(qwen2, "qwen2.gguf");
+  EXPECT_NE(qwen2_msg.find("blk.0.attn_q.bias"), std::string::npos) << qwen2_msg;
 }
 
 TEST(Stories260K, MissingHyperParameterIsNamed) {
@@ -164,12 +161,8 @@ TEST(Stories260K, MissingHyperParameterIsNamed) {
   w.remove("llama.attention.layer_norm_rms_epsilon");
   for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
   const auto bytes = w.to_bytes();
-  try {
-    model::Model::load(gguf::File::parse(bytes, "noeps.gguf"));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("llama.attention.layer_norm_rms_epsilon"), std::string::npos) << e.what();
-  }
+  const std::string msg = load_error(bytes, "noeps.gguf");
+  EXPECT_NE(msg.find("llama.attention.layer_norm_rms_epsilon"), std::string::npos) << msg;
 }
 
 }  // namespace

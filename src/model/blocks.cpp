@@ -1,0 +1,170 @@
+#include "model/blocks.hpp"
+
+#include <cmath>
+
+namespace okapi::model {
+
+AttentionDims attention_dims(const HParams& hp) {
+  return {hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
+          hp.n_head * hp.head_dim_v};
+}
+
+AttentionConfig attention_config(const HParams& hp, float scale) {
+  AttentionConfig att;
+  att.n_head = hp.n_head;
+  att.n_head_kv = hp.n_head_kv;
+  att.head_dim_k = hp.head_dim_k;
+  att.head_dim_v = hp.head_dim_v;
+  att.scale = scale;
+  return att;
+}
+
+kernels::RopeConfig rope_config(const HParams& hp, bool neox, const float* freq_factors) {
+  kernels::RopeConfig rope;
+  rope.neox = neox;
+  rope.n_rot = hp.n_rot;
+  rope.freq_base = hp.rope_freq_base;
+  rope.freq_scale = hp.rope_freq_scale;
+  rope.freq_factors = freq_factors;
+  rope.ext_factor = hp.rope_scaling_type == "yarn" ? 1.0f : 0.0f;
+  rope.attn_factor = hp.rope_attn_factor;
+  rope.n_ctx_orig = hp.rope_n_ctx_orig;
+  return rope;
+}
+
+std::string layer_prefix(int64_t il) { return "blk." + std::to_string(il) + "."; }
+
+int64_t ffn_width_from_gate(const gguf::File& file, int64_t fallback) {
+  if (const gguf::TensorInfo* gate = file.find_tensor("blk.0.ffn_gate.weight"); gate && gate->shape.size() == 2)
+    return gate->shape[1];
+  return fallback;
+}
+
+Scratch::Scratch(const HParams& hp, int64_t n_tokens_, int64_t n_ff) : n_tokens(n_tokens_) {
+  const AttentionDims d = attention_dims(hp);
+  const auto rows = [&](int64_t n) { return static_cast<size_t>(n_tokens * n); };
+  x.resize(rows(hp.n_embd));
+  h.resize(x.size());
+  o.resize(x.size());
+  q.resize(rows(d.n_q));
+  k.resize(rows(d.n_k));
+  v.resize(rows(d.n_v));
+  attn.resize(rows(d.n_o));
+  gate.resize(rows(n_ff));
+  up.resize(gate.size());
+}
+
+void project(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, float* y) {
+  ops.matmul(p.w, x, n_tokens, y);
+  if (p.scale) ops.scale(y, p.scale.f32()[0], n_tokens * p.w.n_out, y);
+  if (p.bias) ops.add_bias(p.bias, y, n_tokens);
+}
+
+void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const AttentionWeights& w,
+                     const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
+                     Scratch& s) {
+  const int64_t T = s.n_tokens, n_o = attention_dims(hp).n_o;
+  ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
+  project(ops, w.q, s.h.data(), T, s.q.data());
+  project(ops, w.k, s.h.data(), T, s.k.data());
+  project(ops, w.v, s.h.data(), T, s.v.data());
+  if (w.q_norm) ops.rmsnorm(s.q.data(), w.q_norm, T * hp.n_head, hp.head_dim_k, hp.norm_eps, s.q.data());
+  if (w.k_norm) ops.rmsnorm(s.k.data(), w.k_norm, T * hp.n_head_kv, hp.head_dim_k, hp.norm_eps, s.k.data());
+  ops.rope(s.q.data(), T, hp.n_head, hp.head_dim_k, positions, rope);
+  ops.rope(s.k.data(), T, hp.n_head_kv, hp.head_dim_k, positions, rope);
+  ops.store_kv(kv, att.layer, s.k.data(), s.v.data(), positions);
+  ops.attention(kv, att, s.q.data(), positions, s.attn.data());
+  if (w.sub_norm) ops.rmsnorm(s.attn.data(), w.sub_norm, T, n_o, hp.norm_eps, s.attn.data());
+  project(ops, w.o, s.attn.data(), T, s.o.data());
+}
+
+void ffn_block(Ops& ops, const HParams& hp, const FfnWeights& w, Activation act, Scratch& s) {
+  const int64_t T = s.n_tokens, n_ff = w.gate.w.n_out;
+  ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
+  project(ops, w.gate, s.h.data(), T, s.gate.data());
+  project(ops, w.up, s.h.data(), T, s.up.data());
+  ops.glu(act, s.gate.data(), s.up.data(), T, n_ff, s.gate.data());
+  if (w.sub_norm) ops.rmsnorm(s.gate.data(), w.sub_norm, T, n_ff, hp.norm_eps, s.gate.data());
+  project(ops, w.down, s.gate.data(), T, s.o.data());
+}
+
+void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output, LogitRows rows,
+                   Scratch& s, float* logits) {
+  const int64_t n_rows = output_row_count(rows, s.n_tokens);
+  const float* last = output_rows_begin(rows, s.x.data(), s.n_tokens, hp.n_embd);
+  ops.rmsnorm(last, output_norm, n_rows, hp.n_embd, hp.norm_eps, s.h.data());
+  ops.matmul(output, s.h.data(), n_rows, logits);
+}
+
+void DecoderModel::load_embeddings() {
+  const HParams& hp = hparams_;
+  token_embd_ = tensor("token_embd.weight", {hp.n_embd, hp.n_vocab});
+  output_norm_ = tensor("output_norm.weight", {hp.n_embd});
+  output_ = optional_tensor("output.weight", {hp.n_embd, hp.n_vocab});
+  if (!output_) output_ = token_embd_;  // tied embeddings
+}
+
+Projection DecoderModel::projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts) {
+  const auto lookup = [this](Part part, const std::string& name, std::vector<int64_t> part_shape) {
+    if (part == Part::Required) return tensor(name, std::move(part_shape));
+    if (part == Part::Optional) return optional_tensor(name, std::move(part_shape));
+    return Weight{};
+  };
+  Projection p;
+  const int64_t n_out = shape.size() == 2 ? shape[1] : 0;
+  p.w = tensor(prefix + ".weight", std::move(shape));
+  p.bias = lookup(parts.bias, prefix + ".bias", {n_out});
+  p.scale = lookup(parts.scale, prefix + ".scale", {1});
+  return p;
+}
+
+AttentionWeights DecoderModel::attention_weights(const std::string& prefix, const AttentionParts& parts) {
+  const HParams& hp = hparams_;
+  const AttentionDims d = attention_dims(hp);
+  AttentionWeights w;
+  w.norm = tensor(prefix + "attn_norm.weight", {hp.n_embd});
+  w.q = projection(prefix + "attn_q", {hp.n_embd, d.n_q}, parts.qkv);
+  w.k = projection(prefix + "attn_k", {hp.n_embd, d.n_k}, parts.qkv);
+  w.v = projection(prefix + "attn_v", {hp.n_embd, d.n_v}, parts.qkv);
+  if (parts.qk_norm) {
+    w.q_norm = tensor(prefix + "attn_q_norm.weight", {hp.head_dim_k});
+    w.k_norm = tensor(prefix + "attn_k_norm.weight", {hp.head_dim_k});
+  }
+  if (parts.sub_norm) w.sub_norm = tensor(prefix + "attn_sub_norm.weight", {d.n_o});
+  w.o = projection(prefix + "attn_output", {d.n_o, hp.n_embd}, parts.output);
+  return w;
+}
+
+FfnWeights DecoderModel::ffn_weights(const std::string& prefix, int64_t n_ff, ProjectionParts parts, bool sub_norm) {
+  const int64_t n_embd = hparams_.n_embd;
+  FfnWeights w;
+  w.norm = tensor(prefix + "ffn_norm.weight", {n_embd});
+  w.gate = projection(prefix + "ffn_gate", {n_embd, n_ff}, parts);
+  w.up = projection(prefix + "ffn_up", {n_embd, n_ff}, parts);
+  if (sub_norm) w.sub_norm = tensor(prefix + "ffn_sub_norm.weight", {n_ff});
+  w.down = projection(prefix + "ffn_down", {n_ff, n_embd}, parts);
+  return w;
+}
+
+void DecoderModel::forward_pre_norm(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,
+                                    std::span<const int32_t> positions, LogitRows rows, float* logits,
+                                    std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,
+                                    Activation ffn_activation) const {
+  const HParams& hp = hparams_;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  Scratch s(hp, T, layers.front().ffn.gate.w.n_out);
+  AttentionConfig att = attention_config(hp, 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)));
+
+  ops.get_rows(token_embd_, tokens, s.x.data());
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const DecoderLayer& l = layers[static_cast<size_t>(il)];
+    att.layer = il;
+    attention_block(ops, kv, hp, l.attn, rope, att, positions, s);
+    ops.add(s.x.data(), s.o.data(), T * hp.n_embd, s.x.data());
+    ffn_block(ops, hp, l.ffn, ffn_activation, s);
+    ops.add(s.x.data(), s.o.data(), T * hp.n_embd, s.x.data());
+  }
+  output_logits(ops, hp, output_norm_, output_, rows, s, logits);
+}
+
+}  // namespace okapi::model

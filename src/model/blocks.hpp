@@ -1,0 +1,122 @@
+// The pieces every decoder here is built from: a pre-norm attention block
+//   h = rms(x, norm); q, k, v = project(h) [+ bias, * scale]; optional per-head rms(q), rms(k);
+//   rope(q), rope(k); append K/V; attention; optional rms(attention, sub_norm); o = project(Wo)
+// and a gated FFN block
+//   h = rms(x, norm); f = act(project(gate)) * project(up); optional rms(f, sub_norm); o = project(down)
+// Each block leaves its output in Scratch::o; the architecture adds it to x (after its own
+// post-norm, if any), so every forward_batch() still reads top to bottom.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace okapi::model {
+
+// A projection with its optional bias and optional one-element output scale (BitNet's `*.scale`).
+struct Projection {
+  Weight w, bias, scale;
+};
+
+struct AttentionWeights {
+  Weight norm;            // attn_norm
+  Projection q, k, v, o;  // attn_q, attn_k, attn_v, attn_output
+  Weight q_norm, k_norm;  // per-head RMSNorm of q and k before RoPE (qwen3, gemma3); may be empty
+  Weight sub_norm;        // RMSNorm of the attention output before Wo (BitNet); may be empty
+};
+
+struct FfnWeights {
+  Weight norm;                 // ffn_norm
+  Projection gate, up, down;   // ffn_gate, ffn_up, ffn_down
+  Weight sub_norm;             // RMSNorm of act(gate) * up before Wdown (BitNet); may be empty
+};
+
+// The projection widths of one attention block.
+struct AttentionDims {
+  int64_t n_q, n_k, n_v, n_o;
+};
+AttentionDims attention_dims(const HParams& hp);
+
+// Heads and head sizes from the hyper-parameters; `scale` multiplies q·k.
+AttentionConfig attention_config(const HParams& hp, float scale);
+
+// RoPE parameters from the hyper-parameters, as llama.cpp sets them up (YaRN only when the
+// scaling type is "yarn").
+kernels::RopeConfig rope_config(const HParams& hp, bool neox, const float* freq_factors);
+
+// "blk.<il>.", the prefix of layer il's tensor names.
+std::string layer_prefix(int64_t il);
+
+// The FFN width as stored in blk.0.ffn_gate.weight, or `fallback` when that tensor is absent or
+// not 2-D.
+int64_t ffn_width_from_gate(const gguf::File& file, int64_t fallback);
+
+// Activations of one forward pass over T tokens, reused across layers.
+struct Scratch {
+  Scratch(const HParams& hp, int64_t n_tokens, int64_t n_ff);
+  int64_t n_tokens;
+  std::vector<float> x, h, o;     // residual stream, normed input, block output [T x n_embd]
+  std::vector<float> q, k, v;     // [T x n_q], [T x n_k], [T x n_v]
+  std::vector<float> attn;        // attention output [T x n_o]
+  std::vector<float> gate, up;    // [T x n_ff]
+};
+
+// y = W·x, then times the scale, then plus the bias (llama.cpp's order), each when present.
+void project(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, float* y);
+
+// The attention block of layer att.layer on s.x; writes s.o.
+void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const AttentionWeights& w,
+                     const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
+                     Scratch& s);
+
+// The gated FFN block on s.x; writes s.o.
+void ffn_block(Ops& ops, const HParams& hp, const FfnWeights& w, Activation act, Scratch& s);
+
+// One layer of a decoder whose blocks carry no post-norms (llama, qwen2/3, BitNet).
+struct DecoderLayer {
+  AttentionWeights attn;
+  FfnWeights ffn;
+};
+
+// logits = output · rms(x, output_norm) for the wanted rows of s.x.
+void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output, LogitRows rows,
+                   Scratch& s, float* logits);
+
+// A decoder-only model made of these blocks: it owns the embedding, output norm and head, and
+// looks a layer's block tensors up by the usual GGUF names.
+class DecoderModel : public Model {
+ protected:
+  DecoderModel(gguf::File file, HParams hparams) : Model(std::move(file), std::move(hparams)) {}
+
+  // Whether a projection's bias / scale is looked up, and whether a missing one is an error.
+  enum class Part { None, Optional, Required };
+  struct ProjectionParts {
+    Part bias = Part::None;
+    Part scale = Part::None;
+  };
+  struct AttentionParts {
+    ProjectionParts qkv;     // attn_q, attn_k, attn_v
+    ProjectionParts output;  // attn_output
+    bool qk_norm = false;    // required attn_q_norm / attn_k_norm
+    bool sub_norm = false;   // required attn_sub_norm
+  };
+
+  // token_embd, output_norm and output (token_embd when output.weight is absent: tied).
+  void load_embeddings();
+  // `prefix` + ".weight" of ggml shape `shape`, with its bias / scale as `parts` says.
+  Projection projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts);
+  AttentionWeights attention_weights(const std::string& prefix, const AttentionParts& parts);
+  FfnWeights ffn_weights(const std::string& prefix, int64_t n_ff, ProjectionParts parts, bool sub_norm);
+
+  // The whole forward pass of a pre-norm decoder: x = embd[tok]; per layer x += attention(x) with
+  // 1/sqrt(head_dim) scaling, x += ffn(x); then output_logits.
+  void forward_pre_norm(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                        LogitRows rows, float* logits, std::span<const DecoderLayer> layers,
+                        const kernels::RopeConfig& rope, Activation ffn_activation) const;
+
+  Weight token_embd_, output_norm_, output_;
+};
+
+}  // namespace okapi::model
