@@ -7,6 +7,7 @@
 #include "kernels/avx2/gemm_kquant.hpp"
 
 #include "quant/avx2/simd.hpp"
+#include "quant/avx2/kquant_unpack.hpp"
 #include "quant/blocks.hpp"
 
 namespace okapi::kernels::avx2 {
@@ -21,24 +22,10 @@ using quant::avx2::hsum;
 using quant::avx2::hsum_i32;
 using quant::avx2::load128;
 using quant::avx2::load256;
-
-// The 8 six-bit scales and mins of a Q4_K block, one per byte (the layout of quant/avx2's
-// unpack_q4_K_scales: scales / mins 0-3 in the low 6 bits of bytes 0-3 / 4-7; 4-7 from the
-// nibbles of bytes 8-11 plus the top 2 bits of bytes 0-3 / 4-7).
-struct ScalesMins {
-  __m128i scales;
-  __m128i mins;
-};
-
-ScalesMins unpack_scales(const uint8_t* s) {
-  uint32_t w[3];
-  std::memcpy(w, s, sizeof(w));
-  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-  const uint32_t scales_hi = (w[2] & low4) | (((w[0] >> 6) & low2) << 4);
-  const uint32_t mins_hi = ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4);
-  return {_mm_cvtsi64_si128(static_cast<int64_t>((w[0] & low6) | (static_cast<uint64_t>(scales_hi) << 32))),
-          _mm_cvtsi64_si128(static_cast<int64_t>((w[1] & low6) | (static_cast<uint64_t>(mins_hi) << 32)))};
-}
+using quant::avx2::Q6Quarters;
+using quant::avx2::ScalesMins;
+using quant::avx2::unpack_q4_K_scales;
+using quant::avx2::unpack_q6_K_half;
 
 template <int G>
 void row_tokens_q4_K(int64_t n_blocks, const block_q4_K* x, const uint8_t* a, size_t a_row, float scale, float* y,
@@ -51,7 +38,7 @@ void row_tokens_q4_K(int64_t n_blocks, const block_q4_K* x, const uint8_t* a, si
     acc_min[t] = 0.0f;
   }
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const ScalesMins sm = unpack_scales(x[b].scales);
+    const ScalesMins sm = unpack_q4_K_scales(x[b].scales);
     const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm.scales));
     const block_q8_K* y_b[G];
     for (int t = 0; t < G; ++t) y_b[t] = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(t) * a_row) + b;
@@ -88,21 +75,6 @@ void row_tokens_q4_K(int64_t n_blocks, const block_q4_K* x, const uint8_t* a, si
   for (int t = 0; t < G; ++t) y[t * y_stride] = (hsum(acc[t]) - acc_min[t]) * scale;
 }
 
-// The 128 six-bit levels of half `half` of a Q6_K block as 4 vectors of 32 (quarter k: elements
-// 32k..32k+31 of the half; low 4 bits from ql, high 2 bits at qh bit 2k).
-void unpack_q6_K_half(const block_q6_K& blk, int half, __m256i q[4]) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
-  const __m256i ql0 = load256(blk.ql + 64 * half);
-  const __m256i ql1 = load256(blk.ql + 64 * half + 32);
-  const __m256i qh = load256(blk.qh + 32 * half);
-  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
-  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
-  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
-  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
-}
-
 template <int G>
 void row_tokens_q6_K(int64_t n_blocks, const block_q6_K* x, const uint8_t* a, size_t a_row, float scale, float* y,
                      int64_t y_stride) {
@@ -118,15 +90,14 @@ void row_tokens_q6_K(int64_t n_blocks, const block_q6_K* x, const uint8_t* a, si
       // Scale 2k for the low 128-bit lane (elements 0-15 of quarter k), 2k+1 for the high lane.
       const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * half));
       const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
-      __m256i levels[4];
-      unpack_q6_K_half(blk, half, levels);
+      const Q6Quarters levels = unpack_q6_K_half(blk, half);
       for (int k = 0; k < 4; ++k) {
         const int g = 8 * half + 2 * k;
         const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * k + 1))),
                                               _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * k))));
         const __m256i group_scale = _mm256_shuffle_epi8(scales16, pick);
         for (int t = 0; t < G; ++t) {
-          const __m256i pairs = _mm256_maddubs_epi16(levels[k], load256(y_b[t]->qs + 16 * g));
+          const __m256i pairs = _mm256_maddubs_epi16(levels.q[k], load256(y_b[t]->qs + 16 * g));
           isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs, group_scale));
         }
       }
