@@ -13,12 +13,7 @@
 namespace okapi {
 namespace {
 
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::read_file;
 
 TEST(AtomicFileWriter, ReplacesOnlyOnCommit) {
   const auto dir = test::make_temp_dir("atomic");
@@ -27,9 +22,9 @@ TEST(AtomicFileWriter, ReplacesOnlyOnCommit) {
   {
     AtomicFileWriter w(path);
     w.write("new contents", 12);
-    EXPECT_EQ(read_all(path), "old");  // untouched until commit
+    EXPECT_EQ(read_file(path), "old");  // untouched until commit
   }  // destroyed without commit: old file stays, temp removed
-  EXPECT_EQ(read_all(path), "old");
+  EXPECT_EQ(read_file(path), "old");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
   {
     AtomicFileWriter w(path);
@@ -37,7 +32,7 @@ TEST(AtomicFileWriter, ReplacesOnlyOnCommit) {
     w.write_zeros(5);
     w.commit();
   }
-  EXPECT_EQ(read_all(path), std::string("new\0\0\0\0\0", 8));
+  EXPECT_EQ(read_file(path), std::string("new\0\0\0\0\0", 8));
   std::filesystem::remove_all(dir);
 }
 

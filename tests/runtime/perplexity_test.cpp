@@ -16,10 +16,7 @@
 namespace okapi::runtime {
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_file;
 
 void check_against_golden(int64_t n_ctx) {
   const auto golden = shared_dir() / "golden/public";

@@ -17,10 +17,7 @@ namespace {
 
 const std::filesystem::path kRepoModel = test::repo_dir() / "models" / "stories260K.gguf";
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_file;
 
 GenerationResult generate(const std::filesystem::path& model, const std::string& prompt, sample::SamplerConfig config,
                           int64_t n_predict, int threads = 1, int64_t n_ctx = 512) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
 
 #include "core/shared_dir.hpp"
 
@@ -14,6 +15,8 @@ inline bool have_shared() { return std::filesystem::is_directory(okapi::shared_d
 // A fresh empty directory under the system temp dir, removed at process exit is not needed:
 // tests clean up what they create.
 std::filesystem::path make_temp_dir(const std::string& tag);
+// The exact bytes of a file (empty if it cannot be read).
+std::string read_file(const std::filesystem::path& path);
 
 }  // namespace okapi::test
 

@@ -22,12 +22,7 @@
 namespace okapi::tokenizer {
 namespace {
 
-std::string read_all(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using test::read_file;
 
 Vocab load_bpe_vocab(const std::filesystem::path& path) {
   const auto file = gguf::File::open(path);
@@ -97,7 +92,7 @@ struct Case {
 
 // test-tokenizer-0 layout: texts separated by "\n__ggml_vocab_test__\n", one id line per text.
 std::vector<Case> load_cases(const std::filesystem::path& vocab_path) {  // vocab_path + ".inp"/".out"
-  const std::string inp = read_all(vocab_path.string() + ".inp");
+  const std::string inp = read_file(vocab_path.string() + ".inp");
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<Case> cases;
   for (size_t start = 0; start < inp.size();) {
@@ -106,7 +101,7 @@ std::vector<Case> load_cases(const std::filesystem::path& vocab_path) {  // voca
     cases.push_back({inp.substr(start, end - start), {}});
     start = end + sep.size();
   }
-  std::istringstream out(read_all(vocab_path.string() + ".out"));
+  std::istringstream out(read_file(vocab_path.string() + ".out"));
   std::string line;
   for (auto& c : cases) {
     if (!std::getline(out, line)) break;

@@ -15,12 +15,7 @@
 namespace okapi::tokenizer {
 namespace {
 
-std::string read_all(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using test::read_file;
 
 Vocab make_vocab(std::vector<std::string> tokens, TokenId unk) {
   Vocab vocab;
@@ -49,9 +44,9 @@ TEST_P(WpmVectors, BertBgeMatchesLlamaCpp) {
 
   // test-tokenizer-0 layout: texts separated by "\n__ggml_vocab_test__\n", one id line per text.
   const auto vectors = okapi::shared_dir() / GetParam() / "ggml-vocab-bert-bge.gguf";
-  const std::string inp = read_all(vectors.string() + ".inp");
+  const std::string inp = read_file(vectors.string() + ".inp");
   const std::string sep = "\n__ggml_vocab_test__\n";
-  std::istringstream out(read_all(vectors.string() + ".out"));
+  std::istringstream out(read_file(vectors.string() + ".out"));
   size_t cases = 0;
   size_t passed = 0;
   for (size_t start = 0; start < inp.size(); ++cases) {

@@ -24,10 +24,7 @@ const std::string kModel = (test::repo_dir() / "models" / "stories260K.gguf").st
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_file;
 
 class QuantizeCli : public ::testing::Test {
  protected:
@@ -161,7 +158,7 @@ TEST_F(QuantizeCli, FailedRunKeepsExistingOutput) {
   auto r = run_cli("quantize " + kModel + " " + out("out.gguf") + " TQ2_0 --pure");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "--pure")) << r.output;
-  EXPECT_EQ(read_text(dir_ / "out.gguf"), "old");
+  EXPECT_EQ(read_file(dir_ / "out.gguf"), "old");
 
   gguf::Writer w;
   w.set("general.architecture", "llama");
@@ -177,7 +174,7 @@ TEST_F(QuantizeCli, FailedRunKeepsExistingOutput) {
   r = run_cli("quantize " + out("inf.gguf") + " " + out("out.gguf") + " Q8_0");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "blk.0.attn_k.weight")) << r.output;
-  EXPECT_EQ(read_text(dir_ / "out.gguf"), "old");
+  EXPECT_EQ(read_file(dir_ / "out.gguf"), "old");
   EXPECT_EQ(files_in_dir(), 2u);  // out.gguf and inf.gguf: no temp file left
 }
 

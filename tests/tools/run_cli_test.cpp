@@ -26,10 +26,7 @@ const std::string kModel = (test::repo_dir() / "models" / "stories260K.gguf").st
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_file;
 
 std::string cli() { return test::cli_path().string(); }
 
