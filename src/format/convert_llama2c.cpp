@@ -105,27 +105,6 @@ class TensorAdder {
   DType matrix_type_;
 };
 
-void set_vocabulary(gguf::Writer& w, const Tokenizer& tokenizer) {
-  Array tokens{ValueType::STRING, {}}, scores{ValueType::F32, {}}, types{ValueType::I32, {}};
-  for (GgufToken& t : gguf_vocabulary(tokenizer)) {
-    tokens.items.emplace_back(std::move(t.text));
-    scores.items.emplace_back(t.score);
-    types.items.emplace_back(static_cast<int32_t>(t.type));
-  }
-  w.set("tokenizer.ggml.tokens", std::move(tokens));
-  w.set("tokenizer.ggml.scores", std::move(scores));
-  w.set("tokenizer.ggml.token_type", std::move(types));
-  w.set("tokenizer.ggml.model", "llama");
-}
-
-void set_special_ids(gguf::Writer& w) {
-  w.set("tokenizer.ggml.unknown_token_id", kUnknownId);
-  w.set("tokenizer.ggml.bos_token_id", kBosId);
-  w.set("tokenizer.ggml.eos_token_id", kEosId);
-  w.set("tokenizer.ggml.seperator_token_id", kNoToken);  // sic: llama.cpp's key name
-  w.set("tokenizer.ggml.padding_token_id", kNoToken);
-}
-
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // The model-shape keys both architectures write as "<arch>.<key>" (u32).
@@ -237,6 +216,27 @@ void build_bitnet(gguf::Writer& w, const Checkpoint& ck, const Tokenizer& tokeni
 }
 
 }  // namespace
+
+void set_vocabulary(gguf::Writer& w, const Tokenizer& tokenizer) {
+  Array tokens{ValueType::STRING, {}}, scores{ValueType::F32, {}}, types{ValueType::I32, {}};
+  for (GgufToken& t : gguf_vocabulary(tokenizer)) {
+    tokens.items.emplace_back(std::move(t.text));
+    scores.items.emplace_back(t.score);
+    types.items.emplace_back(static_cast<int32_t>(t.type));
+  }
+  w.set("tokenizer.ggml.tokens", std::move(tokens));
+  w.set("tokenizer.ggml.scores", std::move(scores));
+  w.set("tokenizer.ggml.token_type", std::move(types));
+  w.set("tokenizer.ggml.model", "llama");
+}
+
+void set_special_ids(gguf::Writer& w) {
+  w.set("tokenizer.ggml.unknown_token_id", kUnknownId);
+  w.set("tokenizer.ggml.bos_token_id", kBosId);
+  w.set("tokenizer.ggml.eos_token_id", kEosId);
+  w.set("tokenizer.ggml.seperator_token_id", kNoToken);  // sic: llama.cpp's key name
+  w.set("tokenizer.ggml.padding_token_id", kNoToken);
+}
 
 std::vector<GgufToken> gguf_vocabulary(const Tokenizer& tokenizer) {
   std::vector<GgufToken> out;

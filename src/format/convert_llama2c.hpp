@@ -58,6 +58,11 @@ struct GgufToken {
   TokenType type = TokenType::Normal;
 };
 std::vector<GgufToken> gguf_vocabulary(const Tokenizer& tokenizer);
+// The tokenizer.ggml.* keys llama.cpp's converter writes: the vocabulary (tokens, scores, types,
+// model "llama") and, separately (the converter writes other keys in between), the special ids.
+// Also used by the trainer's exporter.
+void set_vocabulary(gguf::Writer& writer, const Tokenizer& tokenizer);
+void set_special_ids(gguf::Writer& writer);
 
 // Row order that makes NEOX RoPE (pairs i, i + head_size/2) rotate what interleaved RoPE
 // (pairs 2i, 2i+1) rotates: new row h*hs + i <- old 2i, new h*hs + hs/2 + i <- old 2i + 1.

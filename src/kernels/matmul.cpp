@@ -7,9 +7,10 @@
 // A single token uses the table's vec_dot, a batch may use a tile kernel: the two agree up to
 // float summation order.
 //
-// Kernels, fastest first: AVX2 multi-token tiles (Q4_0/Q8_0 x Q8_0, Q4_K/Q6_K x Q8_K,
-// F32/F16 x float), the table's vec_dot per (row, token), and for formats without a vec_dot
-// (IQ1_BN, IQ2_BN) dequantized rows dotted with the float activations.
+// Kernels, fastest first: AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x Q8_1,
+// Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K, F32/F16 x float), the table's vec_dot per (row, token), and
+// for formats without a vec_dot (IQ1_BN, IQ2_BN) dequantized rows dotted with the float
+// activations.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -20,6 +21,8 @@
 #include "core/thread_pool.hpp"
 #include "kernels/avx2/gemm_float.hpp"
 #include "kernels/avx2/gemm_kquant.hpp"
+#include "kernels/avx2/gemm_kquant_low.hpp"
+#include "kernels/avx2/gemm_legacy.hpp"
 #include "kernels/avx2/gemm_q8_0.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/matmul_plan.hpp"
@@ -126,7 +129,8 @@ void by_q8_0_tiles(const Job& job, const uint8_t* a, avx2::Q8_0TileFn tile) {
   });
 }
 
-void by_q8_K_tiles(const Job& job, const uint8_t* a, avx2::Q8_KTileFn tile) {
+// Tiles whose kernel reads the prepared activation rows as they are (scales included).
+void by_quantized_tiles(const Job& job, const uint8_t* a, avx2::Q8_KTileFn tile) {
   const size_t a_row = job.plan.a_row_bytes;
   job.for_each_tile([&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
     tile(job.n_in, job.w_row(o0), job.plan.w_row_bytes, o1 - o0, a + static_cast<size_t>(t0) * a_row, a_row, t1 - t0,
@@ -150,6 +154,20 @@ const float* fp16_rounded(const Job& job, const float* x) {
   return buffer.data();
 }
 
+// The multi-token kernel for a weight format whose activations it reads as prepared, if any.
+avx2::Q8_KTileFn quantized_tile(DType w_type, DType a_type) {
+  const auto pairs = [&](DType w, DType a) { return w_type == w && a_type == a; };
+  if (pairs(DType::Q4_1, DType::Q8_1)) return avx2::tile_q4_1_q8_1;
+  if (pairs(DType::Q5_0, DType::Q8_0)) return avx2::tile_q5_0_q8_0;
+  if (pairs(DType::Q5_1, DType::Q8_1)) return avx2::tile_q5_1_q8_1;
+  if (pairs(DType::Q2_K, DType::Q8_K)) return avx2::tile_q2_K_q8_K;
+  if (pairs(DType::Q3_K, DType::Q8_K)) return avx2::tile_q3_K_q8_K;
+  if (pairs(DType::Q4_K, DType::Q8_K)) return avx2::tile_q4_K_q8_K;
+  if (pairs(DType::Q5_K, DType::Q8_K)) return avx2::tile_q5_K_q8_K;
+  if (pairs(DType::Q6_K, DType::Q8_K)) return avx2::tile_q6_K_q8_K;
+  return nullptr;
+}
+
 }  // namespace
 
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
@@ -167,10 +185,9 @@ void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const floa
     if (w_type == DType::F16) return by_float_tiles(job, fp16_rounded(job, x), avx2::tile_f16);
     if (w_type == DType::Q4_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q4_0_q8_0);
     if (w_type == DType::Q8_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q8_0_q8_0);
-    if (w_type == DType::Q4_K && plan.a_type == DType::Q8_K)
-      return by_q8_K_tiles(job, job.quantized_activations(x), avx2::tile_q4_K_q8_K);
-    if (w_type == DType::Q6_K && plan.a_type == DType::Q8_K)
-      return by_q8_K_tiles(job, job.quantized_activations(x), avx2::tile_q6_K_q8_K);
+    if (const avx2::Q8_KTileFn tile = quantized_tile(w_type, plan.a_type)) {
+      return by_quantized_tiles(job, job.quantized_activations(x), tile);
+    }
   }
   by_vec_dot(job, plan.float_activations ? reinterpret_cast<const uint8_t*>(x) : job.quantized_activations(x));
 }

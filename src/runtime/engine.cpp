@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "format/gguf.hpp"
+#include "kv/exact_store.hpp"
+#include "model/cpu_ops.hpp"
+#include "model/exact_ops.hpp"
 
 namespace okapi::runtime {
 
@@ -16,14 +20,28 @@ double now_seconds() {
 std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, const EngineOptions& options) {
   if (options.threads < 1) throw_error("-t must be at least 1, got {}", options.threads);
   // Validate the cache types before the (possibly long) load.
-  (void)kv::make_store({1, 1, 1, 1, 1}, options.cache_type_k, options.cache_type_v);
+  if (options.exact) {
+    (void)exact_scores(options.exact_attention);
+  } else {
+    (void)kv::make_store({1, 1, 1, 1, 1}, options.cache_type_k, options.cache_type_v);
+  }
   if (!std::filesystem::is_regular_file(model_path)) throw_error("model file not found: {}", model_path.string());
   const double start = now_seconds();
   gguf::File file = gguf::File::open(model_path);
   std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
   tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
-  const double seconds = now_seconds() - start;
-  return std::unique_ptr<Engine>(new Engine(model_path, std::move(model), std::move(tokenizer), options, seconds));
+  std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, 0.0));
+  if (options.exact) {
+    // Encode every weight now (ExactOps caches them per tensor) so that load time, not the first
+    // prompt, pays for it: one token through a one-cell scratch cache touches every matmul.
+    const auto scratch = engine->make_kv(1);
+    const int32_t token = 0, position = 0;
+    std::vector<float> logits(static_cast<size_t>(engine->model().n_vocab()));
+    engine->model().forward(engine->ops(), *scratch, std::span<const int32_t>(&token, 1),
+                            std::span<const int32_t>(&position, 1), model::LogitRows::Last, logits.data());
+  }
+  engine->load_seconds_ = now_seconds() - start;
+  return engine;
 }
 
 Engine::Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, tokenizer::Tokenizer tokenizer,
@@ -33,8 +51,13 @@ Engine::Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, 
       tokenizer_(std::move(tokenizer)),
       options_(options),
       pool_(options.threads),
-      ops_(&pool_),
-      load_seconds_(load_seconds) {}
+      load_seconds_(load_seconds) {
+  if (options.exact) {
+    ops_ = std::make_unique<model::ExactOps>(&pool_);
+  } else {
+    ops_ = std::make_unique<model::CpuOps>(&pool_);
+  }
+}
 
 uint64_t Engine::file_bytes() const { return model_->file().bytes().size(); }
 
@@ -56,8 +79,15 @@ int64_t Engine::resolve_ctx(int64_t n_ctx) const {
 
 std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx) const {
   const model::HParams& hp = hparams();
-  return kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, resolve_ctx(n_ctx)},
-                        options_.cache_type_k, options_.cache_type_v);
+  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, resolve_ctx(n_ctx)};
+  if (options_.exact) return kv::make_exact_store(shape, exact_scores(options_.exact_attention));
+  return kv::make_store(shape, options_.cache_type_k, options_.cache_type_v);
+}
+
+kv::ExactScores exact_scores(std::string_view name) {
+  if (name == "ntt") return kv::ExactScores::Ntt;
+  if (name == "direct") return kv::ExactScores::Direct;
+  throw_error("--exact-attention must be 'ntt' or 'direct', got '{}'", name);
 }
 
 }  // namespace okapi::runtime

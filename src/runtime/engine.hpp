@@ -5,11 +5,13 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/thread_pool.hpp"
+#include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
-#include "model/cpu_ops.hpp"
 #include "model/model.hpp"
+#include "model/ops.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace okapi::runtime {
@@ -18,25 +20,32 @@ struct EngineOptions {
   int threads = 1;
   std::string cache_type_k = "f32";
   std::string cache_type_v = "f32";
+  // Exact mode (docs/exact-mode.md): ExactOps and an exact KV store; the cache types above are
+  // then not used (the exact store keeps K/V as int16 with one scale per token and head).
+  bool exact = false;
+  std::string exact_attention = "ntt";  // "ntt" | "direct": how the exact store computes q.k
 };
 
 class Engine {
  public:
   // Maps and loads the model and its vocabulary. Throws okapi::Error (missing file, bad GGUF,
-  // unknown architecture, threads < 1, unknown cache type).
+  // unknown architecture, threads < 1, unknown cache type, unknown exact_attention). In exact mode
+  // the weights are encoded to int16 during load (one token is run through a scratch cache).
   static std::unique_ptr<Engine> load(const std::filesystem::path& model_path, const EngineOptions& options);
 
   const model::Model& model() const { return *model_; }
   const model::HParams& hparams() const { return model_->hparams(); }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
-  model::Ops& ops() { return ops_; }
+  model::Ops& ops() { return *ops_; }  // ExactOps in exact mode, CpuOps otherwise
+  bool exact() const { return options_.exact; }
   int threads() const { return pool_.size(); }
   double load_seconds() const { return load_seconds_; }
   const std::filesystem::path& path() const { return path_; }
   uint64_t file_bytes() const;
   uint64_t parameter_count() const;
 
-  // A KV cache of n_ctx cells (n_ctx <= 0: the training context, capped at 4096 as a default).
+  // A KV cache of n_ctx cells (n_ctx <= 0: the training context, capped at 4096 as a default):
+  // the exact store of options().exact_attention in exact mode, else the cache types' store.
   std::unique_ptr<kv::KvStore> make_kv(int64_t n_ctx) const;
   int64_t resolve_ctx(int64_t n_ctx) const;
 
@@ -48,11 +57,14 @@ class Engine {
   tokenizer::Tokenizer tokenizer_;
   EngineOptions options_;
   ThreadPool pool_;
-  model::CpuOps ops_;
+  std::unique_ptr<model::Ops> ops_;
   double load_seconds_;
 };
 
 // Seconds elapsed on a monotonic clock since `start` (a value from now_seconds()).
 double now_seconds();
+
+// "ntt" -> Ntt, "direct" -> Direct; anything else throws okapi::Error naming the value.
+kv::ExactScores exact_scores(std::string_view name);
 
 }  // namespace okapi::runtime

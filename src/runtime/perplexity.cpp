@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "exact/detmath.hpp"
 #include "runtime/cancel.hpp"
 
 namespace okapi::runtime {
@@ -21,12 +22,21 @@ struct LogitsHeader {
   uint32_t n_ctx = 0, n_vocab = 0, n_chunk = 0, first = 0;
 };
 
-// log_softmax of one row as llama.cpp's perplexity: float max, double sum of expf.
-void log_softmax(const float* logits, int64_t n_vocab, float* out) {
+// exp for the statistics: libm's in float mode (as llama.cpp), det::exp in exact mode so that the
+// printed numbers are the same bits on every build (docs/exact-mode.md).
+double stat_exp(double x, bool exact) { return exact ? exact::det::exp(x) : std::exp(x); }
+
+// log_softmax of one row as llama.cpp's perplexity: float max, double sum of expf. Exact mode:
+// the same sum with det::exp / det::log (the differences logits[i] - max are exact float ops).
+void log_softmax(const float* logits, int64_t n_vocab, float* out, bool exact) {
   const float max_logit = *std::max_element(logits, logits + n_vocab);
   double sum_exp = 0.0;
-  for (int64_t i = 0; i < n_vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
-  const double log_sum = std::log(sum_exp);
+  if (exact) {
+    for (int64_t i = 0; i < n_vocab; ++i) sum_exp += exact::det::exp(static_cast<double>(logits[i] - max_logit));
+  } else {
+    for (int64_t i = 0; i < n_vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
+  }
+  const double log_sum = exact ? exact::det::log(sum_exp) : std::log(sum_exp);
   for (int64_t i = 0; i < n_vocab; ++i)
     out[i] = static_cast<float>(static_cast<double>(logits[i] - max_logit) - log_sum);
 }
@@ -91,18 +101,19 @@ struct KlAccumulator {
   double sum_nll = 0, sum_nll2 = 0, sum_base = 0, sum_base2 = 0, sum_cross = 0;
   double sum_ratio = 0, sum_ratio2 = 0;
   int64_t same_top = 0;
+  bool exact = false;
 
   void add(const float* logp_q, const float* logp_b, int64_t n_vocab, int32_t token) {
     double kl = 0.0;
     int64_t top_q = 0, top_b = 0;
     for (int64_t i = 0; i < n_vocab; ++i) {
-      const double pb = std::exp(static_cast<double>(logp_b[i]));
+      const double pb = stat_exp(static_cast<double>(logp_b[i]), exact);
       kl += pb * (static_cast<double>(logp_b[i]) - static_cast<double>(logp_q[i]));
       if (logp_q[i] > logp_q[top_q]) top_q = i;
       if (logp_b[i] > logp_b[top_b]) top_b = i;
     }
     kld.push_back(kl);
-    dp.push_back(std::exp(static_cast<double>(logp_q[token])) - std::exp(static_cast<double>(logp_b[token])));
+    dp.push_back(stat_exp(static_cast<double>(logp_q[token]), exact) - stat_exp(static_cast<double>(logp_b[token]), exact));
     const double nll = -static_cast<double>(logp_q[token]);
     const double base = -static_cast<double>(logp_b[token]);
     sum_nll += nll;
@@ -119,7 +130,7 @@ struct KlAccumulator {
     KlStats s;
     const auto n = static_cast<double>(kld.size());
     const double mean_base = mean_of(sum_base, n);
-    s.ppl_base = std::exp(mean_base);
+    s.ppl_base = stat_exp(mean_base, exact);
     s.ppl_base_err = stderr_of(sum_base, sum_base2, n) * s.ppl_base;
     s.mean_ln_ppl_ratio = mean_of(sum_ratio, n);
     s.mean_ln_ppl_ratio_err = stderr_of(sum_ratio, sum_ratio2, n);
@@ -210,7 +221,9 @@ PerplexityResult compute_perplexity(Engine& engine, const std::string& text, con
   std::unique_ptr<BaseReader> base;
   if (!options.kl_divergence.empty())
     base = std::make_unique<BaseReader>(options.kl_divergence, header, scored_text);
+  const bool exact = engine.exact();
   KlAccumulator kl;
+  kl.exact = exact;
 
   const auto kv = engine.make_kv(n_ctx);
   std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
@@ -239,7 +252,7 @@ PerplexityResult compute_perplexity(Engine& engine, const std::string& text, con
     double chunk_nll = 0.0;
     for (int64_t i = first; i < n_ctx - 1; ++i) {
       const int32_t target = tokens[static_cast<size_t>(c * n_ctx + i + 1)];
-      log_softmax(logits.data() + i * n_vocab, n_vocab, logp.data());
+      log_softmax(logits.data() + i * n_vocab, n_vocab, logp.data(), exact);
       const double v = -static_cast<double>(logp[static_cast<size_t>(target)]);
       nll += v;
       nll2 += v * v;
@@ -252,7 +265,7 @@ PerplexityResult compute_perplexity(Engine& engine, const std::string& text, con
     }
     count += rows;
     result.chunk_mean_nll.push_back(chunk_nll / static_cast<double>(rows));
-    result.running_ppl.push_back(std::exp(nll / static_cast<double>(count)));
+    result.running_ppl.push_back(stat_exp(nll / static_cast<double>(count), exact));
     if (on_chunk) on_chunk({c, n_chunk, result.running_ppl.back(), now_seconds() - start});
   }
   result.seconds = now_seconds() - start;
@@ -260,7 +273,7 @@ PerplexityResult compute_perplexity(Engine& engine, const std::string& text, con
   if (count > 0) {
     const double mean = nll / static_cast<double>(count);
     result.mean_nll = mean;
-    result.ppl = std::exp(mean);
+    result.ppl = stat_exp(mean, exact);
     result.ppl_stderr = stderr_of(nll, nll2, static_cast<double>(count)) * result.ppl;
   }
   if (saver && !result.interrupted) saver->commit();

@@ -213,9 +213,33 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulFormat, ::testing::ValuesIn(matmul_ty
                            return std::string(dtype_name(param_info.param));
                          });
 
+// The multi-token tiles of the formats whose batched and single-token kernels share their code
+// (quant/avx2/legacy_unpack.hpp, kquant_low_unpack.hpp): every token of a batch, whatever its
+// place in the token groups of 4 and tiles of 64, equals that token alone (the vec_dot path) bit
+// for bit. Without AVX2 both paths are the reference vec_dot, which holds trivially.
+TEST(Matmul, SharedCodeTilesEqualSingleTokenDots) {
+  const int64_t n_out = 21, n_tokens = 71;
+  for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K}) {
+    SCOPED_TRACE(dtype_name(type));
+    // An odd number of 32-element blocks exercises the kernels' tail after the block pairs.
+    const int64_t n_in = layout(type).block_size == 32 ? 544 : 512;
+    const std::vector<float> x = gaussian(static_cast<size_t>(n_in * n_tokens), 13);
+    const Weights w = make_weights(type, n_in, n_out, 17);
+    std::vector<float> batch(static_cast<size_t>(n_out * n_tokens));
+    matmul(type, w.data.data(), n_in, n_out, x.data(), n_tokens, batch.data(), nullptr);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> single(static_cast<size_t>(n_out));
+      matmul(type, w.data.data(), n_in, n_out, x.data() + t * n_in, 1, single.data(), nullptr);
+      for (int64_t o = 0; o < n_out; ++o) {
+        ASSERT_EQ(batch[static_cast<size_t>(t * n_out + o)], single[static_cast<size_t>(o)]) << "token " << t << " row " << o;
+      }
+    }
+  }
+}
+
 TEST(Matmul, SmallBlockFormatsWithOddWidth) {
   ThreadPool pool(3);
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
     for (int64_t n_tokens : {1, 3, 17}) check_case({type, 96, 13, n_tokens}, &pool);
   }
   check_case({DType::F32, 7, 5, 3}, &pool);

@@ -1,12 +1,13 @@
 // The AVX2 kernels (quant/avx2/) against the scalar reference rows of the format table:
 //  * dequantize: bit-identical output, including zero, negative, subnormal, inf and NaN scales;
-//  * activation quantizers (F16, Q8_0, Q8_K): byte-identical output, including rounding ties;
+//  * activation quantizers (F16, Q8_0, Q8_1, Q8_K): byte-identical output, including rounding ties;
 //  * dot products: the integer parts are exact in both, but the float partial sums are combined
 //    in a different order (8-lane FMA accumulators vs the reference's sequential / double sums),
 //    so results must agree within kRelTol of the sum of the magnitudes of the terms
-//    (sum |w_i * a_i|; for Q4_K, whose weights are d*sc*q - dmin*m computed as two separate
-//    float terms, sum (|d*sc*q| + |dmin*m|) * |a_i|). Both are also checked against a double
-//    precision dot of the dequantized rows.
+//    (sum |w_i * a_i|; for the formats with a min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), whose weights
+//    are d*q + m computed as two separate float terms, sum (|d*q| + |m|) * |a_i|). Both are also
+//    checked against a double precision dot of the dequantized rows (for Q8_1 activations the min
+//    term uses the block sum s the activation row stores, as the kernels do).
 // Skipped (except the table tests) on CPUs without AVX2+FMA+F16C.
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu.hpp"
@@ -38,9 +40,17 @@ namespace {
 // magnitude; 1e-5 leaves room for both sides on rows of thousands of elements.
 constexpr double kRelTol = 1e-5;
 
-constexpr DType kFastTypes[] = {DType::F32, DType::F16, DType::Q4_0, DType::Q8_0,
-                                DType::Q4_K, DType::Q6_K, DType::TQ2_0};
-constexpr DType kFastQuantizers[] = {DType::F16, DType::Q8_0, DType::Q8_K};
+// AVX2 dequantize and vec_dot; vec_dot only; activation quantizers.
+constexpr DType kFastTypes[] = {DType::F32,  DType::F16,  DType::Q4_0, DType::Q5_0,
+                                DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::TQ2_0};
+constexpr DType kFastDotOnly[] = {DType::Q4_1, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K};
+constexpr DType kFastQuantizers[] = {DType::F16, DType::Q8_0, DType::Q8_1, DType::Q8_K};
+
+std::vector<DType> fast_dot_types() {
+  std::vector<DType> out(std::begin(kFastTypes), std::end(kFastTypes));
+  out.insert(out.end(), std::begin(kFastDotOnly), std::end(kFastDotOnly));
+  return out;
+}
 
 #define REQUIRE_AVX2()                                                                          \
   do {                                                                                          \
@@ -83,8 +93,14 @@ void put_u16(Bytes& row, size_t offset, uint16_t v) { std::memcpy(row.data() + o
 std::vector<size_t> scale_fields(DType type) {
   switch (type) {
     case DType::Q4_0: return {offsetof(block_q4_0, d)};
+    case DType::Q4_1: return {offsetof(block_q4_1, d), offsetof(block_q4_1, m)};
+    case DType::Q5_0: return {offsetof(block_q5_0, d)};
+    case DType::Q5_1: return {offsetof(block_q5_1, d), offsetof(block_q5_1, m)};
     case DType::Q8_0: return {offsetof(block_q8_0, d)};
+    case DType::Q2_K: return {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)};
+    case DType::Q3_K: return {offsetof(block_q3_K, d)};
     case DType::Q4_K: return {offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)};
+    case DType::Q5_K: return {offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)};
     case DType::Q6_K: return {offsetof(block_q6_K, d)};
     case DType::TQ2_0: return {offsetof(block_tq2_0, d)};
     default: return {};
@@ -122,6 +138,7 @@ Bytes extreme_weights(DType type, int64_t n) {
     if (type == DType::Q8_0) std::memset(b + offsetof(block_q8_0, qs), 0x80, QK8_0);  // all -128
     if (type == DType::Q6_K) std::memset(b + offsetof(block_q6_K, scales), 0x80, QK_K / 16);  // -128
     if (type == DType::TQ2_0) std::memset(b, 0xaa, QK_K / 4);  // level 2 = +1 everywhere
+    if (type == DType::Q3_K) std::memset(b, 0, offsetof(block_q3_K, d));  // level -4, scale -32
     for (size_t field : scale_fields(type)) put_u16(row, block * block_bytes + field, fp32_to_fp16(-1.5f));
   }
   return row;
@@ -137,20 +154,38 @@ void set_q8_K_bsums(block_q8_K& b) {
 
 enum class Levels { Random, Extreme };
 
-// An activation row of the format the weights pair with. Q8_0 levels stay in [-127, 127] (the
-// kernels' documented domain, all our quantizer produces); Q8_K levels take every int8 value,
+// An activation row of the format the weights pair with. Q8_0 / Q8_1 levels stay in [-127, 127]
+// (the kernels' documented domain, all our quantizers produce); Q8_K levels take every int8 value,
 // -128 included, which its kernels handle exactly. Scales include zero and negative values.
+// Q8_1 blocks store s = d * sum(qs) rounded to fp16, as the quantizer does.
+template <typename Block>
+void fill_q8_blocks(Bytes& row, int64_t n, Rng& rng, Levels levels) {
+  auto* blocks = reinterpret_cast<Block*>(row.data());
+  for (int64_t i = 0; i < n / QK8_0; ++i) {
+    blocks[i].d = random_scale(rng, false);
+    int sum = 0;
+    for (auto& q : blocks[i].qs) {
+      q = static_cast<int8_t>(levels == Levels::Extreme ? (rng.chance(0.5) ? 127 : -127) : rng.uniform_int(-127, 127));
+      sum += q;
+    }
+    if constexpr (std::is_same_v<Block, block_q8_1>) {
+      // A quantizer's d is max|x| / 127, so its s = d * sum(qs) <= 32 max|x| fits fp16 for any
+      // activation that does; random scales could overflow it: shrink them until it fits.
+      while (std::isinf(fp16_to_fp32(fp32_to_fp16(static_cast<float>(sum) * fp16_to_fp32(blocks[i].d))))) {
+        blocks[i].d = fp32_to_fp16(fp16_to_fp32(blocks[i].d) / 16.0f);
+      }
+      blocks[i].s = fp32_to_fp16(static_cast<float>(sum) * fp16_to_fp32(blocks[i].d));
+    }
+  }
+}
+
 Bytes random_activations(DType type, int64_t n, Rng& rng, Levels levels) {
   if (type == DType::F32 || type == DType::F16) return random_weights(type, n, rng, false);
   Bytes row(bytes_of(type, n));
   if (type == DType::Q8_0) {
-    auto* blocks = reinterpret_cast<block_q8_0*>(row.data());
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
-      blocks[i].d = random_scale(rng, false);
-      for (auto& q : blocks[i].qs) {
-        q = static_cast<int8_t>(levels == Levels::Extreme ? (rng.chance(0.5) ? 127 : -127) : rng.uniform_int(-127, 127));
-      }
-    }
+    fill_q8_blocks<block_q8_0>(row, n, rng, levels);
+  } else if (type == DType::Q8_1) {
+    fill_q8_blocks<block_q8_1>(row, n, rng, levels);
   } else {
     auto* blocks = reinterpret_cast<block_q8_K*>(row.data());
     for (int64_t i = 0; i < n / QK_K; ++i) {
@@ -170,30 +205,56 @@ std::vector<float> dequantized(DType type, const Bytes& row, int64_t n) {
   return out;
 }
 
-// sum |w_i * a_i| (see the file comment for Q4_K), and the double-precision dot.
+// sum |w_i * a_i| (see the file comment for the formats with a min), and the double-precision dot.
 struct Expected {
   double magnitude = 0.0;
   double exact = 0.0;
 };
 
+bool has_min(DType type) { return scale_fields(type).size() == 2; }  // (d, m) or (d, dmin)
+
+// The weights' two terms d*q and m, dequantized from copies with the other fp16 field zeroed.
+struct SplitWeights {
+  std::vector<float> scaled, mins;
+};
+SplitWeights split_weights(DType type, const Bytes& w, int64_t n) {
+  const std::vector<size_t> fields = scale_fields(type);
+  const size_t block_bytes = layout(type).block_bytes;
+  Bytes no_min = w, no_scale = w;
+  for (size_t b = 0; b < w.size() / block_bytes; ++b) {
+    put_u16(no_min, b * block_bytes + fields[1], 0);
+    put_u16(no_scale, b * block_bytes + fields[0], 0);
+  }
+  return {dequantized(type, no_min, n), dequantized(type, no_scale, n)};
+}
+
 Expected expected_dot(DType type, const Bytes& w, const Bytes& a, int64_t n) {
   const Format& f = format(type);
   const std::vector<float> wf = dequantized(type, w, n);
   const std::vector<float> af = dequantized(f.vec_dot_type, a, n);
+  Expected e;
+  if (f.vec_dot_type == DType::Q8_1) {
+    // sum d*q*a_i over the elements, plus m * s (the activation block's stored sum) per block.
+    const SplitWeights parts = split_weights(type, w, n);
+    const auto* blocks = reinterpret_cast<const block_q8_1*>(a.data());
+    for (size_t i = 0; i < wf.size(); ++i) {
+      const double term = static_cast<double>(parts.scaled[i]) * static_cast<double>(af[i]);
+      e.magnitude += std::fabs(term);
+      e.exact += term;
+    }
+    for (size_t b = 0; b < wf.size() / QK8_1; ++b) {
+      const double term = static_cast<double>(parts.mins[b * QK8_1]) * fp16_to_fp32(blocks[b].s);
+      e.magnitude += std::fabs(term);
+      e.exact += term;
+    }
+    return e;
+  }
   std::vector<float> term_magnitude(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) term_magnitude[i] = std::fabs(wf[i]);
-  if (type == DType::Q4_K) {
-    // d*sc*q from a copy without mins, dmin*m from a copy without scales.
-    Bytes no_min = w, no_scale = w;
-    for (size_t b = 0; b < w.size() / sizeof(block_q4_K); ++b) {
-      put_u16(no_min, b * sizeof(block_q4_K) + offsetof(block_q4_K, dmin), 0);
-      put_u16(no_scale, b * sizeof(block_q4_K) + offsetof(block_q4_K, d), 0);
-    }
-    const std::vector<float> scaled = dequantized(type, no_min, n);
-    const std::vector<float> mins = dequantized(type, no_scale, n);
-    for (size_t i = 0; i < wf.size(); ++i) term_magnitude[i] = std::fabs(scaled[i]) + std::fabs(mins[i]);
+  if (has_min(type)) {
+    const SplitWeights parts = split_weights(type, w, n);
+    for (size_t i = 0; i < wf.size(); ++i) term_magnitude[i] = std::fabs(parts.scaled[i]) + std::fabs(parts.mins[i]);
   }
-  Expected e;
   for (size_t i = 0; i < wf.size(); ++i) {
     e.magnitude += static_cast<double>(term_magnitude[i]) * std::fabs(static_cast<double>(af[i]));
     e.exact += static_cast<double>(wf[i]) * static_cast<double>(af[i]);
@@ -247,9 +308,13 @@ TEST(Avx2Table, FastKernelsInstalledExactlyWhenTheCpuAllows) {
     EXPECT_EQ(f.dequantize != f.dequantize_ref, avx2) << dtype_name(type);
     EXPECT_EQ(f.vec_dot != f.vec_dot_ref, avx2) << dtype_name(type);
   }
+  for (DType type : kFastDotOnly) {
+    EXPECT_EQ(format(type).vec_dot != format(type).vec_dot_ref, avx2) << dtype_name(type);
+    EXPECT_EQ(format(type).dequantize, format(type).dequantize_ref) << dtype_name(type);
+  }
   for (DType type : kFastQuantizers) EXPECT_EQ(format(type).quantize != format(type).quantize_ref, avx2) << dtype_name(type);
   // Formats without AVX2 kernels keep their reference rows.
-  EXPECT_EQ(format(DType::Q5_K).vec_dot, format(DType::Q5_K).vec_dot_ref);
+  EXPECT_EQ(format(DType::TQ1_0).vec_dot, format(DType::TQ1_0).vec_dot_ref);
   EXPECT_EQ(format(DType::Q4_K).quantize, format(DType::Q4_K).quantize_ref);
 }
 
@@ -302,7 +367,7 @@ TEST(Avx2Dequantize, EveryF16BitPattern) {
 TEST(Avx2Dot, RandomRowsMatchTheReference) {
   REQUIRE_AVX2();
   Rng rng(2);
-  for (DType type : kFastTypes) {
+  for (DType type : fast_dot_types()) {
     const DType act = format(type).vec_dot_type;
     for (int64_t n : test_lengths(type)) {
       for (int trial = 0; trial < 6; ++trial) {
@@ -316,7 +381,7 @@ TEST(Avx2Dot, RandomRowsMatchTheReference) {
 TEST(Avx2Dot, ExtremeLevelsMatchTheReference) {
   REQUIRE_AVX2();
   Rng rng(3);
-  for (DType type : kFastTypes) {
+  for (DType type : fast_dot_types()) {
     if (type == DType::F32 || type == DType::F16) continue;
     const DType act = format(type).vec_dot_type;
     for (int64_t n : test_lengths(type)) {
@@ -326,12 +391,12 @@ TEST(Avx2Dot, ExtremeLevelsMatchTheReference) {
       check_dot(type, extreme, a, n, label(type, n, 0) + " extreme weights, extreme activations");
       check_dot(type, random, a, n, label(type, n, 1) + " extreme activations");
       check_dot(type, extreme, random_activations(act, n, rng, Levels::Random), n, label(type, n, 2) + " extreme weights");
-      if (type == DType::Q4_0) {
-        // Q4_0's kernel is exact for every int8 activation, -128 included.
+      if (type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1) {
+        // These kernels keep the weight levels unsigned: exact for every int8 activation, -128
+        // included. (Q8_1's s is left as it was: every kernel reads it as stored.)
         Bytes min_levels = random_activations(act, n, rng, Levels::Random);
-        for (auto& blk : std::span(reinterpret_cast<block_q8_0*>(min_levels.data()), static_cast<size_t>(n / QK8_0))) {
-          std::memset(blk.qs, 0x80, sizeof(blk.qs));
-        }
+        const size_t block_bytes = layout(act).block_bytes, qs_at = block_bytes - QK8_0;
+        for (size_t b = 0; b < static_cast<size_t>(n / QK8_0); ++b) std::memset(min_levels.data() + b * block_bytes + qs_at, 0x80, QK8_0);
         check_dot(type, extreme, min_levels, n, label(type, n, 3) + " extreme weights, activations -128");
         check_dot(type, random, min_levels, n, label(type, n, 4) + " activations -128");
       }
@@ -343,7 +408,7 @@ TEST(Avx2Dot, ExtremeLevelsMatchTheReference) {
 TEST(Avx2Dot, QuantizedActivationsMatchTheReference) {
   REQUIRE_AVX2();
   Rng rng(4);
-  for (DType type : kFastTypes) {
+  for (DType type : fast_dot_types()) {
     const Format& act = format(format(type).vec_dot_type);
     for (int64_t n : test_lengths(type)) {
       std::vector<float> x(static_cast<size_t>(n));

@@ -1,4 +1,5 @@
 // okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-t 1,2] [-r 5] [-b 512] [--json] [-ctk/-ctv]
+//             [--exact [--exact-attention ntt|direct]]
 // Prefill (ppN) and decode (tgN) throughput, mean ± sd over repetitions, as a markdown table in
 // llama-bench's layout (model, size, params, backend, threads, test, t/s); --json: one record per
 // line instead.
@@ -14,6 +15,7 @@
 #include "core/error.hpp"
 #include "runtime/bench.hpp"
 #include "runtime/cancel.hpp"
+#include "exact_flags.hpp"
 #include "runtime/engine.hpp"
 #include "verbs.hpp"
 
@@ -29,6 +31,8 @@ struct BenchArgs {
   int64_t batch_size = 512;
   std::string cache_type_k = "f32";
   std::string cache_type_v = "f32";
+  bool exact = false;
+  std::string exact_attention = "ntt";
   bool json = false;
 };
 
@@ -58,7 +62,14 @@ int run(const BenchArgs& args) {
     std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   }
   for (const int t : args.threads) {
-    const auto engine = runtime::Engine::load(args.model, {t, args.cache_type_k, args.cache_type_v});
+    runtime::EngineOptions options;
+    options.threads = t;
+    options.cache_type_k = args.cache_type_k;
+    options.cache_type_v = args.cache_type_v;
+    options.exact = args.exact;
+    options.exact_attention = args.exact_attention;
+    const auto engine = runtime::Engine::load(args.model, options);
+    const std::string backend = args.exact ? "CPU exact-" + args.exact_attention : "CPU";
     for (const auto& test : cases) {
       const runtime::BenchSample s = runtime::run_bench_case(*engine, test, args.batch_size, args.repetitions);
       if (runtime::interrupt_requested()) {
@@ -74,15 +85,17 @@ int run(const BenchArgs& args) {
         j["test"] = test.name();
         j["n_prompt"] = test.n_prompt;
         j["n_gen"] = test.n_gen;
-        j["cache_type_k"] = args.cache_type_k;
-        j["cache_type_v"] = args.cache_type_v;
+        j["cache_type_k"] = args.exact ? "exact-" + args.exact_attention : args.cache_type_k;
+        j["cache_type_v"] = args.exact ? "exact-" + args.exact_attention : args.cache_type_v;
+        j["backend"] = backend;
         j["avg_ts"] = s.mean;
         j["stddev_ts"] = s.stddev;
         j["samples_ts"] = s.samples;
         std::printf("%s\n", j.dump().c_str());
       } else {
-        std::printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f |\n", name.c_str(),
-                    human_size(engine->file_bytes()).c_str(), human_count(engine->parameter_count()).c_str(), t,
+        std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", name.c_str(),
+                    human_size(engine->file_bytes()).c_str(), human_count(engine->parameter_count()).c_str(),
+                    backend.c_str(), t,
                     test.name().c_str(), s.mean, s.stddev);
       }
       std::fflush(stdout);
@@ -106,8 +119,12 @@ void register_bench(CLI::App& app, VerbResult& result) {
   cmd->add_option("-b,--batch-size", args->batch_size, "prefill tokens per forward pass")->capture_default_str();
   cmd->add_option("--cache-type-k", args->cache_type_k, "K cache type: f32 or f16 (also -ctk)")->capture_default_str();
   cmd->add_option("--cache-type-v", args->cache_type_v, "V cache type: f32 or f16 (also -ctv)")->capture_default_str();
+  add_exact_flags(cmd, args->exact, args->exact_attention);
   cmd->add_flag("--json", args->json, "one JSON record per test instead of the table");
-  cmd->callback([args, &result] { result.exit_code = run(*args); });
+  cmd->callback([args, cmd, &result] {
+    check_exact_flags(cmd, args->exact);
+    result.exit_code = run(*args);
+  });
 }
 
 }  // namespace okapi::cli

@@ -1,5 +1,5 @@
 // okapi logits -m MODEL (-p TEXT | --tokens 1,2,3) -o OUT.bin [-t T] [--batch-size B] [-c CTX]
-//              [-ctk f32|f16] [-ctv f32|f16]
+//              [-ctk f32|f16] [-ctv f32|f16] [--exact [--exact-attention ntt|direct]]
 // Writes the logits of every position (float32 little-endian, row-major [n_tokens x n_vocab]) to
 // OUT.bin and OUT.json beside it (model sha256, token ids, n_vocab, top-10 per position). The
 // fidelity checks against llama.cpp's dump_logits use it; the KV cache is F32 unless told otherwise.
@@ -18,11 +18,15 @@
 #include "core/error.hpp"
 #include "core/sha256.hpp"
 #include "core/thread_pool.hpp"
+#include "exact_flags.hpp"
 #include "format/gguf.hpp"
+#include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
 #include "model/cpu_ops.hpp"
+#include "model/exact_ops.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
+#include "runtime/engine.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "verbs.hpp"
 
@@ -39,6 +43,8 @@ struct LogitsArgs {
   int64_t n_ctx = 0;
   std::string cache_k = "f32";
   std::string cache_v = "f32";
+  bool exact = false;
+  std::string exact_attention = "ntt";
 };
 
 std::vector<int32_t> parse_tokens(const std::string& text) {
@@ -78,6 +84,7 @@ nlohmann::ordered_json top10(const float* row, int64_t n_vocab) {
 }
 
 void run(const LogitsArgs& args) {
+  if (args.exact) (void)runtime::exact_scores(args.exact_attention);
   gguf::File file = gguf::File::open(args.model);
   const std::string sha = sha256_hex(file.bytes().data(), file.bytes().size());
   std::vector<int32_t> tokens;
@@ -96,12 +103,18 @@ void run(const LogitsArgs& args) {
   const int64_t n_ctx = args.n_ctx > 0 ? args.n_ctx : static_cast<int64_t>(tokens.size());
   if (static_cast<int64_t>(tokens.size()) > n_ctx)
     throw_error("logits: the prompt has {} tokens but the context is {} (-c)", tokens.size(), n_ctx);
-  const auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx}, args.cache_k,
-                                 args.cache_v);
+  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
+  const auto kv = args.exact ? kv::make_exact_store(shape, runtime::exact_scores(args.exact_attention))
+                             : kv::make_store(shape, args.cache_k, args.cache_v);
   if (args.threads < 1) throw_error("logits: -t must be at least 1, got {}", args.threads);
   ThreadPool pool(args.threads);
-  model::CpuOps ops(&pool);
-  const std::vector<float> logits = model::evaluate_all(*model, ops, *kv, tokens, args.batch_size);
+  std::unique_ptr<model::Ops> ops;
+  if (args.exact) {
+    ops = std::make_unique<model::ExactOps>(&pool);
+  } else {
+    ops = std::make_unique<model::CpuOps>(&pool);
+  }
+  const std::vector<float> logits = model::evaluate_all(*model, *ops, *kv, tokens, args.batch_size);
 
   const std::filesystem::path out_path = args.output;
   write_bytes(out_path, logits.data(), logits.size() * sizeof(float));
@@ -115,8 +128,10 @@ void run(const LogitsArgs& args) {
   json["n_ctx"] = n_ctx;
   json["batch_size"] = args.batch_size;
   json["threads"] = args.threads;
-  json["cache_type_k"] = args.cache_k;
-  json["cache_type_v"] = args.cache_v;
+  json["cache_type_k"] = args.exact ? std::string(kv->type_name()) : args.cache_k;
+  json["cache_type_v"] = args.exact ? std::string(kv->type_name()) : args.cache_v;
+  json["exact"] = args.exact;
+  json["logits_sha256"] = sha256_hex(logits.data(), logits.size() * sizeof(float));
   json["logits_file"] = out_path.filename().string();
   json["logits_format"] = "float32 little-endian, row-major [n_tokens x n_vocab]";
   auto top = nlohmann::ordered_json::array();
@@ -148,7 +163,9 @@ void register_logits(CLI::App& app, VerbResult& result) {
   cmd->add_option("-c,--ctx-size", args->n_ctx, "context length of the KV cache (default: the prompt length)");
   cmd->add_option("--cache-type-k", args->cache_k, "K cache type: f32 or f16 (also -ctk)")->capture_default_str();
   cmd->add_option("--cache-type-v", args->cache_v, "V cache type: f32 or f16 (also -ctv)")->capture_default_str();
-  cmd->callback([args, prompt, tokens, &result] {
+  add_exact_flags(cmd, args->exact, args->exact_attention);
+  cmd->callback([args, cmd, prompt, tokens, &result] {
+    check_exact_flags(cmd, args->exact);
     if (prompt->count() == 0 && tokens->count() == 0) throw_error("logits: give the input with -p TEXT or --tokens IDS");
     run(*args);
     result.exit_code = 0;

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   okapi::cli::register_run(app, result);
   okapi::cli::register_perplexity(app, result);
   okapi::cli::register_bench(app, result);
+  okapi::cli::register_train(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

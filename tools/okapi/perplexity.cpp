@@ -1,5 +1,5 @@
 // okapi perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [-b BATCH] [-t T] [-ctk/-ctv]
-//                  [--save-logits FILE] [--kl-divergence FILE]
+//                  [--save-logits FILE] [--kl-divergence FILE] [--exact [--exact-attention ntt|direct]]
 // llama-perplexity's method (runtime/perplexity.hpp): running "[chunk]ppl," values on stdout,
 // then "Final estimate: PPL = X +/- Y". --save-logits writes this run's log-probs; a later run
 // with --kl-divergence FILE (same text and -c) reports KL divergence, top-1 agreement and Δp.
@@ -14,6 +14,7 @@
 #include "core/progress.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
+#include "exact_flags.hpp"
 #include "runtime/perplexity.hpp"
 #include "verbs.hpp"
 
@@ -99,9 +100,13 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
       ->capture_default_str();
   cmd->add_option("--cache-type-v", args->engine.cache_type_v, "V cache type: f32 or f16 (also -ctv)")
       ->capture_default_str();
+  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
   cmd->add_option("--save-logits", args->save_logits, "write this run's log-probs (okapi format) to FILE");
   cmd->add_option("--kl-divergence", args->kl_divergence, "compare with log-probs saved by --save-logits");
-  cmd->callback([args, &result] { result.exit_code = run(*args); });
+  cmd->callback([args, cmd, &result] {
+    check_exact_flags(cmd, args->engine.exact);
+    result.exit_code = run(*args);
+  });
 }
 
 }  // namespace okapi::cli

@@ -1,5 +1,5 @@
 // okapi run [-m MODEL] -p PROMPT [-n N] [-c CTX] [-t T] [-b BATCH] [sampling flags] [-ctk/-ctv]
-//           [--json] [--no-display-prompt]
+//           [--json] [--no-display-prompt] [--exact [--exact-attention ntt|direct]]
 // Generates text, streaming it to stdout as it is produced (prompt first, as llama-cli does);
 // timings go to stderr. Without -m, the repository's stories260K model; without -p, "Once upon a
 // time". Ctrl-C stops the generation, prints the timings so far and exits with code 130.
@@ -15,6 +15,7 @@
 #include "runtime/default_model.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/session.hpp"
+#include "exact_flags.hpp"
 #include "sample/sampler.hpp"
 #include "verbs.hpp"
 
@@ -83,8 +84,9 @@ int run(RunArgs args) {
     json["n_ctx"] = kv->n_ctx();
     json["threads"] = engine->threads();
     json["seed"] = sampler.seed();
-    json["cache_type_k"] = args.engine.cache_type_k;
-    json["cache_type_v"] = args.engine.cache_type_v;
+    json["cache_type_k"] = args.engine.exact ? std::string(kv->type_name()) : args.engine.cache_type_k;
+    json["cache_type_v"] = args.engine.exact ? std::string(kv->type_name()) : args.engine.cache_type_v;
+    json["exact"] = args.engine.exact;
     json["load_ms"] = t.load_seconds * 1e3;
     json["prompt_ms"] = t.prompt_seconds * 1e3;
     json["prompt_tokens_per_second"] = t.prompt_tokens_per_second();
@@ -125,10 +127,14 @@ void register_run(CLI::App& app, VerbResult& result) {
       ->capture_default_str();
   cmd->add_option("--cache-type-v", args->engine.cache_type_v, "V cache type: f32 or f16 (also -ctv)")
       ->capture_default_str();
+  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
-  cmd->callback([args, &result] { result.exit_code = run(*args); });
+  cmd->callback([args, cmd, &result] {
+    check_exact_flags(cmd, args->engine.exact);
+    result.exit_code = run(*args);
+  });
 }
 
 }  // namespace okapi::cli

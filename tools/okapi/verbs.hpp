@@ -18,5 +18,6 @@ void register_logits(CLI::App& app, VerbResult& result);
 void register_run(CLI::App& app, VerbResult& result);
 void register_perplexity(CLI::App& app, VerbResult& result);
 void register_bench(CLI::App& app, VerbResult& result);
+void register_train(CLI::App& app, VerbResult& result);
 
 }  // namespace okapi::cli

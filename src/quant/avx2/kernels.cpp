@@ -39,14 +39,36 @@ void use_avx2_kernels(std::vector<Format>& table) {
         set_dequantize(f, avx2::dequantize_q4_0);
         set_dot(f, DType::Q8_0, avx2::vec_dot_q4_0_q8_0);
         break;
+      case DType::Q4_1:
+        set_dot(f, DType::Q8_1, avx2::vec_dot_q4_1_q8_1);
+        break;
+      case DType::Q5_0:
+        set_dequantize(f, avx2::dequantize_q5_0);
+        set_dot(f, DType::Q8_0, avx2::vec_dot_q5_0_q8_0);
+        break;
+      case DType::Q5_1:
+        set_dot(f, DType::Q8_1, avx2::vec_dot_q5_1_q8_1);
+        break;
       case DType::Q8_0:
         set_dequantize(f, avx2::dequantize_q8_0);
         set_quantize(f, avx2::quantize_q8_0);
         set_dot(f, DType::Q8_0, avx2::vec_dot_q8_0_q8_0);
         break;
+      case DType::Q8_1:
+        set_quantize(f, avx2::quantize_q8_1);
+        break;
+      case DType::Q2_K:
+        set_dot(f, DType::Q8_K, avx2::vec_dot_q2_K_q8_K);
+        break;
+      case DType::Q3_K:
+        set_dot(f, DType::Q8_K, avx2::vec_dot_q3_K_q8_K);
+        break;
       case DType::Q4_K:
         set_dequantize(f, avx2::dequantize_q4_K);
         set_dot(f, DType::Q8_K, avx2::vec_dot_q4_K_q8_K);
+        break;
+      case DType::Q5_K:
+        set_dot(f, DType::Q8_K, avx2::vec_dot_q5_K_q8_K);
         break;
       case DType::Q6_K:
         set_dequantize(f, avx2::dequantize_q6_K);

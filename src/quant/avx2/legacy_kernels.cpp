@@ -1,4 +1,5 @@
-// Q4_0 and Q8_0 rows (32-element blocks with one fp16 scale), and the Q8_0 activation quantizer.
+// Q4_0 and Q8_0 rows (32-element blocks with one fp16 scale), and the Q8_0 / Q8_1 activation
+// quantizers.
 #include "quant/avx2/kernels.hpp"
 #include "quant/avx2/simd.hpp"
 #include "quant/blocks.hpp"
@@ -35,32 +36,51 @@ void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// One 32-float block -> 32 int8 levels round(x / d) with d = max|x| / 127 (0 for an all-zero
+// block), as the reference's quantize_8bit; returns d unrounded (the caller stores it as fp16).
+float quantize_block_8bit(const float* x, int8_t* qs) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_loadu_ps(x + 8 * k);
+    amax = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), amax);  // skips NaNs like std::max
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const __m256 idv = _mm256_set1_ps(id);
+  __m256i q32[4];
+  for (int k = 0; k < 4; ++k) q32[k] = _mm256_cvtps_epi32(round_half_away(mul_rounded(v[k], idv)));
+  // packs interleave 128-bit lanes; the permute puts the 32 bytes back in element order.
+  const __m256i q16 = _mm256_packs_epi32(q32[0], q32[1]);
+  const __m256i q16b = _mm256_packs_epi32(q32[2], q32[3]);
+  const __m256i q8 = _mm256_packs_epi16(q16, q16b);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs),
+                      _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return d;
+}
+
+}  // namespace
+
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
   auto* blocks = static_cast<block_q8_0*>(dst);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  for (int64_t b = 0; b < n / QK8_0; ++b) {
-    const float* x = src + b * QK8_0;
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int k = 0; k < 4; ++k) {
-      v[k] = _mm256_loadu_ps(x + 8 * k);
-      amax = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), amax);  // skips NaNs like std::max
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm_cvtss_f32(m) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int64_t b = 0; b < n / QK8_0; ++b) blocks[b].d = float_to_half(quantize_block_8bit(src + b * QK8_0, blocks[b].qs));
+}
+
+// Q8_1 also stores s = fp16(sum(qs) * d), with the unrounded d, as the reference does.
+void quantize_q8_1(const float* src, void* dst, int64_t n) {
+  auto* blocks = static_cast<block_q8_1*>(dst);
+  for (int64_t b = 0; b < n / QK8_1; ++b) {
+    const float d = quantize_block_8bit(src + b * QK8_1, blocks[b].qs);
+    const __m256i pair_sums = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load256(blocks[b].qs));
+    const int32_t sum = hsum_i32(sum_i16_pairs(pair_sums));
     blocks[b].d = float_to_half(d);
-    const __m256 idv = _mm256_set1_ps(id);
-    __m256i q32[4];
-    for (int k = 0; k < 4; ++k) q32[k] = _mm256_cvtps_epi32(round_half_away(mul_rounded(v[k], idv)));
-    // packs interleave 128-bit lanes; the permute puts the 32 bytes back in element order.
-    const __m256i q16 = _mm256_packs_epi32(q32[0], q32[1]);
-    const __m256i q16b = _mm256_packs_epi32(q32[2], q32[3]);
-    const __m256i q8 = _mm256_packs_epi16(q16, q16b);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(blocks[b].qs),
-                        _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    blocks[b].s = float_to_half(static_cast<float>(sum) * d);
   }
 }
 

@@ -1,0 +1,244 @@
+// ExactOps: int16 weights and activations with exact int64 sums (exact/int_matmul.hpp), the fp32
+// islands of model/exact_islands.hpp, attention through an exact KV store. Every output element
+// is computed by exactly one task from exact integers or a fixed sequential double computation, so
+// the thread count and the kernel choice cannot change a bit.
+#include "model/exact_ops.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "kv/exact_store.hpp"
+#include "model/exact_islands.hpp"
+#include "quant/quant.hpp"
+
+namespace okapi::model {
+
+namespace {
+
+// Below this much work (multiply-adds, roughly) a loop runs faster on the calling thread.
+constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+
+// A weight as int16 rows (zero-padded to `stride`) with one double scale per row.
+struct EncodedWeight {
+  int64_t n_in = 0, n_out = 0, stride = 0;
+  std::string input_name;  // "the input of 'name'", for errors about the activations
+  std::vector<int16_t> values;
+  std::vector<double> scales;
+};
+
+void attention_task(int64_t i, int64_t n_tokens, int64_t n_head, int64_t* t, int64_t* h) {
+  const int64_t j = i / n_head;
+  *h = i % n_head;
+  *t = (j % 2 == 0) ? j / 2 : n_tokens - 1 - j / 2;  // mix long and short causal rows per chunk
+}
+
+// Row r of a weight dequantized with the scalar reference dequantizer (never the SIMD one).
+class RowReader {
+ public:
+  explicit RowReader(const Weight& w) : w_(w), format_(quant::format(w.type)) {
+    const auto row = row_bytes(w.type, w.n_in);
+    if (!row) throw_error("exact mode: '{}' rows of {} do not fit {} blocks", w.name, w.n_in, dtype_name(w.type));
+    row_bytes_ = *row;
+    const int64_t shape[2] = {w.n_in, w.n_out};
+    const auto total = tensor_bytes(w.type, shape);
+    factor_ = quant::tensor_scale(
+        w.type, std::span<const uint8_t>(static_cast<const uint8_t*>(w.data), static_cast<size_t>(*total)), shape);
+  }
+  void read(int64_t r, float* out) const {
+    format_.dequantize_ref(static_cast<const uint8_t*>(w_.data) + static_cast<size_t>(r) * row_bytes_, out, w_.n_in);
+    if (factor_ != 1.0f)
+      for (int64_t i = 0; i < w_.n_in; ++i) out[i] *= factor_;
+  }
+
+ private:
+  const Weight& w_;
+  const quant::Format& format_;
+  size_t row_bytes_ = 0;
+  float factor_ = 1.0f;
+};
+
+}  // namespace
+
+struct ExactOps::State {
+  ThreadPool* pool = nullptr;
+  exact::IntKernel kernel = exact::IntKernel::automatic;  // resolved: scalar or avx2
+  exact::Int16MatmulRowsFn matmul_rows = nullptr;
+  std::mutex mutex;  // guards `weights` (one forward at a time; encoding may be concurrent-safe)
+  std::unordered_map<const void*, EncodedWeight> weights;
+  std::vector<int16_t> x_values;  // the current matmul's encoded activations
+  std::vector<double> x_scales;
+
+  void parallel(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
+    if (pool && pool->size() > 1 && n > 1 && work >= kMinParallelWork) {
+      pool->parallel_for(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+    } else {
+      fn(0, n);
+    }
+  }
+
+  const EncodedWeight& encoded(const Weight& w) {
+    std::lock_guard lock(mutex);
+    auto it = weights.find(w.data);
+    if (it != weights.end()) {
+      if (it->second.n_in != w.n_in || it->second.n_out != w.n_out)
+        throw_error("exact mode: tensor '{}' seen with two shapes", w.name);
+      return it->second;
+    }
+    EncodedWeight e;
+    e.n_in = w.n_in;
+    e.n_out = w.n_out;
+    e.stride = exact::padded_row_length(w.n_in);
+    e.values.resize(static_cast<size_t>(e.stride * e.n_out));
+    e.scales.resize(static_cast<size_t>(e.n_out));
+    e.input_name = "the input of '" + std::string(w.name) + "'";
+    const RowReader reader(w);
+    const std::string what = "weight '" + std::string(w.name) + "'";
+    parallel(e.n_out, e.n_out * e.n_in * 4, [&](int64_t begin, int64_t end) {
+      std::vector<float> row(static_cast<size_t>(e.n_in));
+      for (int64_t r = begin; r < end; ++r) {
+        reader.read(r, row.data());
+        e.scales[static_cast<size_t>(r)] =
+            exact::encode_row_int16(row.data(), e.n_in, e.values.data() + r * e.stride, what, kernel);
+      }
+    });
+    return weights.emplace(w.data, std::move(e)).first->second;
+  }
+};
+
+ExactOps::ExactOps(ThreadPool* pool, exact::IntKernel kernel) : state_(std::make_unique<State>()) {
+  state_->pool = pool;
+  state_->matmul_rows = exact::int16_matmul_rows_kernel(kernel);  // an impossible choice fails here
+  state_->kernel = exact::int_kernel_uses_avx2(kernel) ? exact::IntKernel::avx2 : exact::IntKernel::scalar;
+}
+
+ExactOps::~ExactOps() = default;
+
+void ExactOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
+  State& s = *state_;
+  const EncodedWeight& e = s.encoded(w);
+  const int64_t stride = e.stride;
+  s.x_values.resize(static_cast<size_t>(n_tokens * stride));
+  s.x_scales.resize(static_cast<size_t>(n_tokens));
+  s.parallel(n_tokens, n_tokens * e.n_in * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      s.x_scales[static_cast<size_t>(t)] =
+          exact::encode_row_int16(x + t * e.n_in, e.n_in, s.x_values.data() + t * stride, e.input_name, s.kernel);
+  });
+  s.parallel(e.n_out, e.n_out * e.n_in * n_tokens, [&](int64_t begin, int64_t end) {
+    // Blocks of rows per kernel call; each y element comes from one exact int64 sum.
+    constexpr int64_t kSums = 512;
+    const int64_t rows_per_block = std::max<int64_t>(1, kSums / n_tokens);
+    int64_t small[kSums];
+    std::vector<int64_t> large(n_tokens > kSums ? static_cast<size_t>(n_tokens) : 0);
+    int64_t* sums = n_tokens > kSums ? large.data() : small;
+    for (int64_t r0 = begin; r0 < end; r0 += rows_per_block) {
+      const int64_t rows = std::min(rows_per_block, end - r0);
+      s.matmul_rows(e.values.data() + r0 * stride, rows, s.x_values.data(), n_tokens, stride, sums);
+      for (int64_t i = 0; i < rows; ++i) {
+        const double s_w = e.scales[static_cast<size_t>(r0 + i)];
+        for (int64_t t = 0; t < n_tokens; ++t)
+          y[t * e.n_out + r0 + i] =
+              static_cast<float>(static_cast<double>(sums[i * n_tokens + t]) * (s_w * s.x_scales[static_cast<size_t>(t)]));
+      }
+    }
+  });
+}
+
+void ExactOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
+  const int64_t n = bias.n_in;
+  const float* b = bias.f32();
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];  // one IEEE add per element
+}
+
+void ExactOps::rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
+  state_->parallel(n_rows, n_rows * n * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      exact_islands::rmsnorm_row(x + r * n, weight ? weight.f32() : nullptr, n, eps, y + r * n);
+  });
+}
+
+void ExactOps::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
+                    const kernels::RopeConfig& config) {
+  state_->parallel(n_tokens, n_tokens * n_heads * head_dim * 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      exact_islands::rope_token(x + t * n_heads * head_dim, n_heads, head_dim, positions[static_cast<size_t>(t)],
+                                config);
+  });
+}
+
+void ExactOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
+                        std::span<const int32_t> positions) {
+  if (!kv::is_exact_store(kv))
+    throw_error("exact mode: the KV cache must be an exact store (exact-ntt or exact-direct), got '{}'",
+                kv.type_name());
+  const kv::KvShape& sh = kv.shape();
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const auto ti = static_cast<int64_t>(t);
+    kv.append(layer, positions[t], k + ti * sh.n_head_kv * sh.head_dim_k, v + ti * sh.n_head_kv * sh.head_dim_v);
+  }
+}
+
+void ExactOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,
+                         std::span<const int32_t> positions, float* out) {
+  if (!kv::is_exact_store(kv))
+    throw_error("exact mode: attention needs an exact KV store (exact-ntt or exact-direct), got '{}'",
+                kv.type_name());
+  const auto n_tokens = static_cast<int64_t>(positions.size());
+  const int64_t group = c.n_head / c.n_head_kv;
+  int64_t cells = 0;
+  for (const int32_t pos : positions)
+    cells += c.sliding_window > 0 ? std::min<int64_t>(pos + 1, c.sliding_window) : pos + 1;
+  const int64_t work = cells * c.n_head * (c.head_dim_k + c.head_dim_v) * 2;
+  state_->parallel(n_tokens * c.n_head, work, [&](int64_t begin, int64_t end) {
+    std::vector<float> probs;
+    std::vector<double> scratch;
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t t = 0, h = 0;
+      attention_task(task, n_tokens, c.n_head, &t, &h);
+      const int64_t pos = positions[static_cast<size_t>(t)];
+      const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
+      const int64_t last = pos + 1;
+      probs.resize(static_cast<size_t>(last - first));
+      kv.scores(c.layer, h / group, q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
+      exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, scratch);
+      kv.accumulate_values(c.layer, h / group, probs.data(), first, last, out + (t * c.n_head + h) * c.head_dim_v);
+    }
+  });
+}
+
+void ExactOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
+  const int64_t total = n_rows * n;
+  state_->parallel(total, total * 16, [&](int64_t begin, int64_t end) {
+    exact_islands::glu(act, gate + begin, up + begin, end - begin, out + begin);
+  });
+}
+
+void ExactOps::add(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void ExactOps::mul(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+void ExactOps::scale(const float* a, float s, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * s;
+}
+
+void ExactOps::get_rows(const Weight& table, std::span<const int32_t> ids, float* out) {
+  const RowReader reader(table);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] < 0 || ids[t] >= table.n_out)
+      throw_error("get_rows: id {} out of range for '{}' ({} rows)", ids[t], table.name, table.n_out);
+    reader.read(ids[t], out + static_cast<int64_t>(t) * table.n_in);
+  }
+}
+
+}  // namespace okapi::model

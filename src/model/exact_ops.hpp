@@ -1,0 +1,53 @@
+// Ops for exact mode (seed 000): bit-identical logits on any x86-64, thread count, kernel set
+// (scalar or AVX2), compiler and optimisation level.
+//
+// - matmul: each weight is re-encoded on first use (cached by tensor) as int16 with one scale per
+//   row, w_int = round(w / s_w), s_w = max|row| / 32767, from the scalar reference dequantizer;
+//   each activation row likewise (s_x per token). y = (float)((double)sum_i w_int x_int * (double)
+//   (s_w * s_x)): the sum is an exact int64 (|sum| <= n * 32767^2 < 2^63 for n < 2^33), so the order
+//   of summation, the thread split and the SIMD width cannot change it.
+// - fp32 islands (rmsnorm, rope, softmax, glu, add/mul/scale, bias, get_rows): fixed sequential
+//   reduction order in double, elementwise work per element, exact/detmath.hpp for exp, rsqrt,
+//   sin, cos, tanh, pow (model/exact_islands.hpp).
+// - attention: scores and value sums through an exact KV store (kv/exact_store.hpp); any other
+//   store is refused with an okapi::Error.
+#pragma once
+#include <memory>
+
+#include "exact/int_matmul.hpp"
+#include "model/ops.hpp"
+
+namespace okapi {
+class ThreadPool;
+}
+
+namespace okapi::model {
+
+class ExactOps : public Ops {
+ public:
+  // `kernel` picks the int16 matmul kernel (tests compare scalar and AVX2 in one process; the
+  // result is the same integer either way).
+  explicit ExactOps(ThreadPool* pool = nullptr, exact::IntKernel kernel = exact::IntKernel::automatic);
+  ~ExactOps() override;
+
+  void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override;
+  void add_bias(const Weight& bias, float* x, int64_t n_tokens) override;
+  void rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
+  void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
+            const kernels::RopeConfig& config) override;
+  void store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
+                std::span<const int32_t> positions) override;
+  void attention(const kv::KvStore& kv, const AttentionConfig& config, const float* q,
+                 std::span<const int32_t> positions, float* out) override;
+  void glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) override;
+  void add(const float* a, const float* b, int64_t n, float* out) override;
+  void mul(const float* a, const float* b, int64_t n, float* out) override;
+  void scale(const float* a, float s, int64_t n, float* out) override;
+  void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace okapi::model

@@ -1,0 +1,327 @@
+#include "train/trainer.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <system_error>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "runtime/cancel.hpp"
+#include "runtime/engine.hpp"
+#include "sample/sampler.hpp"
+#include "train/optimizer.hpp"
+#include "train/train_log.hpp"
+
+namespace okapi::train {
+namespace {
+
+// The window sampler's stream is decorrelated from the initialization's (same user seed).
+constexpr uint64_t kSamplerSeedSalt = 0x5851F42D4C957F2Dull;
+
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s / 60) % 60);
+  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+std::string format_rate(double tokens_per_second) {
+  if (tokens_per_second >= 1e6) return fmt::format("{:.2f}M", tokens_per_second / 1e6);
+  if (tokens_per_second >= 1e3) return fmt::format("{:.1f}k", tokens_per_second / 1e3);
+  return fmt::format("{:.0f}", tokens_per_second);
+}
+
+void check_hyper(const TrainHyper& h, const ModelConfig& c) {
+  const auto positive = [](int64_t v, const char* flag) {
+    if (v <= 0) throw_error("{} must be positive, not {}", flag, v);
+  };
+  positive(h.steps, "--steps");
+  positive(h.batch, "--batch");
+  positive(h.seq, "--seq");
+  positive(h.accum, "--accum");
+  if (h.warmup < 0) throw_error("--warmup must not be negative, not {}", h.warmup);
+  if (h.seq > c.seq_len) {
+    throw_error("--seq {} is longer than the config's context {} (raise it with --ctx)", h.seq, c.seq_len);
+  }
+  if (!(h.lr > 0) || !std::isfinite(h.lr)) throw_error("--lr must be a positive number, not {}", h.lr);
+  if (!(h.lr_min >= 0) || h.lr_min > h.lr) throw_error("--lr-min must be in [0, --lr], not {}", h.lr_min);
+  if (!(h.weight_decay >= 0)) throw_error("--weight-decay must not be negative, not {}", h.weight_decay);
+  if (!(h.grad_clip >= 0)) throw_error("--grad-clip must not be negative (0: off), not {}", h.grad_clip);
+}
+
+}  // namespace
+
+ModelConfig make_config(const std::string& name, const ConfigOverrides& o, bool ternary, int64_t vocab_size) {
+  ModelConfig c = config_by_name(name, vocab_size);
+  const auto apply = [](int64_t value, int64_t& field) {
+    if (value != 0) field = value;
+  };
+  apply(o.dim, c.dim);
+  apply(o.hidden_dim, c.hidden_dim);
+  apply(o.n_layers, c.n_layers);
+  apply(o.n_heads, c.n_heads);
+  apply(o.n_kv_heads, c.n_kv_heads);
+  apply(o.seq_len, c.seq_len);
+  if (o.n_heads != 0 && o.n_kv_heads == 0) c.n_kv_heads = c.n_heads;  // a new head count: plain MHA
+  if (o.dim || o.hidden_dim || o.n_layers || o.n_heads || o.n_kv_heads || o.seq_len) c.name += "-custom";
+  c.ternary = ternary;
+  c.validate();
+  return c;
+}
+
+struct Trainer::Runtime {
+  Runtime(const ModelConfig& config, const TrainHyper& hyper, const Dataset& data, int threads)
+      : pool(threads),
+        transformer(config, &pool),
+        adam(transformer.layout(), AdamWConfig{hyper.beta1, hyper.beta2, hyper.adam_eps, hyper.weight_decay, false}),
+        sampler(data.train, hyper.seq, hyper.seed ^ kSamplerSeedSalt),
+        tokens(static_cast<size_t>(hyper.batch * hyper.seq)),
+        targets(tokens.size()) {}
+  ThreadPool pool;
+  Transformer transformer;
+  AdamW adam;
+  WindowSampler sampler;
+  std::vector<int32_t> tokens, targets;
+  std::unique_ptr<TrainLog> log;
+  bool tty = ::isatty(STDERR_FILENO) != 0;
+};
+
+Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : options_(options) {
+  if (options_.out_dir.empty()) throw_error("no output directory (--out) given");
+  if (options_.threads < 1) throw_error("--threads must be at least 1, not {}", options_.threads);
+  if (options_.cache_dir.empty()) options_.cache_dir = options_.out_dir / "cache";
+  if (resume_from) {
+    const CheckpointMeta& m = resume_from->meta;
+    if (options_.data_files.empty()) options_.data_files.assign(m.data_files.begin(), m.data_files.end());
+    if (options_.tokenizer.empty()) options_.tokenizer = m.tokenizer_path;
+    hyper_ = m.hyper;
+    hyper_.steps = options.hyper.steps;
+    config_ = m.config;
+  } else {
+    hyper_ = options_.hyper;
+    if (!list_checkpoints(options_.out_dir).empty()) {
+      throw_error("'{}' already holds checkpoints: continue it with --resume {} or choose another --out",
+                  options_.out_dir.string(), options_.out_dir.string());
+    }
+  }
+  tokenizer_ = std::make_unique<TrainingTokenizer>(load_training_tokenizer(options_.tokenizer));
+  if (!resume_from) config_ = make_config(options_.config_name, options_.overrides, options_.ternary, tokenizer_->vocab_size());
+  if (config_.vocab_size != tokenizer_->vocab_size()) {
+    throw_error("tokenizer '{}' has {} tokens but the model was trained with {}", options_.tokenizer.string(),
+                tokenizer_->vocab_size(), config_.vocab_size);
+  }
+  check_hyper(hyper_, config_);
+  if (resume_from && resume_from->meta.tokenizer_sha256 != tokenizer_->file_sha256) {
+    throw_error("tokenizer '{}' is not the one the checkpoint was trained with (sha256 {} vs {})",
+                options_.tokenizer.string(), tokenizer_->file_sha256, resume_from->meta.tokenizer_sha256);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.out_dir, ec);
+  if (ec) throw_error("cannot create '{}': {}", options_.out_dir.string(), ec.message());
+  data_ = build_dataset(options_.data_files, *tokenizer_, options_.cache_dir, hyper_.held_out_fraction, hyper_.seq);
+  if (resume_from && resume_from->meta.data_sha256 != data_.sha256) {
+    throw_error("the --data files do not hold the tokens the checkpoint was trained on (sha256 {} vs {})",
+                data_.sha256, resume_from->meta.data_sha256);
+  }
+  eval_ = make_eval_windows(data_.held_out, hyper_.seq, options_.eval_windows);
+  rt_ = std::make_unique<Runtime>(config_, hyper_, data_, options_.threads);
+  rt_->transformer.set_overlap_weight_gradients(options_.overlap_weight_gradients);
+  const size_t n = rt_->transformer.layout().total();
+  grads_.assign(n, 0.0f);
+  if (resume_from) {
+    params_ = resume_from->params;
+    rt_->adam.first_moment() = resume_from->adam_m;
+    rt_->adam.second_moment() = resume_from->adam_v;
+    rt_->sampler.restore(resume_from->meta.sampler);
+    step_ = resume_from->meta.step;
+    tokens_seen_ = resume_from->meta.tokens_seen;
+    train_seconds_ = resume_from->meta.train_seconds;
+  } else {
+    params_.assign(n, 0.0f);
+    initialize(rt_->transformer.layout(), static_cast<Init>(hyper_.init), hyper_.seed, params_);
+  }
+  const std::string title = fmt::format("okapi train: {}{} (seed {})", config_.name, config_.ternary ? " ternary" : "",
+                                        hyper_.seed);
+  rt_->log = std::make_unique<TrainLog>(options_.out_dir / "train.csv", options_.out_dir / "loss.svg", title,
+                                        resume_from ? step_ : -1);
+  report(fmt::format("train: {}{}: dim {}, hidden {}, {} layers, {} heads / {} kv, vocab {}, {} parameters", config_.name,
+                     config_.ternary ? " (ternary)" : "", config_.dim, config_.hidden_dim, config_.n_layers,
+                     config_.n_heads, config_.n_kv_heads, config_.vocab_size, n));
+  report(fmt::format("train: data: {} training tokens, {} held out ({} of {} files from the cache); {} eval windows",
+                     data_.train.size(), data_.held_out.size(), data_.cache_hits, options_.data_files.size(),
+                     eval_.count));
+  report(fmt::format("train: {} steps of {} x {} tokens x {} accum, lr {:g} (warmup {}, cosine to {:g}), seed {}{}",
+                     hyper_.steps, hyper_.batch, hyper_.seq, hyper_.accum, hyper_.lr, hyper_.warmup, hyper_.lr_min,
+                     hyper_.seed, resume_from ? fmt::format(", resuming after step {}", step_) : std::string()));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::report(const std::string& line) const {
+  if (options_.quiet) return;
+  std::fprintf(stderr, "%s%s\n", rt_ && rt_->tty ? "\r\033[2K" : "", line.c_str());
+}
+
+float Trainer::train_step(float lr, float* grad_norm) {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  const float scale = 1.0f / static_cast<float>(hyper_.accum);
+  float loss_sum = 0;
+  for (int64_t a = 0; a < hyper_.accum; ++a) {
+    rt_->sampler.next_batch(hyper_.batch, rt_->tokens, rt_->targets);
+    loss_sum += rt_->transformer.forward_backward(params_, rt_->tokens, rt_->targets, hyper_.batch, hyper_.seq, scale,
+                                                  grads_);
+  }
+  *grad_norm = clip_global_norm(grads_, hyper_.grad_clip);
+  rt_->adam.step(params_, grads_, lr, step_ + 1);
+  ++step_;
+  tokens_seen_ += static_cast<uint64_t>(hyper_.batch * hyper_.seq * hyper_.accum);
+  return loss_sum * scale;
+}
+
+double Trainer::evaluate() {
+  double total = 0;
+  const int64_t seq = eval_.seq;
+  for (int64_t first = 0; first < eval_.count; first += hyper_.batch) {
+    const int64_t n = std::min(hyper_.batch, eval_.count - first);
+    const auto offset = static_cast<size_t>(first * seq), size = static_cast<size_t>(n * seq);
+    const std::span<const int32_t> tokens(eval_.tokens.data() + offset, size);
+    const std::span<const int32_t> targets(eval_.targets.data() + offset, size);
+    total += static_cast<double>(rt_->transformer.forward_loss(params_, tokens, targets, n, seq)) *
+             static_cast<double>(n);
+  }
+  return total / static_cast<double>(eval_.count);
+}
+
+std::string Trainer::sample(int64_t n_tokens, uint64_t seed) {
+  const tokenizer::Vocab& vocab = tokenizer_->tokenizer.vocab();
+  std::vector<int32_t> ids;
+  if (vocab.bos != tokenizer::kNoToken) ids.push_back(vocab.bos);
+  sample::SamplerConfig sc;
+  sc.seed = static_cast<uint32_t>(seed);
+  sample::Sampler sampler(sc);
+  const auto n_vocab = static_cast<size_t>(config_.vocab_size);
+  std::vector<float> logits;
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    const size_t ctx = std::min(ids.size(), static_cast<size_t>(config_.seq_len));
+    const std::span<const int32_t> window(ids.data() + ids.size() - ctx, ctx);
+    if (window.empty()) break;
+    logits.resize(ctx * n_vocab);
+    rt_->transformer.forward_logits(params_, window, logits);
+    const int32_t next = sampler.sample(std::span<const float>(logits.data() + (ctx - 1) * n_vocab, n_vocab));
+    if (next == vocab.eos) break;
+    sampler.accept(next);
+    ids.push_back(next);
+  }
+  const size_t skip = vocab.bos != tokenizer::kNoToken ? 1 : 0;
+  return tokenizer_->tokenizer.decode(std::span<const int32_t>(ids.data() + skip, ids.size() - skip));
+}
+
+CheckpointMeta Trainer::meta() const {
+  CheckpointMeta m;
+  m.config = config_;
+  m.hyper = hyper_;
+  m.step = step_;
+  m.sampler = rt_->sampler.state();
+  m.tokens_seen = tokens_seen_;
+  m.train_seconds = train_seconds_;
+  m.eval_every = options_.eval_every;
+  m.eval_windows = options_.eval_windows;
+  m.save_every = options_.save_every;
+  m.data_sha256 = data_.sha256;
+  m.tokenizer_sha256 = tokenizer_->file_sha256;
+  m.tokenizer_path = std::filesystem::absolute(options_.tokenizer).string();
+  for (const auto& f : options_.data_files) m.data_files.push_back(std::filesystem::absolute(f).string());
+  return m;
+}
+
+std::filesystem::path Trainer::save() {
+  const auto path = checkpoint_path(options_.out_dir, step_);
+  save_checkpoint(path, meta(), params_, rt_->adam.first_moment(), rt_->adam.second_moment());
+  prune_checkpoints(options_.out_dir, options_.keep_checkpoints);
+  return path;
+}
+
+TrainResult Trainer::run() {
+  runtime::install_interrupt_handler();
+  TrainResult r;
+  r.first_step = step_ + 1;
+  r.last_step = step_;
+  const LrSchedule schedule{hyper_.lr, hyper_.lr_min, hyper_.warmup, hyper_.steps};
+  const int64_t log_every = options_.log_every > 0 ? options_.log_every : std::max<int64_t>(1, hyper_.steps / 20);
+  const double tokens_per_step = static_cast<double>(hyper_.batch * hyper_.seq * hyper_.accum);
+  double last_draw = -1;
+  while (step_ < hyper_.steps) {
+    const float lr = schedule.at(step_ + 1);
+    float grad_norm = 0;
+    const double t0 = runtime::now_seconds();
+    const float loss = train_step(lr, &grad_norm);
+    const double dt = runtime::now_seconds() - t0;
+    r.seconds += dt;
+    train_seconds_ += dt;
+    if (!std::isfinite(loss)) throw_error("the training loss became {} at step {} (lower --lr?)", loss, step_);
+    r.last_step = step_;
+    r.last_train_loss = loss;
+    const double rate = static_cast<double>(step_ - r.first_step + 1) * tokens_per_step / r.seconds;
+    LogRow row{step_, loss, lr, grad_norm, rate, train_seconds_, std::nullopt};
+    const bool last = step_ == hyper_.steps;
+    const bool interrupted = runtime::interrupt_requested();
+    const bool stop = !last && options_.stop_after > 0 && step_ - r.first_step + 1 >= options_.stop_after;
+    if ((options_.eval_every > 0 && step_ % options_.eval_every == 0) || last) {
+      const double e0 = runtime::now_seconds();
+      row.eval_loss = evaluate();
+      r.last_eval_loss = row.eval_loss;
+      report(fmt::format("step {}: held-out loss {:.4f}, ppl {:.3f} ({} windows of {} tokens)", step_, *row.eval_loss,
+                         std::exp(*row.eval_loss), eval_.count, eval_.seq));
+      if (options_.sample_tokens > 0) {
+        report(fmt::format("step {}: sample: {}", step_, sample(options_.sample_tokens, hyper_.seed + static_cast<uint64_t>(step_))));
+      }
+      r.eval_seconds += runtime::now_seconds() - e0;
+    }
+    rt_->log->append(row);
+    if ((options_.save_every > 0 && step_ % options_.save_every == 0) || last || interrupted || stop) {
+      const double s0 = runtime::now_seconds();
+      r.last_checkpoint = save();
+      r.save_seconds += runtime::now_seconds() - s0;
+    }
+    if (row.eval_loss) rt_->log->write_plot();
+    const double eta = static_cast<double>(hyper_.steps - step_) * r.seconds / static_cast<double>(step_ - r.first_step + 1);
+    const std::string progress = fmt::format("step {}/{} | loss {:.4f} | lr {:.3e} | {} tok/s | ETA {}", step_,
+                                             hyper_.steps, loss, lr, format_rate(rate), format_duration(eta));
+    if (!options_.quiet && rt_->tty) {
+      const double now = runtime::now_seconds();
+      if (now - last_draw > 0.1 || last || interrupted) {
+        std::fprintf(stderr, "\r\033[2K%s", progress.c_str());
+        last_draw = now;
+      }
+    } else if (step_ % log_every == 0 || last || interrupted) {
+      report(progress);
+    }
+    if (interrupted || stop) {
+      r.interrupted = interrupted;
+      r.stopped = !interrupted;
+      break;
+    }
+  }
+  if (!options_.quiet && rt_->tty) std::fputc('\n', stderr);
+  rt_->log->write_plot();
+  const int64_t ran = r.last_step - r.first_step + 1;
+  r.tokens_per_second = ran > 0 ? static_cast<double>(ran) * tokens_per_step / r.seconds : 0;
+  return r;
+}
+
+double Trainer::bench(int64_t steps) {
+  if (steps <= 0) throw_error("--bench-steps must be positive, not {}", steps);
+  float grad_norm = 0;
+  train_step(hyper_.lr, &grad_norm);  // warm-up: buffers sized, pages touched
+  const double t0 = runtime::now_seconds();
+  for (int64_t i = 0; i < steps; ++i) train_step(hyper_.lr, &grad_norm);
+  const double seconds = runtime::now_seconds() - t0;
+  return static_cast<double>(steps * hyper_.batch * hyper_.seq * hyper_.accum) / seconds;
+}
+
+}  // namespace okapi::train
