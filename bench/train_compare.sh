@@ -34,6 +34,14 @@ have_torch=0
 for candidate in ${PYTHON:-python3 /usr/bin/python3}; do
   if "$candidate" -c 'import torch' 2>/dev/null; then python=$candidate; have_torch=1; break; fi
 done
+# PyTorch's OpenMP threads spin while its BLAS's own threads run; on 2 cores that oversubscribes
+# them (4x slower here). Passive waiting is PyTorch's best setting on this machine.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+if [ "$have_torch" = 1 ]; then
+  # Debian's torch calls the system libblas.so.3: the reference BLAS unless OpenBLAS is installed.
+  blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
+  echo "PyTorch BLAS: $blas (install libopenblas0-pthread for a fast one)" >&2
+fi
 if [ "$have_torch" = 0 ]; then
   echo "PyTorch is not installed (Debian: apt-get install python3-torch): measuring okapi only." >&2
 fi

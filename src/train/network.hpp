@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "train/buffer.hpp"
 #include "train/dw_queue.hpp"
 #include "train/model.hpp"
 #include "train/ops.hpp"
@@ -42,9 +43,9 @@ class Network {
   // Everything one layer keeps from the forward for the backward, and the output gradients its
   // weight-gradient jobs read (kept per layer so that the jobs can run late).
   struct LayerState {
-    std::vector<T> x_in, rstd_attn, h_attn, q, k, v, probs, att, rstd_sub_attn, att_in;
-    std::vector<T> x_mid, rstd_ffn, h_ffn, gate, up, f, rstd_sub_ffn, f_in;
-    std::vector<T> d_out, d_gate, d_up, d_attn_out, dq, dk, dv;
+    Buffer<T> x_in, rstd_attn, h_attn, q, k, v, probs, att, rstd_sub_attn, att_in;
+    Buffer<T> x_mid, rstd_ffn, h_ffn, gate, up, f, rstd_sub_ffn, f_in;
+    Buffer<T> d_out, d_gate, d_up, d_attn_out, dq, dk, dv;
   };
 
   void check_inputs(const int32_t* tokens, const int32_t* targets, int64_t batch, int64_t seq) const;
@@ -67,9 +68,9 @@ class Network {
 
   int64_t batch_ = 0, seq_ = 0, rows_ = 0;
   std::vector<LayerState> layers_;
-  std::vector<T> final_x_, rstd_out_, xf_, logits_;
-  std::vector<T> scratch_d_, scratch_f_, grad_d_, grad_h_, grad_f_, grad_f2_;
-  std::vector<T> qweights_;  // ternary: quantized matrices at their layout offsets
+  Buffer<T> final_x_, rstd_out_, xf_, logits_;
+  Buffer<T> scratch_d_, scratch_f_, grad_d_, grad_h_, grad_f_, grad_f2_;
+  Buffer<T> qweights_;  // ternary: quantized matrices at their layout offsets
 
   QuantOffsets quant_mode_ = QuantOffsets::Live;
   std::vector<std::vector<T>> quant_offsets_;

@@ -105,7 +105,8 @@ TEST(TrainExport, TernaryModelPacksTq2AndTq1AndMatchesTheTrainer) {
     EXPECT_EQ(file.tensor("blk.0.ffn_down.weight").type, type);
     EXPECT_EQ(file.tensor("blk.0.attn_sub_norm.weight").type, DType::F32);
     // The scale is the absmean the trainer's ternarization uses.
-    const TensorSlot& slot = ParameterLayout(t.config()).find("blk.0.attn_q.weight");
+    const ParameterLayout layout(t.config());
+    const TensorSlot& slot = layout.find("blk.0.attn_q.weight");
     std::vector<int8_t> codes(slot.size());
     const float scale = ternarize(t.params().subspan(slot.offset, slot.size()), codes);
     float stored = 0;

@@ -47,59 +47,87 @@ void pack_a(int64_t m, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, f
 
 // B[kc x n] (columns padded to a multiple of 16) -> panels of pb[(j / 16) * 16 * kc + p * 16 + j % 16].
 void pack_b(int64_t n, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
-  for (int64_t j0 = 0; j0 < n; j0 += kNr) {
-    float* panel = pb + j0 * kc;
-    const int64_t cols = std::min(kNr, n - j0);
-    if (b_cs == 1) {  // rows of B contiguous (B = W or x): copy 16 at a time
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = b + p * b_rs + j0;
-        for (int64_t c = 0; c < cols; ++c) panel[p * kNr + c] = src[c];
-        for (int64_t c = cols; c < kNr; ++c) panel[p * kNr + c] = 0.0f;
+  if (b_cs == 1) {  // rows of B contiguous (B = W or x): read each row once, front to back
+    const int64_t full = n / kNr, rest = n % kNr;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b + p * b_rs;
+      float* dst = pb + p * kNr;
+      for (int64_t panel = 0; panel < full; ++panel) {
+        _mm256_storeu_ps(dst + panel * kNr * kc, _mm256_loadu_ps(src + panel * kNr));
+        _mm256_storeu_ps(dst + panel * kNr * kc + 8, _mm256_loadu_ps(src + panel * kNr + 8));
       }
-    } else {  // B = W^T: read each W row along k
-      for (int64_t c = 0; c < kNr; ++c) {
-        if (c >= cols) {
-          for (int64_t p = 0; p < kc; ++p) panel[p * kNr + c] = 0.0f;
-          continue;
-        }
-        const float* src = b + (j0 + c) * b_cs;
-        for (int64_t p = 0; p < kc; ++p) panel[p * kNr + c] = src[p * b_rs];
-      }
-    }
-  }
-}
-
-// C[rows x cols] (<= 6 x 16) = (overwrite ? 0 : C) + sum_p pa[p] (x) pb[p].
-void micro_kernel(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                  bool overwrite) {
-  __m256 acc[kMr][2];
-  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_loadu_ps(pb + p * kNr), b1 = _mm256_loadu_ps(pb + p * kNr + 8);
-    for (int64_t r = 0; r < kMr; ++r) {
-      const __m256 av = _mm256_broadcast_ss(pa + p * kMr + r);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-    }
-  }
-  if (rows == kMr && cols == kNr) {
-    for (int64_t r = 0; r < kMr; ++r) {
-      float* out = c + r * ldc;
-      if (overwrite) {
-        _mm256_storeu_ps(out, acc[r][0]);
-        _mm256_storeu_ps(out + 8, acc[r][1]);
-      } else {
-        _mm256_storeu_ps(out, _mm256_add_ps(_mm256_loadu_ps(out), acc[r][0]));
-        _mm256_storeu_ps(out + 8, _mm256_add_ps(_mm256_loadu_ps(out + 8), acc[r][1]));
+      if (rest > 0) {
+        for (int64_t c = 0; c < kNr; ++c) dst[full * kNr * kc + c] = c < rest ? src[full * kNr + c] : 0.0f;
       }
     }
     return;
   }
-  alignas(32) float tmp[kMr][kNr];
-  for (int64_t r = 0; r < kMr; ++r) {
-    _mm256_store_ps(tmp[r], acc[r][0]);
-    _mm256_store_ps(tmp[r] + 8, acc[r][1]);
+  for (int64_t j0 = 0; j0 < n; j0 += kNr) {
+    float* panel = pb + j0 * kc;
+    const int64_t cols = std::min(kNr, n - j0);
+    for (int64_t c = 0; c < kNr; ++c) {  // B = W^T: read each W row along k
+      if (c >= cols) {
+        for (int64_t p = 0; p < kc; ++p) panel[p * kNr + c] = 0.0f;
+        continue;
+      }
+      const float* src = b + (j0 + c) * b_cs;
+      for (int64_t p = 0; p < kc; ++p) panel[p * kNr + c] = src[p * b_rs];
+    }
   }
+}
+
+// C[rows x cols] (<= 6 x 16) = (overwrite ? 0 : C) + sum_p pa[p] (x) pb[p]. The twelve
+// accumulators are named variables (an array makes GCC spill them to the stack every step).
+void micro_kernel(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                  bool overwrite) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
+    __m256 a = _mm256_broadcast_ss(pa);
+    c00 = _mm256_fmadd_ps(a, b0, c00);
+    c01 = _mm256_fmadd_ps(a, b1, c01);
+    a = _mm256_broadcast_ss(pa + 1);
+    c10 = _mm256_fmadd_ps(a, b0, c10);
+    c11 = _mm256_fmadd_ps(a, b1, c11);
+    a = _mm256_broadcast_ss(pa + 2);
+    c20 = _mm256_fmadd_ps(a, b0, c20);
+    c21 = _mm256_fmadd_ps(a, b1, c21);
+    a = _mm256_broadcast_ss(pa + 3);
+    c30 = _mm256_fmadd_ps(a, b0, c30);
+    c31 = _mm256_fmadd_ps(a, b1, c31);
+    a = _mm256_broadcast_ss(pa + 4);
+    c40 = _mm256_fmadd_ps(a, b0, c40);
+    c41 = _mm256_fmadd_ps(a, b1, c41);
+    a = _mm256_broadcast_ss(pa + 5);
+    c50 = _mm256_fmadd_ps(a, b0, c50);
+    c51 = _mm256_fmadd_ps(a, b1, c51);
+    pa += kMr;
+    pb += kNr;
+  }
+  alignas(32) float tmp[kMr][kNr];
+  const bool full = rows == kMr && cols == kNr;
+  const auto put = [&](int64_t r, __m256 lo, __m256 hi) {
+    if (!full) {
+      _mm256_store_ps(tmp[r], lo);
+      _mm256_store_ps(tmp[r] + 8, hi);
+      return;
+    }
+    float* out = c + r * ldc;
+    if (!overwrite) {
+      lo = _mm256_add_ps(_mm256_loadu_ps(out), lo);
+      hi = _mm256_add_ps(_mm256_loadu_ps(out + 8), hi);
+    }
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+  };
+  put(0, c00, c01);
+  put(1, c10, c11);
+  put(2, c20, c21);
+  put(3, c30, c31);
+  put(4, c40, c41);
+  put(5, c50, c51);
+  if (full) return;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = overwrite ? tmp[r][j] : c[r * ldc + j] + tmp[r][j];
   }
