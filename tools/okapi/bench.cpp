@@ -32,7 +32,7 @@ struct BenchArgs {
   std::string cache_type_k = "f32";
   std::string cache_type_v = "f32";
   bool exact = false;
-  std::string exact_attention = "ntt";
+  std::string exact_attention = "direct";
   bool json = false;
 };
 

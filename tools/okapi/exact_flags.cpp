@@ -8,7 +8,7 @@ void add_exact_flags(CLI::App* cmd, bool& exact, std::string& exact_attention) {
   cmd->add_flag("--exact", exact,
                 "exact integer mode: bit-identical logits on any thread count, kernel set and compiler "
                 "(docs/exact-mode.md)");
-  cmd->add_option("--exact-attention", exact_attention, "exact attention scores: ntt (NTT-domain K cache) or direct")
+  cmd->add_option("--exact-attention", exact_attention, "exact attention scores: direct (integer dot products, default) or ntt (NTT-domain K cache); same bits")
       ->capture_default_str();
 }
 

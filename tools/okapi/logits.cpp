@@ -44,7 +44,7 @@ struct LogitsArgs {
   std::string cache_k = "f32";
   std::string cache_v = "f32";
   bool exact = false;
-  std::string exact_attention = "ntt";
+  std::string exact_attention = "direct";
 };
 
 std::vector<int32_t> parse_tokens(const std::string& text) {
