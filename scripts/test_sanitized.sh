@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The test suite once more under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
+# The test suite once more under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/), at
+# -O0 (Debug): besides the sanitizers this is the gcc -O0 build of exact mode's cross-build check
+# (tests/runtime/exact_identity_test.cpp must reproduce the digest the -O2 build does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKAPI_SANITIZE=ON -DOKAPI_BUILD_BENCH=OFF
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOKAPI_SANITIZE=ON -DOKAPI_BUILD_BENCH=OFF
 cmake --build build-asan -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
