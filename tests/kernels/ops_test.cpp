@@ -14,17 +14,12 @@
 #include "core/half.hpp"
 #include "kernels/gelu_table.hpp"
 #include "kernels/kernels.hpp"
+#include "support/random_data.hpp"
 
 namespace okapi::kernels {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(gen);
-  return v;
-}
+using test::gaussian;
 
 template <typename A, typename B>
 double nmse(const A& got, const B& want) {

@@ -19,17 +19,12 @@
 #include "model/exact_ops.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
+#include "support/random_data.hpp"
 
 namespace okapi::model {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(gen);
-  return v;
-}
+using test::gaussian;
 
 struct AttentionCase {
   int64_t n_tokens = 20, n_head = 4, n_head_kv = 2, head_dim = 32;

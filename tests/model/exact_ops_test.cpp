@@ -18,17 +18,12 @@
 #include "model/exact_islands.hpp"
 #include "model/exact_ops.hpp"
 #include "quant/quant.hpp"
+#include "support/random_data.hpp"
 
 namespace okapi::model {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(gen);
-  return v;
-}
+using test::gaussian;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
