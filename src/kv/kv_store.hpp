@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 namespace okapi::kv {
@@ -28,6 +29,9 @@ class KvStore {
   // Stores one token's keys k[n_head_kv][head_dim_k] and values v[n_head_kv][head_dim_v] at
   // `position`. Throws okapi::Error when the position does not fit the context.
   virtual void append(int64_t layer, int64_t position, const float* k, const float* v) = 0;
+  // append() for each token t of a batch: k[t] (n_head_kv * head_dim_k values) and v[t] at
+  // positions[t].
+  void append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v);
   // out[j - first] = q · K[j] for cells first <= j < last of one kv head (q has head_dim_k values).
   virtual void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last,
                       float* out) const = 0;

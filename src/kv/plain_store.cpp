@@ -31,6 +31,14 @@ const char* elem_name() {
 
 }  // namespace
 
+void KvStore::append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v) {
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const auto ti = static_cast<int64_t>(t);
+    append(layer, positions[t], k + ti * shape_.n_head_kv * shape_.head_dim_k,
+           v + ti * shape_.n_head_kv * shape_.head_dim_v);
+  }
+}
+
 void KvStore::check_position(int64_t layer, int64_t position) const {
   if (layer < 0 || layer >= shape_.n_layer) throw_error("KV store: layer {} out of range ({} layers)", layer, shape_.n_layer);
   if (position < 0 || position >= shape_.n_ctx)

@@ -68,11 +68,7 @@ void CpuOps::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
 
 void CpuOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
                       std::span<const int32_t> positions) {
-  const kv::KvShape& s = kv.shape();
-  for (size_t t = 0; t < positions.size(); ++t) {
-    const auto ti = static_cast<int64_t>(t);
-    kv.append(layer, positions[t], k + ti * s.n_head_kv * s.head_dim_k, v + ti * s.n_head_kv * s.head_dim_v);
-  }
+  kv.append_tokens(layer, positions, k, v);
 }
 
 void CpuOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,

@@ -178,11 +178,7 @@ void ExactOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const fl
   if (!kv::is_exact_store(kv))
     throw_error("exact mode: the KV cache must be an exact store (exact-ntt or exact-direct), got '{}'",
                 kv.type_name());
-  const kv::KvShape& sh = kv.shape();
-  for (size_t t = 0; t < positions.size(); ++t) {
-    const auto ti = static_cast<int64_t>(t);
-    kv.append(layer, positions[t], k + ti * sh.n_head_kv * sh.head_dim_k, v + ti * sh.n_head_kv * sh.head_dim_v);
-  }
+  kv.append_tokens(layer, positions, k, v);
 }
 
 void ExactOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,
