@@ -40,7 +40,7 @@ results="$models/results.jsonl"
 bench() {  # label file args...
   local label="$1" file="$2"; shift 2
   echo "== $label" >&2
-  "$okapi" bench -m "$file" "$@" -r "$reps" --json | sed "s/^{/{\"label\":\"$label\",/" >> "$results"
+  "$okapi" bench -m "$file" "$@" -r "$reps" -o jsonl | sed "s/^{/{\"label\":\"$label\",/" >> "$results"
 }
 
 # stories260K: the repo's F32 model and the golden F16 / quantized mixes when ../shared is present.
@@ -87,14 +87,14 @@ for line in text.splitlines():
 print("| model | size | threads | test | okapi t/s | llama.cpp | ik_llama.cpp | okapi / best peer |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for r in results:
-    key = (r["label"], r["test"], r["threads"])
+    key = (r["label"], r["test"], r["n_threads"])
     p = peers.get(key)
     cells = ["-", "-", "-"]
     if p:
         cells[0] = f"{p[0]:.1f}"
         if len(p) > 1: cells[1] = f"{p[1]:.1f}"
         cells[2] = f"{r['avg_ts'] / max(p):.2f}x"
-    size = r["model_bytes"] / 2**20
-    print(f"| {r['label']} | {size:.1f} MiB | {r['threads']} | {r['test']} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} | "
+    size = r["model_size"] / 2**20
+    print(f"| {r['label']} | {size:.1f} MiB | {r['n_threads']} | {r['test']} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} | "
           + " | ".join(cells) + " |")
 PY

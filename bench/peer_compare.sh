@@ -52,7 +52,7 @@ for model in "${models[@]}"; do
       echo "== $(basename "$model") t$t round $round" >&2
       # Tag each record with the 1-minute load average at its start (> 2 means contended cores).
       load="$(cut -d' ' -f1 /proc/loadavg)"
-      "$okapi" bench -m "$model" -p "$prompt" -n "$gen" -t "$t" -r "$reps" --json \
+      "$okapi" bench -m "$model" -p "$prompt" -n "$gen" -t "$t" -r "$reps" -o jsonl \
         | sed "s/^{/{\"engine\":\"okapi\",\"load\":$load,/" >> "$results"
       load="$(cut -d' ' -f1 /proc/loadavg)"
       "${peer[@]}" --model "$model" --threads "$t" --prompt-tokens "$prompt" --gen-tokens "$gen" \
@@ -67,6 +67,8 @@ import json, statistics, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 cells, order, backend = {}, [], ""
 for r in records:
+    if r["engine"] == "okapi":  # llama-bench's field names -> the peer script's
+        r.update(model=r["model_filename"].rsplit("/", 1)[-1], model_bytes=r["model_size"], threads=r["n_threads"])
     key = (r["model"], r["model_bytes"], r["threads"], r["test"])
     if key not in cells:
         cells[key] = {"okapi": [], "llama.cpp": [], "wall": [], "load": []}

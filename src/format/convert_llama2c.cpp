@@ -137,7 +137,7 @@ void build_llama(gguf::Writer& w, const Checkpoint& ck, const Tokenizer& tokeniz
   w.set("general.architecture", "llama");
   w.set("general.name", options.name.empty() ? std::string("llama") : options.name);
   set_special_ids(w);
-  w.set("llama.context_length", options.context_length.value_or(kLlamaCppContextLength));
+  w.set("llama.context_length", options.context_length.value_or(u32(c.seq_len)));
   using enum ShapeKey;
   set_shape_keys(w, "llama", c, {Embedding, FeedForward, Heads, KvHeads, Blocks, RopeDims});
   w.set("llama.attention.layer_norm_rms_epsilon", kLlamaRmsEps);

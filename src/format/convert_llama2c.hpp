@@ -38,13 +38,12 @@
 namespace okapi::llama2c {
 
 // llama.cpp's converter writes its own training default (128) as llama.context_length, not the
-// checkpoint's seq_len.
+// checkpoint's seq_len; pass it as context_length to reproduce that converter's file byte for byte.
 inline constexpr uint32_t kLlamaCppContextLength = 128;
 
 struct ConvertOptions {
   DType type = DType::F32;  // F32 or F16, for 2-D weights; norms stay F32
-  // nullopt: llama.cpp's 128 for float checkpoints (as its converter does), the checkpoint's
-  // seq_len for bitnet ones (which llama.cpp cannot convert).
+  // nullopt: the checkpoint's seq_len, the context the model was trained for.
   std::optional<uint32_t> context_length;
   std::string name;  // general.name; empty: "llama" (as llama.cpp) / the file's stem (bitnet)
 };

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "format/gguf.hpp"
+#include "format/model_file.hpp"
 #include "kv/exact_store.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/exact_ops.hpp"
@@ -25,9 +26,8 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
   } else {
     (void)kv::make_store({1, 1, 1, 1, 1}, options.cache_type_k, options.cache_type_v);
   }
-  if (!std::filesystem::is_regular_file(model_path)) throw_error("model file not found: {}", model_path.string());
   const double start = now_seconds();
-  gguf::File file = gguf::File::open(model_path);
+  gguf::File file = gguf::open_model(model_path);
   std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
   tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
   std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, 0.0));

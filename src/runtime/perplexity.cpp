@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "exact/detmath.hpp"
 #include "runtime/cancel.hpp"
 
@@ -173,9 +174,7 @@ struct KlAccumulator {
 }  // namespace
 
 std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error("cannot read text file {}", path.string());
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string text = read_input_file(path, "text file");
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
 }

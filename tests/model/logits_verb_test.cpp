@@ -77,8 +77,9 @@ TEST(LogitsVerb, BadInputIsAnError) {
   EXPECT_NE(slurp(dir / "log.txt").find("out of range"), std::string::npos) << slurp(dir / "log.txt");
   EXPECT_EQ(run_cli("-m " + model.string() + " --tokens 1,2,3,4 -c 2 -o " + out, dir / "log.txt"), 1);
   EXPECT_NE(slurp(dir / "log.txt").find("context"), std::string::npos) << slurp(dir / "log.txt");
-  EXPECT_EQ(run_cli("-m " + model.string() + " --tokens 1,x -o " + out, dir / "log.txt"), 1);
-  EXPECT_EQ(run_cli("-m " + model.string() + " --tokens 1 -ctk q9 -o " + out, dir / "log.txt"), 1);
+  // Usage errors (a malformed list, an unknown cache type) exit with 2.
+  EXPECT_EQ(run_cli("-m " + model.string() + " --tokens 1,x -o " + out, dir / "log.txt"), 2);
+  EXPECT_EQ(run_cli("-m " + model.string() + " --tokens 1 -ctk q9 -o " + out, dir / "log.txt"), 2);
   EXPECT_NE(slurp(dir / "log.txt").find("q9"), std::string::npos) << slurp(dir / "log.txt");
   std::filesystem::remove_all(dir);
 }

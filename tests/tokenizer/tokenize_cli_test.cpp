@@ -69,8 +69,8 @@ TEST(TokenizeCli, Failures) {
   auto r = run_cli("tokenize -m /nonexistent/model.gguf -p hi");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("/nonexistent/model.gguf"), std::string::npos) << r.output;
-  r = run_cli("tokenize" + m);  // no text
-  EXPECT_EQ(r.exit_code, 1);
+  r = run_cli("tokenize" + m);  // no text: a usage error
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("-p"), std::string::npos) << r.output;
   EXPECT_NE(run_cli("tokenize" + m + " -p a -f b").exit_code, 0);  // both
   EXPECT_NE(run_cli("tokenize" + m + " -p a --bogus").exit_code, 0);

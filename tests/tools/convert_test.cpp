@@ -66,7 +66,7 @@ gguf::Writer convert_stories(const Checkpoint& ck, std::optional<uint32_t> conte
 // repo's llama.cpp file is llama.context_length (that copy says 2048; llama.cpp writes 128).
 TEST(ConvertLlama2c, MatchesLlamaCppConversionOfStories260K) {
   const Checkpoint ck = Checkpoint::open(kBin);
-  const std::vector<uint8_t> ours_bytes = convert_stories(ck, std::nullopt).to_bytes();
+  const std::vector<uint8_t> ours_bytes = convert_stories(ck, kLlamaCppContextLength).to_bytes();
   const gguf::File ours = gguf::File::parse(ours_bytes, "converted");
   const gguf::File ref = gguf::File::open(repo_model("stories260K.gguf"));
 
@@ -112,10 +112,10 @@ TEST(ConvertLlama2c, WithTheSameContextLengthTheFileIsByteIdentical) {
 }
 
 // golden/public/models/stories260K.gguf is the unmodified llama.cpp output (context_length 128).
-TEST(ConvertLlama2c, DefaultOutputIsByteIdenticalToLlamaCppGolden) {
+TEST(ConvertLlama2c, WithLlamaCppsContextLengthOutputIsByteIdenticalToLlamaCppGolden) {
   OKAPI_REQUIRE_SHARED();
   const Checkpoint ck = Checkpoint::open(okapi::shared_dir() / "models" / "stories260K.bin");
-  const auto ours = convert_stories(ck, std::nullopt).to_bytes();
+  const auto ours = convert_stories(ck, kLlamaCppContextLength).to_bytes();
   const auto golden = read_all(okapi::shared_dir() / "golden" / "public" / "models" / "stories260K.gguf");
   ASSERT_EQ(ours.size(), golden.size());
   EXPECT_TRUE(ours == golden);
@@ -149,13 +149,13 @@ TEST(ConvertCli, WritesF32AndF16) {
   auto r = run_cli("convert " + kBin + " --tokenizer " + kTok + " -o " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("48 tensors"), std::string::npos) << r.output;
-  EXPECT_EQ(gguf::File::open(out).at("llama.context_length").as_uint(), 128u);
+  EXPECT_EQ(gguf::File::open(out).at("llama.context_length").as_uint(), 512u);  // the checkpoint's seq_len
 
   const fs::path out16 = dir / "out16.gguf";
-  r = run_cli("convert " + kBin + " -t " + kTok + " -o " + out16.string() + " --type f16 --context-length seq_len");
+  r = run_cli("convert " + kBin + " -t " + kTok + " -o " + out16.string() + " --type f16 --context-length 128");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const gguf::File f32 = gguf::File::open(out), f16 = gguf::File::open(out16);
-  EXPECT_EQ(f16.at("llama.context_length").as_uint(), 512u);
+  EXPECT_EQ(f16.at("llama.context_length").as_uint(), 128u);
   EXPECT_EQ(f16.at("general.file_type").as_uint(), 1u);
   ASSERT_EQ(f16.tensors().size(), 48u);
   for (size_t i = 0; i < f32.tensors().size(); ++i) {
@@ -202,6 +202,7 @@ TEST(ConvertCli, BadInputFailsCleanlyAndLeavesTheOutputAlone) {
   struct Case {
     std::string args;
     std::string expected;
+    int exit_code = 1;  // 2: a usage error (a flag value out of range)
   };
   const std::string o = " -o " + out.string();
   const Case cases[] = {
@@ -212,13 +213,13 @@ TEST(ConvertCli, BadInputFailsCleanlyAndLeavesTheOutputAlone) {
       {"convert " + kBin + " -t " + cut_tok + o, "truncated"},
       {"convert " + kBin + " -t " + kBin + o, "max_token_length"},
       {"convert " + repo_model("stories260K.gguf").string() + " -t " + kTok + o, "GGUF file"},
-      {"convert " + kBin + " -t " + kTok + o + " --type q4_0", "--type 'q4_0'"},
-      {"convert " + kBin + " -t " + kTok + o + " --context-length 0", "--context-length '0'"},
+      {"convert " + kBin + " -t " + kTok + o + " --type q4_0", "--type: 'q4_0' is not f32 or f16", 2},
+      {"convert " + kBin + " -t " + kTok + o + " --context-length 0", "--context-length: '0' is neither", 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
     const auto r = run_cli(c.args);
-    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.exit_code, c.exit_code) << r.output;
     EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
     std::ifstream in(out);

@@ -86,14 +86,14 @@ TEST_F(QuantizeCli, OverridesAndLeaveOutput) {
 
 TEST_F(QuantizeCli, UnknownTypeListsValidOnes) {
   const auto r = run_cli("quantize " + kModel + " " + out("x.gguf") + " Q9_K");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // a usage error
   EXPECT_TRUE(contains(r.output, "Q9_K")) << r.output;
   EXPECT_TRUE(contains(r.output, "Q4_K_M")) << r.output;
   EXPECT_TRUE(contains(r.output, "TQ2_0")) << r.output;
   EXPECT_FALSE(fs::exists(out("x.gguf")));
 
   const auto iq = run_cli("quantize " + kModel + " " + out("x.gguf") + " IQ4_XS");
-  EXPECT_EQ(iq.exit_code, 1) << iq.output;
+  EXPECT_EQ(iq.exit_code, 2) << iq.output;
   EXPECT_TRUE(contains(iq.output, "not supported")) << iq.output;
 
   const auto bad_override = run_cli("quantize " + kModel + " " + out("x.gguf") + " Q8_0 --output-tensor-type iq4_nl");

@@ -25,9 +25,10 @@ std::string tiny(const std::string& out) {
          out + " ";
 }
 
-void expect_error(const std::string& args, const std::string& message) {
+// exit_code 2: a usage error (a missing flag, a value out of range).
+void expect_error(const std::string& args, const std::string& message, int exit_code = 1) {
   const auto r = test::run_cli(args);
-  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+  EXPECT_EQ(r.exit_code, exit_code) << args << "\n" << r.output;
   EXPECT_NE(r.output.find("okapi: error:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
 }
@@ -72,19 +73,19 @@ TEST(TrainCli, BenchModeReportsTokensPerSecond) {
 TEST(TrainCli, BadInputIsAClearError) {
   const fs::path dir = test::make_temp_dir("train-cli-bad");
   const std::string out = (dir / "run").string();
-  expect_error("train --tokenizer " + kTok + " --out " + out, "--data is required");
-  expect_error("train --data " + kStory + " --out " + out, "--tokenizer is required");
-  expect_error("train --data " + kStory + " --tokenizer " + kTok, "--out DIR is required");
+  expect_error("train --tokenizer " + kTok + " --out " + out, "--data FILE is required", 2);
+  expect_error("train --data " + kStory + " --out " + out, "--tokenizer is required", 2);
+  expect_error("train --data " + kStory + " --tokenizer " + kTok, "--out DIR is required", 2);
   expect_error("train --data /nonexistent.txt --tokenizer " + kTok + " --out " + out, "/nonexistent.txt");
   expect_error("train --data " + kStory + " --tokenizer /nonexistent.bin --out " + out, "/nonexistent.bin");
   expect_error("train --data " + kStory + " --tokenizer " + kStory + " --out " + out, "story.txt");
   expect_error(tiny(out) + "--config stories1B", "unknown model config 'stories1B'");
   expect_error(tiny(out) + "--heads 5", "not a multiple of n_heads");
   expect_error(tiny(out) + "--ctx 8", "longer than the config's context");
-  expect_error(tiny(out) + "--accum 0", "--accum must be positive");
-  expect_error(tiny(out) + "--lr -1", "--lr must be a positive number");
-  expect_error(tiny(out) + "--init he", "--init 'he'");
-  expect_error(tiny(out) + "--held-out 1", "held-out fraction");
+  expect_error(tiny(out) + "--accum 0", "--accum: 0 is out of range [1, ", 2);
+  expect_error(tiny(out) + "--lr -1", "--lr: -1 is out of range [0, ", 2);
+  expect_error(tiny(out) + "--init he", "--init: he not in {xavier,llama2c}", 2);
+  expect_error(tiny(out) + "--held-out 1", "--held-out: 1 is out of range", 2);
   expect_error("train --data " + kStory + " --tokenizer " + kTok + " --seq 400 --out " + out, "seq + 1");
   expect_error("train --resume " + (dir / "none").string(), "no checkpoints");
   expect_error(tiny(out) + "--export " + (dir / "m.gguf").string() + " --export-type tq2_0", "exports as f32 or f16");
@@ -97,7 +98,7 @@ TEST(TrainCli, BadInputIsAClearError) {
   bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 1);
   std::ofstream(ck, std::ios::binary) << bytes;
   expect_error("train --resume " + damaged, "is corrupt");
-  expect_error("train --resume " + damaged + " --out " + (dir / "elsewhere").string(), "differ");
+  expect_error("train --resume " + damaged + " --out " + (dir / "elsewhere").string(), "differ", 2);
   fs::remove_all(dir);
 }
 

@@ -1,21 +1,26 @@
-// okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-t 1,2] [-r 5] [-b 512] [--json] [-ctk/-ctv]
-//             [--exact [--exact-attention ntt|direct]]
-// Prefill (ppN) and decode (tgN) throughput, mean ± sd over repetitions, as a markdown table in
-// llama-bench's layout (model, size, params, backend, threads, test, t/s); --json: one record per
-// line instead.
+// okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-t 1,2] [-r 5] [-b 512] [-o md|csv|json|jsonl]
+//             [-ctk/-ctv] [--exact [--exact-attention ntt|direct]]
+// Prefill (ppN) and decode (tgN) throughput, mean ± sd over repetitions, in llama-bench's output
+// formats: md (the table: model, size, params, backend, threads, test, t/s), csv (a header, then
+// one row per test), json (one array of records), jsonl (one record per line). Records use
+// llama-bench's field names (model_filename, n_threads, avg_ts, samples_ns, ...) plus okapi's
+// `test` ("pp64") and `backend`.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common_flags.hpp"
 #include "core/error.hpp"
+#include "exact_flags.hpp"
 #include "runtime/bench.hpp"
 #include "runtime/cancel.hpp"
-#include "exact_flags.hpp"
 #include "runtime/engine.hpp"
 #include "verbs.hpp"
 
@@ -26,14 +31,15 @@ struct BenchArgs {
   std::string model;
   std::vector<int64_t> n_prompt{512};
   std::vector<int64_t> n_gen{128};
-  std::vector<int> threads{1};
+  std::vector<int> threads{default_threads()};
   int repetitions = 5;
   int64_t batch_size = 512;
   std::string cache_type_k = "f32";
   std::string cache_type_v = "f32";
   bool exact = false;
   std::string exact_attention = "direct";
-  bool json = false;
+  std::string output = "md";
+  bool json = false;  // --json: the older spelling of -o jsonl
 };
 
 std::string human_size(uint64_t bytes) {
@@ -48,19 +54,139 @@ std::string human_count(uint64_t n) {
   return fmt::format("{:.2f} K", v / 1e3);
 }
 
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// One test's result with llama-bench's field names.
+nlohmann::ordered_json record(const BenchArgs& args, const runtime::Engine& engine, int threads,
+                              const runtime::BenchCase& test, const runtime::BenchSample& s, const std::string& time) {
+  const auto tokens = static_cast<double>(test.n_prompt + test.n_gen);
+  std::vector<int64_t> samples_ns;
+  for (const double ts : s.samples) samples_ns.push_back(static_cast<int64_t>(1e9 * tokens / ts));
+  const double avg_ns = s.mean > 0 ? 1e9 * tokens / s.mean : 0.0;
+  const double stddev_ns = s.mean > 0 ? avg_ns * s.stddev / s.mean : 0.0;
+  const std::string cache_k = args.exact ? "exact-" + args.exact_attention : args.cache_type_k;
+  const std::string cache_v = args.exact ? "exact-" + args.exact_attention : args.cache_type_v;
+  nlohmann::ordered_json j;
+  j["model_filename"] = args.model;
+  j["model_type"] = fmt::format("{} {}", engine.hparams().arch, human_count(engine.parameter_count()));
+  j["model_size"] = engine.file_bytes();
+  j["model_n_params"] = engine.parameter_count();
+  j["backends"] = args.exact ? "CPU exact-" + args.exact_attention : "CPU";
+  j["n_batch"] = args.batch_size;
+  j["n_threads"] = threads;
+  j["type_k"] = cache_k;
+  j["type_v"] = cache_v;
+  j["n_prompt"] = test.n_prompt;
+  j["n_gen"] = test.n_gen;
+  j["test"] = test.name();
+  j["test_time"] = time;
+  j["avg_ns"] = static_cast<int64_t>(avg_ns);
+  j["stddev_ns"] = static_cast<int64_t>(stddev_ns);
+  j["avg_ts"] = s.mean;
+  j["stddev_ts"] = s.stddev;
+  j["samples_ns"] = samples_ns;
+  j["samples_ts"] = s.samples;
+  return j;
+}
+
+// CSV as llama-bench writes it: every value quoted, arrays as space-separated numbers.
+std::string csv_value(const nlohmann::ordered_json& v) {
+  std::string text;
+  if (v.is_string()) {
+    text = v.get<std::string>();
+  } else if (v.is_array()) {
+    for (const auto& item : v) text += (text.empty() ? "" : " ") + item.dump();
+  } else {
+    text = v.dump();
+  }
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+class ResultPrinter {
+ public:
+  explicit ResultPrinter(std::string format) : format_(std::move(format)) {}
+  // A failed test (an exception) still leaves a JSON array that parses, if one was begun.
+  ~ResultPrinter() {
+    if (begun_) finish();
+  }
+  ResultPrinter(const ResultPrinter&) = delete;
+  ResultPrinter& operator=(const ResultPrinter&) = delete;
+
+  void add(const nlohmann::ordered_json& r) {
+    if (!begun_) begin();
+    if (format_ == "md") {
+      std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n",
+                  std::filesystem::path(r["model_filename"].get<std::string>()).filename().string().c_str(),
+                  human_size(r["model_size"].get<uint64_t>()).c_str(),
+                  human_count(r["model_n_params"].get<uint64_t>()).c_str(), r["backends"].get<std::string>().c_str(),
+                  r["n_threads"].get<int>(), r["test"].get<std::string>().c_str(), r["avg_ts"].get<double>(),
+                  r["stddev_ts"].get<double>());
+    } else if (format_ == "csv") {
+      std::string line;
+      if (rows_ == 0) {
+        for (const auto& item : r.items()) line += (line.empty() ? "" : ",") + item.key();
+        std::printf("%s\n", line.c_str());
+        line.clear();
+      }
+      for (const auto& item : r.items()) line += (line.empty() ? "" : ",") + csv_value(item.value());
+      std::printf("%s\n", line.c_str());
+    } else {
+      const std::string text = r.dump(format_ == "json" ? 2 : -1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (format_ == "json") {
+        std::printf("%s\n%s", rows_ == 0 ? "" : ",", text.c_str());
+      } else {
+        std::printf("%s\n", text.c_str());
+      }
+    }
+    ++rows_;
+    std::fflush(stdout);
+  }
+
+  // Closes the JSON array (an empty one when interrupted before the first result).
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    if (!begun_) begin();
+    if (format_ == "json") std::printf("%s]\n", rows_ == 0 ? "" : "\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  // The header goes out with the first result, so a model that fails to load leaves stdout empty.
+  void begin() {
+    begun_ = true;
+    if (format_ == "md") {
+      std::printf("| model | size | params | backend | threads | test | t/s |\n");
+      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    } else if (format_ == "json") {
+      std::printf("[");
+    }
+  }
+
+  std::string format_;
+  size_t rows_ = 0;
+  bool begun_ = false;
+  bool finished_ = false;
+};
+
 int run(const BenchArgs& args) {
   std::vector<runtime::BenchCase> cases;
   for (const auto p : args.n_prompt)
     if (p > 0) cases.push_back({p, 0});
   for (const auto n : args.n_gen)
     if (n > 0) cases.push_back({0, n});
-  if (cases.empty()) throw_error("bench: no tests (-p and -n are all 0)");
+  if (cases.empty()) throw_usage_error("bench: no tests (-p and -n are all 0)");
   runtime::install_interrupt_handler();
-  const std::string name = std::filesystem::path(args.model).filename().string();
-  if (!args.json) {
-    std::printf("| model | size | params | backend | threads | test | t/s |\n");
-    std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
-  }
+  ResultPrinter printer(args.json ? "jsonl" : args.output);
   for (const int t : args.threads) {
     runtime::EngineOptions options;
     options.threads = t;
@@ -69,38 +195,18 @@ int run(const BenchArgs& args) {
     options.exact = args.exact;
     options.exact_attention = args.exact_attention;
     const auto engine = runtime::Engine::load(args.model, options);
-    const std::string backend = args.exact ? "CPU exact-" + args.exact_attention : "CPU";
     for (const auto& test : cases) {
+      const std::string time = utc_now();
       const runtime::BenchSample s = runtime::run_bench_case(*engine, test, args.batch_size, args.repetitions);
       if (runtime::interrupt_requested()) {
+        printer.finish();
         std::fprintf(stderr, "bench: interrupted\n");
         return 130;
       }
-      if (args.json) {
-        nlohmann::ordered_json j;
-        j["model"] = name;
-        j["model_bytes"] = engine->file_bytes();
-        j["params"] = engine->parameter_count();
-        j["threads"] = t;
-        j["test"] = test.name();
-        j["n_prompt"] = test.n_prompt;
-        j["n_gen"] = test.n_gen;
-        j["cache_type_k"] = args.exact ? "exact-" + args.exact_attention : args.cache_type_k;
-        j["cache_type_v"] = args.exact ? "exact-" + args.exact_attention : args.cache_type_v;
-        j["backend"] = backend;
-        j["avg_ts"] = s.mean;
-        j["stddev_ts"] = s.stddev;
-        j["samples_ts"] = s.samples;
-        std::printf("%s\n", j.dump().c_str());
-      } else {
-        std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", name.c_str(),
-                    human_size(engine->file_bytes()).c_str(), human_count(engine->parameter_count()).c_str(),
-                    backend.c_str(), t,
-                    test.name().c_str(), s.mean, s.stddev);
-      }
-      std::fflush(stdout);
+      printer.add(record(args, *engine, t, test, s, time));
     }
   }
+  printer.finish();
   return 0;
 }
 
@@ -109,20 +215,29 @@ int run(const BenchArgs& args) {
 void register_bench(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "prefill / decode throughput (llama-bench style table)");
-  cmd->add_option("-m,--model", args->model, "GGUF model")->required();
-  cmd->add_option("-p,--n-prompt", args->n_prompt, "prefill lengths, comma-separated")->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-n,--n-gen", args->n_gen, "decode lengths, comma-separated")->delimiter(',')->capture_default_str();
-  cmd->add_option("-t,--threads", args->threads, "thread counts, comma-separated")->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-r,--repetitions", args->repetitions, "timed runs per test")->capture_default_str();
-  cmd->add_option("-b,--batch-size", args->batch_size, "prefill tokens per forward pass")->capture_default_str();
-  cmd->add_option("--cache-type-k", args->cache_type_k, "K cache type: f32 or f16 (also -ctk)")->capture_default_str();
-  cmd->add_option("--cache-type-v", args->cache_type_v, "V cache type: f32 or f16 (also -ctv)")->capture_default_str();
+  cmd->add_option("-m,--model", args->model, "GGUF model")->required()->check(non_empty());
+  // List flags: comma-separated, and a repeated flag adds to the list (as llama-bench).
+  const auto list = CLI::MultiOptionPolicy::TakeAll;
+  cmd->add_option("-p,--n-prompt", args->n_prompt, "prefill lengths, comma-separated (0: none)")->delimiter(',')
+      ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 1 << 20));
+  cmd->add_option("-n,--n-gen", args->n_gen, "decode lengths, comma-separated (0: none)")->delimiter(',')
+      ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 1 << 20));
+  cmd->add_option("-t,--threads", args->threads, "thread counts, comma-separated (default: one per core)")
+      ->delimiter(',')->multi_option_policy(list)->capture_default_str()->check(in_range(1, kMaxThreads));
+  cmd->add_option("-r,--repetitions", args->repetitions, "timed runs per test")->capture_default_str()
+      ->check(in_range(1, 1000000));
+  add_batch_flag(cmd, args->batch_size, "prefill tokens per forward pass");
+  add_cache_type_flags(cmd, args->cache_type_k, args->cache_type_v);
   add_exact_flags(cmd, args->exact, args->exact_attention);
-  cmd->add_flag("--json", args->json, "one JSON record per test instead of the table");
+  auto* output = cmd->add_option("-o,--output", args->output, "output format: md, csv, json (one array) or jsonl")
+                     ->capture_default_str()
+                     ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
+  auto* json = cmd->add_flag("--json", args->json, "the same as -o jsonl");
+  json->excludes(output);
+  output->excludes(json);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->exact);
+    if (result.dry_run) return;
     result.exit_code = run(*args);
   });
 }

@@ -14,11 +14,11 @@ void add_exact_flags(CLI::App* cmd, bool& exact, std::string& exact_attention) {
 
 void check_exact_flags(const CLI::App* cmd, bool exact) {
   if (!exact && cmd->get_option("--exact-attention")->count() > 0)
-    throw_error("--exact-attention needs --exact");
+    throw_usage_error("--exact-attention needs --exact");
   if (!exact) return;
   for (const char* name : {"--cache-type-k", "--cache-type-v"})
     if (cmd->get_option(name)->count() > 0)
-      throw_error("{} cannot be combined with --exact: the exact KV store keeps K/V as int16 with one scale per "
+      throw_usage_error("{} cannot be combined with --exact: the exact KV store keeps K/V as int16 with one scale per "
                   "token and head", name);
 }
 

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "format/gguf.hpp"
 #include "inspect_llama2c.hpp"
 #include "verbs.hpp"
@@ -122,15 +124,23 @@ bool has_gguf_magic(const std::string& path) {
 
 }  // namespace
 
-void register_inspect(CLI::App& app, VerbResult& /*result*/) {
+void register_inspect(CLI::App& app, VerbResult& result) {
+  struct InspectArgs {
+    std::string path;
+    bool json = false;
+    bool full_arrays = false;
+  };
+  auto args = std::make_shared<InspectArgs>();
   auto* cmd = app.add_subcommand("inspect", "Show the metadata and tensor table of a model file");
-  static std::string path;
-  static bool json = false;
-  static bool full_arrays = false;
-  cmd->add_option("file", path, "GGUF file, llama2.c checkpoint (.bin) or tokenizer.bin")->required();
-  cmd->add_flag("--json", json, "Print JSON instead of tables");
-  cmd->add_flag("--full-arrays", full_arrays, "Include every element of array values (JSON and tables)");
-  cmd->callback([] {
+  cmd->add_option("file", args->path, "GGUF file, llama2.c checkpoint (.bin) or tokenizer.bin")->required();
+  cmd->add_flag("--json", args->json, "Print JSON instead of tables");
+  cmd->add_flag("--full-arrays", args->full_arrays, "Include every element of array values (JSON and tables)");
+  cmd->callback([args, &result] {
+    if (result.dry_run) return;
+    const std::string& path = args->path;
+    const bool json = args->json;
+    const bool full_arrays = args->full_arrays;
+    require_input_file(path, "file");
     if (!has_gguf_magic(path)) {
       inspect_llama2c(path, json);
       return;

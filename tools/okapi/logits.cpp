@@ -1,4 +1,4 @@
-// okapi logits -m MODEL (-p TEXT | --tokens 1,2,3) -o OUT.bin [-t T] [--batch-size B] [-c CTX]
+// okapi logits -m MODEL (-p TEXT | -f FILE | --tokens 1,2,3) -o OUT.bin [-t T] [--batch-size B] [-c CTX]
 //              [-ctk f32|f16] [-ctv f32|f16] [--exact [--exact-attention ntt|direct]]
 // Writes the logits of every position (float32 little-endian, row-major [n_tokens x n_vocab]) to
 // OUT.bin and OUT.json beside it (model sha256, token ids, n_vocab, top-10 per position). The
@@ -16,10 +16,13 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/sha256.hpp"
 #include "core/thread_pool.hpp"
+#include "common_flags.hpp"
 #include "exact_flags.hpp"
 #include "format/gguf.hpp"
+#include "format/model_file.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
 #include "model/cpu_ops.hpp"
@@ -36,11 +39,12 @@ namespace {
 struct LogitsArgs {
   std::string model;
   std::string prompt;
+  std::string prompt_file;
   std::string tokens;
   std::string output;
-  int threads = 1;
+  int threads = default_threads();
   int64_t batch_size = 512;
-  int64_t n_ctx = 0;
+  int64_t n_ctx = -1;  // not given: the prompt length; 0: the model's trained context
   std::string cache_k = "f32";
   std::string cache_v = "f32";
   bool exact = false;
@@ -85,7 +89,8 @@ nlohmann::ordered_json top10(const float* row, int64_t n_vocab) {
 
 void run(const LogitsArgs& args) {
   if (args.exact) (void)runtime::exact_scores(args.exact_attention);
-  gguf::File file = gguf::File::open(args.model);
+  const std::string prompt = args.prompt_file.empty() ? args.prompt : read_input_file(args.prompt_file, "prompt file");
+  gguf::File file = gguf::open_model(args.model);
   const std::string sha = sha256_hex(file.bytes().data(), file.bytes().size());
   std::vector<int32_t> tokens;
   if (!args.tokens.empty()) {
@@ -95,18 +100,18 @@ void run(const LogitsArgs& args) {
     tokenizer::EncodeOptions options;
     options.add_special = true;
     options.parse_special = true;  // as llama.cpp's dump_logits / llama-tokenize
-    tokens = tok.encode(args.prompt, options);
+    tokens = tok.encode(prompt, options);
   }
   if (tokens.empty()) throw_error("logits: the prompt has no tokens");
   const std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
   const model::HParams& hp = model->hparams();
-  const int64_t n_ctx = args.n_ctx > 0 ? args.n_ctx : static_cast<int64_t>(tokens.size());
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  const int64_t n_ctx = args.n_ctx > 0 ? args.n_ctx : args.n_ctx == 0 && hp.n_ctx_train > 0 ? hp.n_ctx_train : n_tokens;
   if (static_cast<int64_t>(tokens.size()) > n_ctx)
     throw_error("logits: the prompt has {} tokens but the context is {} (-c)", tokens.size(), n_ctx);
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
   const auto kv = args.exact ? kv::make_exact_store(shape, runtime::exact_scores(args.exact_attention))
                              : kv::make_store(shape, args.cache_k, args.cache_v);
-  if (args.threads < 1) throw_error("logits: -t must be at least 1, got {}", args.threads);
   ThreadPool pool(args.threads);
   std::unique_ptr<model::Ops> ops;
   if (args.exact) {
@@ -153,20 +158,23 @@ void register_logits(CLI::App& app, VerbResult& result) {
   auto* cmd = app.add_subcommand("logits", "write the logits of every position of a prompt (float32 + JSON)");
   cmd->add_option("-m,--model", args->model, "GGUF model")->required();
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "text (tokenized with BOS as the vocab says)");
-  auto* tokens = cmd->add_option("--tokens", args->tokens, "comma-separated token ids instead of text");
-  prompt->excludes(tokens);
-  tokens->excludes(prompt);
-  cmd->add_option("-o,--output", args->output, "OUT.bin (OUT.json is written beside it)")->required();
-  cmd->add_option("-t,--threads", args->threads, "threads")->capture_default_str();
-  cmd->add_option("-b,--batch-size", args->batch_size, "tokens per forward pass (1 = token by token)")
-      ->capture_default_str();
-  cmd->add_option("-c,--ctx-size", args->n_ctx, "context length of the KV cache (default: the prompt length)");
-  cmd->add_option("--cache-type-k", args->cache_k, "K cache type: f32 or f16 (also -ctk)")->capture_default_str();
-  cmd->add_option("--cache-type-v", args->cache_v, "V cache type: f32 or f16 (also -ctv)")->capture_default_str();
+  auto* prompt_file = cmd->add_option("-f,--file", args->prompt_file, "read the text from a file")->check(non_empty());
+  auto* tokens = cmd->add_option("--tokens", args->tokens, "comma-separated token ids instead of text")
+                     ->check(each_in_range(0, 2147483647.0));
+  for (CLI::Option* a : {prompt, prompt_file, tokens})
+    for (CLI::Option* b : {prompt, prompt_file, tokens})
+      if (a != b) a->excludes(b);
+  cmd->add_option("-o,--output", args->output, "OUT.bin (OUT.json is written beside it)")->required()->check(non_empty());
+  add_threads_flag(cmd, args->threads);
+  add_batch_flag(cmd, args->batch_size, "tokens per forward pass (1 = token by token)");
+  add_ctx_flag(cmd, args->n_ctx, "context length of the KV cache (default: the prompt length; 0: the model's trained context)");
+  add_cache_type_flags(cmd, args->cache_k, args->cache_v);
   add_exact_flags(cmd, args->exact, args->exact_attention);
-  cmd->callback([args, cmd, prompt, tokens, &result] {
+  cmd->callback([args, cmd, prompt, prompt_file, tokens, &result] {
     check_exact_flags(cmd, args->exact);
-    if (prompt->count() == 0 && tokens->count() == 0) throw_error("logits: give the input with -p TEXT or --tokens IDS");
+    if (prompt->count() == 0 && prompt_file->count() == 0 && tokens->count() == 0)
+      throw_usage_error("logits: give the input with -p TEXT, -f FILE or --tokens IDS");
+    if (result.dry_run) return;
     run(*args);
     result.exit_code = 0;
   });

@@ -14,6 +14,7 @@
 #include "core/progress.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
+#include "common_flags.hpp"
 #include "exact_flags.hpp"
 #include "runtime/perplexity.hpp"
 #include "verbs.hpp"
@@ -25,7 +26,7 @@ struct PerplexityArgs {
   std::string model;
   std::string text_file;
   runtime::PerplexityOptions options;
-  runtime::EngineOptions engine{1, "f16", "f16"};  // llama-perplexity's default cache types
+  runtime::EngineOptions engine{default_threads(), "f16", "f16"};  // llama-perplexity's default cache types
   std::string save_logits;
   std::string kl_divergence;
 };
@@ -90,21 +91,22 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<PerplexityArgs>();
   auto& o = args->options;
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text, as llama-perplexity computes it");
-  cmd->add_option("-m,--model", args->model, "GGUF model")->required();
-  cmd->add_option("-f,--file", args->text_file, "text file")->required();
-  cmd->add_option("-c,--ctx-size", o.n_ctx, "tokens per chunk (default: the model's context, at most 4096)");
-  cmd->add_option("--chunks", o.n_chunks, "chunks to evaluate (-1: all)")->capture_default_str();
-  cmd->add_option("-b,--batch-size", o.batch_size, "tokens per forward pass")->capture_default_str();
-  cmd->add_option("-t,--threads", args->engine.threads, "threads")->capture_default_str();
-  cmd->add_option("--cache-type-k", args->engine.cache_type_k, "K cache type: f32 or f16 (also -ctk)")
-      ->capture_default_str();
-  cmd->add_option("--cache-type-v", args->engine.cache_type_v, "V cache type: f32 or f16 (also -ctv)")
-      ->capture_default_str();
+  cmd->add_option("-m,--model", args->model, "GGUF model")->required()->check(non_empty());
+  cmd->add_option("-f,--file", args->text_file, "text file")->required()->check(non_empty());
+  add_ctx_flag(cmd, o.n_ctx, "tokens per chunk (0: the model's trained context; default: that, at most 4096)");
+  cmd->add_option("--chunks", o.n_chunks, "chunks to evaluate (-1: all)")->capture_default_str()
+      ->check(in_range(-1, kUnbounded));
+  add_batch_flag(cmd, o.batch_size, "tokens per forward pass");
+  add_threads_flag(cmd, args->engine.threads);
+  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v);
   add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
-  cmd->add_option("--save-logits", args->save_logits, "write this run's log-probs (okapi format) to FILE");
-  cmd->add_option("--kl-divergence", args->kl_divergence, "compare with log-probs saved by --save-logits");
+  cmd->add_option("--save-logits", args->save_logits, "write this run's log-probs (okapi format) to FILE")
+                   ->check(non_empty());
+  cmd->add_option("--kl-divergence", args->kl_divergence, "compare with log-probs saved by --save-logits")
+                      ->check(non_empty());
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
+    if (result.dry_run) return;
     result.exit_code = run(*args);
   });
 }

@@ -9,8 +9,8 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "common_flags.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "quant/model_quantizer.hpp"
@@ -23,7 +23,7 @@ struct QuantizeArgs {
   std::string input;
   std::string output;
   std::string type;
-  int threads = 0;
+  int threads = default_threads();
   bool pure = false;
   bool leave_output_tensor = false;
   std::string output_tensor_type;
@@ -85,9 +85,7 @@ void run_quantize(const QuantizeArgs& args) {
   if (!args.token_embedding_type.empty()) {
     options.mix.token_embedding_type = quant::output_type_by_name(args.token_embedding_type);
   }
-  if (args.threads < 0) throw_error("-t {}: the thread count must be positive", args.threads);
-  options.n_threads =
-      args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.n_threads = args.threads;
 
   std::unique_ptr<ProgressBar> bar;
   quant::QuantizeObserver observer;
@@ -105,19 +103,34 @@ void run_quantize(const QuantizeArgs& args) {
 
 }  // namespace
 
-void register_quantize(CLI::App& app, VerbResult& /*result*/) {
-  static QuantizeArgs args;
+void register_quantize(CLI::App& app, VerbResult& result) {
+  auto shared_args = std::make_shared<QuantizeArgs>();
+  QuantizeArgs& args = *shared_args;
   auto* cmd = app.add_subcommand("quantize", "Quantize a GGUF model (like llama-quantize)");
   cmd->footer("Types:" + mix_list());
-  cmd->add_option("input", args.input, "Input GGUF model")->required();
-  cmd->add_option("output", args.output, "Output GGUF file (written atomically)")->required();
-  cmd->add_option("type", args.type, "Quantization mix, e.g. Q4_K_M (see the list below)")->required();
-  cmd->add_option("-t,--threads", args.threads, "Threads (default: all cores); the output does not depend on it");
+  cmd->add_option("input", args.input, "Input GGUF model")->required()->check(non_empty());
+  cmd->add_option("output", args.output, "Output GGUF file (written atomically)")->required()->check(non_empty());
+  cmd->add_option("type", args.type, "Quantization mix, e.g. Q4_K_M (see the list below)")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            try {
+              (void)quant::mix_by_name(name);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          ""));
+  add_threads_flag(cmd, args.threads);
   cmd->add_flag("--pure", args.pure, "Give every quantizable tensor TYPE's base format, without the mix rules");
   cmd->add_option("--output-tensor-type", args.output_tensor_type, "Type for output.weight, e.g. q8_0");
   cmd->add_option("--token-embedding-type", args.token_embedding_type, "Type for token_embd.weight, e.g. q8_0");
   cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "Copy output.weight unchanged");
-  cmd->callback([] { run_quantize(args); });
+  cmd->callback([shared_args, &result] {
+    if (result.dry_run) return;
+    run_quantize(*shared_args);
+  });
 }
 
 }  // namespace okapi::cli

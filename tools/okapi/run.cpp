@@ -1,4 +1,4 @@
-// okapi run [-m MODEL] -p PROMPT [-n N] [-c CTX] [-t T] [-b BATCH] [sampling flags] [-ctk/-ctv]
+// okapi run [-m MODEL] (-p PROMPT | -f FILE) [-n N] [-c CTX] [-t T] [-b BATCH] [sampling flags] [-ctk/-ctv]
 //           [--json] [--no-display-prompt] [--exact [--exact-attention ntt|direct]]
 // Generates text, streaming it to stdout as it is produced (prompt first, as llama-cli does);
 // timings go to stderr. Without -m, the repository's stories260K model; without -p, "Once upon a
@@ -11,11 +11,13 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/default_model.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/session.hpp"
 #include "exact_flags.hpp"
+#include "common_flags.hpp"
 #include "sample/sampler.hpp"
 #include "verbs.hpp"
 
@@ -27,6 +29,7 @@ constexpr int kInterruptedExitCode = 130;  // the shell's code for "ended by SIG
 struct RunArgs {
   std::string model;
   std::string prompt = "Once upon a time";
+  std::string prompt_file;
   int64_t n_predict = 256;
   int64_t n_ctx = 0;
   int64_t batch_size = 512;
@@ -50,6 +53,7 @@ void print_timings(const runtime::Timings& t, runtime::StopReason stop) {
 int run(RunArgs args) {
   if (args.seed >= 0) args.sampling.seed = static_cast<uint32_t>(args.seed);
   args.sampling.validate();
+  if (!args.prompt_file.empty()) args.prompt = read_input_file(args.prompt_file, "prompt file");
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
   const auto kv = engine->make_kv(args.n_ctx);
@@ -57,20 +61,27 @@ int run(RunArgs args) {
   const auto prompt = session.tokenize_prompt(args.prompt);
   sample::Sampler sampler(args.sampling);
   runtime::install_interrupt_handler();
-  if (!args.json && !args.no_display_prompt) {
-    std::fputs(args.prompt.c_str(), stdout);
+  // The prompt is echoed (as llama-cli does) once the prefill has succeeded, so a prompt that does
+  // not fit the context leaves stdout empty.
+  bool prompt_shown = args.json || args.no_display_prompt;
+  const auto show_prompt = [&] {
+    if (prompt_shown) return;
+    prompt_shown = true;
+    std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
     std::fflush(stdout);
-  }
+  };
   runtime::GenerateOptions options;
   options.n_predict = args.n_predict;
   options.batch_size = args.batch_size;
   options.ignore_eos = args.ignore_eos;
   const auto on_text = [&](std::string_view piece) {
     if (args.json) return;
+    show_prompt();
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   };
   const runtime::GenerationResult result = session.generate(prompt, sampler, options, on_text);
+  show_prompt();
   const runtime::Timings& t = result.timings;
   if (args.json) {
     nlohmann::ordered_json json;
@@ -104,35 +115,43 @@ int run(RunArgs args) {
 
 void register_run(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<RunArgs>();
+  args->engine.threads = default_threads();
   auto& s = args->sampling;
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (streams to stdout, timings to stderr)");
   cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
-  cmd->add_option("-p,--prompt", args->prompt, "prompt text")->capture_default_str();
+  auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text")->capture_default_str();
+  auto* prompt_file = cmd->add_option("-f,--file", args->prompt_file, "read the prompt from a file (any size)")
+                          ->check(non_empty());
+  prompt->excludes(prompt_file);
+  prompt_file->excludes(prompt);
   cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate (-1: until end or full context)")
-      ->capture_default_str();
-  cmd->add_option("-c,--ctx-size", args->n_ctx, "context length (default: the model's, at most 4096)");
-  cmd->add_option("-t,--threads", args->engine.threads, "threads")->capture_default_str();
-  cmd->add_option("-b,--batch-size", args->batch_size, "prompt tokens per forward pass")->capture_default_str();
-  cmd->add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str();
-  cmd->add_option("--top-k", s.top_k, "top-k (<= 0: off)")->capture_default_str();
-  cmd->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str();
-  cmd->add_option("--typical", s.typical_p, "locally typical sampling p (1: off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", s.repeat_last_n, "penalty window (0: off, -1: all)")->capture_default_str();
-  cmd->add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str();
-  cmd->add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "RNG seed (-1: random)")->capture_default_str();
-  cmd->add_option("--cache-type-k", args->engine.cache_type_k, "K cache type: f32 or f16 (also -ctk)")
-      ->capture_default_str();
-  cmd->add_option("--cache-type-v", args->engine.cache_type_v, "V cache type: f32 or f16 (also -ctv)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(-1, kUnbounded));
+  add_ctx_flag(cmd, args->n_ctx, "context length (0: the model's trained context; default: that, at most 4096)");
+  add_threads_flag(cmd, args->engine.threads);
+  add_batch_flag(cmd, args->batch_size, "prompt tokens per forward pass");
+  cmd->add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str()->check(in_range(-kUnbounded, kUnbounded));
+  cmd->add_option("--top-k", s.top_k, "top-k (<= 0: off)")->capture_default_str()->check(in_range(-kUnbounded, kUnbounded));
+  cmd->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str()->check(in_range(0, 1));
+  cmd->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str()->check(in_range(0, 1));
+  cmd->add_option("--typical", s.typical_p, "locally typical sampling p (1: off)")->capture_default_str()->check(in_range(0, 1));
+  cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->capture_default_str()
+      ->check(in_range(1e-6, kUnbounded));
+  cmd->add_option("--repeat-last-n", s.repeat_last_n, "penalty window (0: off, -1: all)")->capture_default_str()
+      ->check(in_range(-1, kUnbounded));
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str()
+      ->check(in_range(-kUnbounded, kUnbounded));
+  cmd->add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str()
+      ->check(in_range(-kUnbounded, kUnbounded));
+  add_seed_flag(cmd, args->seed);
+  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v);
   add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
+    if (result.dry_run) return;
     result.exit_code = run(*args);
   });
 }

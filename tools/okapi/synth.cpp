@@ -3,11 +3,10 @@
 // readable by llama.cpp: the benchmark models.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "common_flags.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "quant/mix.hpp"
@@ -20,7 +19,7 @@ namespace {
 struct SynthArgs {
   synth::SynthOptions options;
   std::string output;
-  int threads = 0;
+  int threads = default_threads();
 };
 
 std::string presets_footer() {
@@ -36,9 +35,7 @@ std::string presets_footer() {
 }
 
 void run_synth(SynthArgs& args) {
-  if (args.threads < 0) throw_error("-t {}: the thread count must be positive", args.threads);
-  args.options.n_threads =
-      args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  args.options.n_threads = args.threads;
   std::unique_ptr<ProgressBar> bar;
   const auto report = synth::write_synth(args.options, args.output, [&bar](size_t done, size_t total,
                                                                            const std::string& name) {
@@ -53,19 +50,25 @@ void run_synth(SynthArgs& args) {
 
 }  // namespace
 
-void register_synth(CLI::App& app, VerbResult& /*result*/) {
-  static SynthArgs args;
+void register_synth(CLI::App& app, VerbResult& result) {
+  auto shared_args = std::make_shared<SynthArgs>();
+  SynthArgs& args = *shared_args;
   auto* cmd = app.add_subcommand("synth", "Write a random-weight GGUF of a real model's shape");
   cmd->footer(presets_footer());
   cmd->add_option("--preset", args.options.preset, "Model shape, e.g. stories15M (see the list below)")->required();
   cmd->add_option("--arch", args.options.arch, "Architecture name to write (default: the preset's)");
   cmd->add_option("--type", args.options.type, "Quantization mix, e.g. F32, Q8_0, Q4_K_M (default F32)");
-  cmd->add_option("--seed", args.options.seed, "Seed of the weights (default 1)");
-  cmd->add_option("--layers", args.options.layers, "Number of blocks (default: the model's; bitnet-2b-shape: 4)");
-  cmd->add_option("--vocab", args.options.vocab, "Vocabulary size (default: the model's; smaller for quick tests)");
-  cmd->add_option("-o,--output", args.output, "Output GGUF file (written atomically)")->required();
-  cmd->add_option("-t,--threads", args.threads, "Threads (default: all cores); the output does not depend on it");
-  cmd->callback([] { run_synth(args); });
+  cmd->add_option("-s,--seed", args.options.seed, "Seed of the weights (default 1)")->check(in_range(0, 4294967295.0));
+  cmd->add_option("--layers", args.options.layers, "Number of blocks (default: the model's; bitnet-2b-shape: 4)")
+      ->check(in_range(1, 100000));
+  cmd->add_option("--vocab", args.options.vocab, "Vocabulary size (default: the model's; smaller for quick tests)")
+      ->check(in_range(1, 2147483647.0));
+  cmd->add_option("-o,--output", args.output, "Output GGUF file (written atomically)")->required()->check(non_empty());
+  add_threads_flag(cmd, args.threads);
+  cmd->callback([shared_args, &result] {
+    if (result.dry_run) return;
+    run_synth(*shared_args);
+  });
 }
 
 }  // namespace okapi::cli

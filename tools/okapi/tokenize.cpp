@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "format/gguf.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "verbs.hpp"
@@ -35,23 +36,16 @@ bool starts_with_gguf_magic(const std::string& path) {
 }
 
 tokenizer::Vocab load_vocab(const std::string& path) {
-  std::ifstream probe(path, std::ios::binary);
-  if (!probe) throw_error("cannot open model '{}'", path);
+  require_input_file(path, "model");
   if (starts_with_gguf_magic(path)) return tokenizer::Vocab::from_gguf(gguf::File::open(path));
   return tokenizer::Vocab::from_llama2c(path);
-}
-
-std::string read_exact_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error("cannot open input file '{}'", path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void write(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
 void run(const TokenizeArgs& args) {
   const tokenizer::Tokenizer tok(load_vocab(args.model));
-  const std::string text = args.file.empty() ? args.prompt : read_exact_bytes(args.file);
+  const std::string text = args.file.empty() ? args.prompt : read_input_file(args.file, "text file");
   tokenizer::EncodeOptions options;
   options.add_special = !args.no_bos;
   options.parse_special = args.parse_special;
@@ -93,7 +87,8 @@ void register_tokenize(CLI::App& app, VerbResult& result) {
   cmd->add_flag("--parse-special", args->parse_special, "recognise special token texts such as <s>");
   cmd->add_flag("--json", args->json, "print ids and pieces as JSON");
   cmd->callback([args, prompt, file, &result] {
-    if (prompt->count() == 0 && file->count() == 0) throw_error("tokenize: give the text with -p TEXT or -f FILE");
+    if (prompt->count() == 0 && file->count() == 0) throw_usage_error("tokenize: give the text with -p TEXT or -f FILE");
+    if (result.dry_run) return;
     run(*args);
     result.exit_code = 0;
   });

@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common_flags.hpp"
 #include "core/error.hpp"
 #include "train/export.hpp"
 #include "train/trainer.hpp"
@@ -33,7 +33,20 @@ struct TrainArgs {
 train::Init parse_init(const std::string& name) {
   if (name == "xavier") return train::Init::Xavier;
   if (name == "llama2c") return train::Init::Llama2c;
-  throw_error("--init '{}' is not xavier or llama2c", name);
+  throw_usage_error("--init '{}' is not xavier or llama2c", name);
+}
+
+// A new run needs data, a tokenizer and a directory; a resumed one has them in its directory.
+void check_required_flags(const TrainArgs& a) {
+  if (!a.resume.empty()) {
+    if (!a.out.empty() && std::filesystem::path(a.out) != std::filesystem::path(a.resume))
+      throw_usage_error("train: --out '{}' and --resume '{}' differ: a resumed run continues in its own directory",
+                        a.out, a.resume);
+    return;
+  }
+  if (a.data.empty()) throw_usage_error("train: --data FILE is required (or --resume DIR)");
+  if (a.tokenizer.empty()) throw_usage_error("train: --tokenizer is required (or --resume DIR)");
+  if (a.out.empty()) throw_usage_error("train: --out DIR is required (or --resume DIR)");
 }
 
 // On --resume the flags that shape the loss curve must agree with the checkpoint (or be left out).
@@ -72,7 +85,7 @@ void export_and_check(const TrainArgs& a, train::Trainer& trainer) {
   train::ExportOptions options;
   options.type = a.export_type.empty() ? train::default_export_type(trainer.config())
                                        : dtype_from_name(a.export_type).value_or(DType::Q8_K);
-  if (!a.export_type.empty() && !dtype_from_name(a.export_type)) throw_error("--export-type '{}' is unknown", a.export_type);
+  if (!a.export_type.empty() && !dtype_from_name(a.export_type)) throw_usage_error("--export-type '{}' is unknown", a.export_type);
   const auto summary = train::export_gguf(trainer.config(), trainer.params(), trainer.tokenizer(), a.export_path, options);
   std::printf("export: %s: %s, %zu tensors, %llu bytes", a.export_path.c_str(), summary.architecture.c_str(),
               summary.n_tensors, static_cast<unsigned long long>(summary.file_bytes));
@@ -96,9 +109,6 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
   o.hyper.init = static_cast<int32_t>(parse_init(a.init));
   std::unique_ptr<train::Checkpoint> checkpoint;
   if (!a.resume.empty()) {
-    if (!a.out.empty() && std::filesystem::path(a.out) != std::filesystem::path(a.resume)) {
-      throw_error("--out '{}' and --resume '{}' differ: a resumed run continues in its own directory", a.out, a.resume);
-    }
     const auto found = train::list_checkpoints(a.resume);
     if (found.empty()) throw_error("--resume '{}': no checkpoints in {}", a.resume, train::checkpoint_dir(a.resume).string());
     checkpoint = std::make_unique<train::Checkpoint>(train::load_checkpoint(found.back()));
@@ -115,9 +125,6 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
     std::fprintf(stderr, "train: resuming from %s (step %lld)\n", found.back().c_str(),
                  static_cast<long long>(checkpoint->meta.step));
   } else {
-    if (a.data.empty()) throw_error("--data is required (or --resume DIR)");
-    if (a.tokenizer.empty()) throw_error("--tokenizer is required (or --resume DIR)");
-    if (a.out.empty()) throw_error("--out DIR is required (or --resume DIR)");
     o.out_dir = a.out;
   }
   train::Trainer trainer(o, checkpoint.get());
@@ -166,49 +173,77 @@ void register_train(CLI::App& app, VerbResult& result) {
   auto a = std::make_shared<TrainArgs>();
   train::TrainOptions& o = a->options;
   train::TrainHyper& h = o.hyper;
-  o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.threads = default_threads();
+  const auto positive = in_range(1, kUnbounded);
+  const auto non_negative = in_range(0, kUnbounded);
   auto* cmd = app.add_subcommand("train", "train a Llama-2-style model from scratch (float or b1.58 ternary)");
-  cmd->add_option("--data", a->data, "text files to train on (each one document; the last 10% held out)");
-  cmd->add_option("--tokenizer", a->tokenizer, "a GGUF model's vocabulary or a llama2.c tokenizer.bin");
+  cmd->add_option("--data", a->data, "text files to train on (each one document; the last 10% held out)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(non_empty());
+  cmd->add_option("--tokenizer", a->tokenizer, "a GGUF model's vocabulary or a llama2.c tokenizer.bin")->check(non_empty());
   cmd->add_option("--config", o.config_name, "model shape: stories260K, stories15M, stories42M, stories110M")
       ->capture_default_str();
-  cmd->add_option("--dim", o.overrides.dim, "override the config's width");
-  cmd->add_option("--hidden", o.overrides.hidden_dim, "override the FFN width");
-  cmd->add_option("--layers", o.overrides.n_layers, "override the layer count");
-  cmd->add_option("--heads", o.overrides.n_heads, "override the head count");
-  cmd->add_option("--kv-heads", o.overrides.n_kv_heads, "override the KV head count");
-  cmd->add_option("--ctx", o.overrides.seq_len, "override the context length (RoPE table, exported context)");
+  cmd->add_option("--dim", o.overrides.dim, "override the config's width")->check(in_range(1, 1 << 16));
+  cmd->add_option("--hidden", o.overrides.hidden_dim, "override the FFN width")->check(in_range(1, 1 << 18));
+  cmd->add_option("--layers", o.overrides.n_layers, "override the layer count")->check(in_range(1, 1024));
+  cmd->add_option("--heads", o.overrides.n_heads, "override the head count")->check(in_range(1, 1024));
+  cmd->add_option("--kv-heads", o.overrides.n_kv_heads, "override the KV head count")->check(in_range(1, 1024));
+  cmd->add_option("--ctx", o.overrides.seq_len, "override the context length (RoPE table, exported context)")
+      ->check(in_range(1, 1 << 20));
   cmd->add_flag("--ternary", o.ternary, "b1.58 quantization-aware training (exports a bitnet GGUF)");
-  cmd->add_option("--out,-o", a->out, "run directory: checkpoints, train.csv, loss.svg, token cache");
-  cmd->add_option("--resume", a->resume, "continue the run in DIR from its newest checkpoint");
-  cmd->add_option("--steps", h.steps, "optimizer steps (the cosine schedule ends here)")->capture_default_str();
-  cmd->add_option("--batch", h.batch, "sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--seq", h.seq, "tokens per sequence")->capture_default_str();
-  cmd->add_option("--accum", h.accum, "micro-batches per step (gradient accumulation)")->capture_default_str();
-  cmd->add_option("--lr", h.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--lr-min", h.lr_min, "learning rate at the end of the cosine")->capture_default_str();
-  cmd->add_option("--warmup", h.warmup, "linear warm-up steps")->capture_default_str();
-  cmd->add_option("--weight-decay", h.weight_decay, "AdamW decoupled weight decay (matrices only)")->capture_default_str();
-  cmd->add_option("--grad-clip", h.grad_clip, "clip the global gradient norm to this (0: off)")->capture_default_str();
-  cmd->add_option("--seed", h.seed, "seed of the initialization and the data order")->capture_default_str();
-  cmd->add_option("--init", a->init, "initialization: xavier or llama2c")->capture_default_str();
-  cmd->add_option("--held-out", h.held_out_fraction, "fraction of the tokens held out (the end)")->capture_default_str();
-  cmd->add_option("--eval-every", o.eval_every, "evaluate every N steps (0: only at the end)")->capture_default_str();
-  cmd->add_option("--eval-windows", o.eval_windows, "held-out windows per evaluation (0: all)")->capture_default_str();
-  cmd->add_option("--save-every", o.save_every, "checkpoint every N steps (0: only at the end)")->capture_default_str();
-  cmd->add_option("--keep", o.keep_checkpoints, "checkpoints to keep")->capture_default_str();
-  cmd->add_option("--sample-tokens", o.sample_tokens, "tokens sampled after each evaluation")->capture_default_str();
-  cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (checkpoint saved; --resume continues)");
-  cmd->add_option("--log-every", o.log_every, "progress line every N steps when stderr is not a terminal");
-  cmd->add_option("-t,--threads", o.threads, "threads")->capture_default_str();
+  cmd->add_option("--out,-o", a->out, "run directory: checkpoints, train.csv, loss.svg, token cache")->check(non_empty());
+  cmd->add_option("--resume", a->resume, "continue the run in DIR from its newest checkpoint")->check(non_empty());
+  cmd->add_option("--steps", h.steps, "optimizer steps (the cosine schedule ends here)")->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--batch", h.batch, "sequences per micro-batch")->capture_default_str()->check(in_range(1, 1 << 16));
+  cmd->add_option("--seq", h.seq, "tokens per sequence")->capture_default_str()->check(in_range(1, 1 << 20));
+  cmd->add_option("--accum", h.accum, "micro-batches per step (gradient accumulation)")->capture_default_str()
+      ->check(in_range(1, 1 << 16));
+  cmd->add_option("--lr", h.lr, "peak learning rate")->capture_default_str()->check(in_range(0, 10));
+  cmd->add_option("--lr-min", h.lr_min, "learning rate at the end of the cosine")->capture_default_str()
+      ->check(in_range(0, 10));
+  cmd->add_option("--warmup", h.warmup, "linear warm-up steps")->capture_default_str()->check(non_negative);
+  cmd->add_option("--weight-decay", h.weight_decay, "AdamW decoupled weight decay (matrices only)")->capture_default_str()
+      ->check(non_negative);
+  cmd->add_option("--grad-clip", h.grad_clip, "clip the global gradient norm to this (0: off)")->capture_default_str()
+      ->check(non_negative);
+  cmd->add_option("-s,--seed", h.seed, "seed of the initialization and the data order")->capture_default_str()
+      ->check(in_range(0, 4294967295.0));
+  cmd->add_option("--init", a->init, "initialization: xavier or llama2c")->capture_default_str()
+      ->check(CLI::IsMember({"xavier", "llama2c"}));
+  cmd->add_option("--held-out", h.held_out_fraction, "fraction of the tokens held out (the end)")->capture_default_str()
+      ->check(in_range(0.0001, 0.99));
+  cmd->add_option("--eval-every", o.eval_every, "evaluate every N steps (0: only at the end)")->capture_default_str()
+      ->check(non_negative);
+  cmd->add_option("--eval-windows", o.eval_windows, "held-out windows per evaluation (0: all)")->capture_default_str()
+      ->check(non_negative);
+  cmd->add_option("--save-every", o.save_every, "checkpoint every N steps (0: only at the end)")->capture_default_str()
+      ->check(non_negative);
+  cmd->add_option("--keep", o.keep_checkpoints, "checkpoints to keep")->capture_default_str()->check(positive);
+  cmd->add_option("--sample-tokens", o.sample_tokens, "tokens sampled after each evaluation")->capture_default_str()
+      ->check(in_range(0, 1 << 20));
+  cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (checkpoint saved; --resume continues)")
+      ->check(positive);
+  cmd->add_option("--log-every", o.log_every, "progress line every N steps when stderr is not a terminal")
+      ->check(positive);
+  add_threads_flag(cmd, o.threads);
   cmd->add_flag("--overlap-dw", o.overlap_weight_gradients, "weight gradients on a second thread");
   cmd->add_flag("--quiet,-q", o.quiet, "no progress or evaluation lines");
-  cmd->add_option("--export", a->export_path, "write the trained model as GGUF and check it with the engine");
-  cmd->add_option("--export-type", a->export_type, "f32 or f16 (float); tq2_0, tq1_0 or f32 (ternary)");
-  cmd->add_option("--eval-model", a->eval_models, "also report a GGUF model's loss on the held-out windows");
-  cmd->add_option("--bench-steps", a->bench_steps, "time N training steps (after one warm-up) and exit");
+  cmd->add_option("--export", a->export_path, "write the trained model as GGUF and check it with the engine")
+      ->check(non_empty());
+  cmd->add_option("--export-type", a->export_type, "f32 or f16 (float); tq2_0, tq1_0 or f32 (ternary)")
+      ->check(CLI::IsMember({"f32", "f16", "tq2_0", "tq1_0"}));
+  cmd->add_option("--eval-model", a->eval_models, "also report a GGUF model's loss on the held-out windows")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(non_empty());
+  cmd->add_option("--bench-steps", a->bench_steps, "time N training steps (after one warm-up) and exit")
+      ->check(positive);
   CLI::App* self = cmd;
-  cmd->callback([a, self, &result] { result.exit_code = run_train(*self, *a); });
+  cmd->callback([a, self, &result] {
+    check_required_flags(*a);
+    if (result.dry_run) return;
+    result.exit_code = run_train(*self, *a);
+  });
 }
 
 }  // namespace okapi::cli

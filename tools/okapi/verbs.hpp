@@ -1,5 +1,6 @@
 // Each verb lives in its own file and registers a CLI11 subcommand; the callback it installs
-// runs the verb and returns the process exit code through `exit_code`.
+// checks what CLI11 cannot (combinations of flags), returns early on `dry_run`, then runs the
+// verb and returns the process exit code through `exit_code`.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -7,6 +8,7 @@ namespace okapi::cli {
 
 struct VerbResult {
   int exit_code = 0;
+  bool dry_run = false;  // validate the flags, run nothing (cli_app.hpp)
 };
 
 void register_inspect(CLI::App& app, VerbResult& result);

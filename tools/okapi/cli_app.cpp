@@ -1,0 +1,181 @@
+#include "cli_app.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <new>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "verbs.hpp"
+
+namespace okapi::cli {
+namespace {
+
+constexpr std::string_view kVersion = "okapi 0.1.0";
+
+// llama.cpp spells some flags with multi-letter single dashes (-ctk); CLI11 only accepts one-letter
+// short names, so they are rewritten to their long forms before parsing.
+std::string llama_style_flag(const std::string& arg) {
+  if (arg == "-ctk") return "--cache-type-k";
+  if (arg == "-ctv") return "--cache-type-v";
+  return arg;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'x'?)" when one candidate is close enough to be a likely typo.
+std::string suggestion(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (!best || d < best_distance) {
+      best = &c;
+      best_distance = d;
+    }
+  }
+  if (!best || best_distance > std::max<size_t>(2, word.size() / 3)) return {};
+  return fmt::format(" (did you mean '{}'?)", *best);
+}
+
+std::vector<std::string> verb_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  return names;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::vector<std::string> flag_names(const CLI::App& verb) {
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : verb.get_options()) {
+    for (const auto& s : opt->get_snames()) names.push_back("-" + s);
+    for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+  }
+  return names;
+}
+
+// The text that follows "okapi: error: " for a CLI11 parse error inside `verb`.
+std::string describe_parse_error(const CLI::ParseError& e, const CLI::App& verb) {
+  const std::string name = verb.get_name();
+  const std::string help = fmt::format("; see 'okapi {} --help'", name);
+  // An unknown flag first, whatever else failed: a typo explains the other errors best.
+  const std::vector<std::string> extras = verb.remaining();
+  if (!extras.empty()) {
+    const std::string& first = extras.front();
+    if (!first.empty() && first[0] == '-')
+      return fmt::format("{}: unknown flag '{}'{}{}", name, first, suggestion(first, flag_names(verb)), help);
+    return fmt::format("{}: unexpected argument '{}'{}", name, first, help);
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    // CLI11: "-m: 1 required TEXT missing" / "Expected exactly 1 arguments to ...".
+    std::string what = e.what();
+    const size_t colon = what.find(':');
+    if (colon != std::string::npos && what.rfind("missing") != std::string::npos)
+      return fmt::format("{}: {} needs a value{}", name, what.substr(0, colon), help);
+    return fmt::format("{}: {}{}", name, what, help);
+  }
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr) {
+    std::string what = e.what();  // "Could not convert: --top-p = abc"
+    constexpr std::string_view kPrefix = "Could not convert: ";
+    if (what.rfind(kPrefix, 0) == 0) {
+      const std::string rest = what.substr(kPrefix.size());
+      const size_t eq = rest.find(" = ");
+      if (eq != std::string::npos)
+        return fmt::format("{}: {} '{}' is not a valid value for this flag{}", name, rest.substr(0, eq),
+                           rest.substr(eq + 3), help);
+    }
+    return fmt::format("{}: {}{}", name, what, help);
+  }
+  return fmt::format("{}: {}{}", name, e.what(), help);
+}
+
+void print_error(const std::string& message) { std::fprintf(stderr, "okapi: error: %s\n", message.c_str()); }
+
+int usage_error(const std::string& message) {
+  print_error(message);
+  return kExitUsage;
+}
+
+}  // namespace
+
+int run_command_line(const std::vector<std::string>& args, const CliMode& mode) {
+  CLI::App app{"okapi: run, compress and train transformer language models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(kVersion));
+  // As llama.cpp: a flag given twice takes its last value. List flags (bench -p 64,128) keep all.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  VerbResult result;
+  result.dry_run = mode.dry_run;
+  register_inspect(app, result);
+  register_convert(app, result);
+  register_quantize(app, result);
+  register_tokenize(app, result);
+  register_synth(app, result);
+  register_logits(app, result);
+  register_run(app, result);
+  register_perplexity(app, result);
+  register_bench(app, result);
+  register_train(app, result);
+
+  const std::vector<std::string> verbs = verb_names(app);
+  const std::string verb_list = join(verbs);
+  if (args.empty())
+    return usage_error(fmt::format("no verb given; usage: okapi <verb> [flags], where <verb> is one of: {}; "
+                                   "'okapi <verb> --help' lists a verb's flags",
+                                   verb_list));
+  const std::string& first = args.front();
+  const bool top_level_flag = first == "-h" || first == "--help" || first == "--version";
+  if (!top_level_flag && std::find(verbs.begin(), verbs.end(), first) == verbs.end()) {
+    if (!first.empty() && first[0] == '-')
+      return usage_error(fmt::format("'{}' comes before a verb; usage: okapi <verb> [flags], where <verb> is one of: {}",
+                                     first, verb_list));
+    return usage_error(fmt::format("unknown verb '{}'{}; the verbs are: {}", first, suggestion(first, verbs), verb_list));
+  }
+  CLI::App* verb = top_level_flag ? nullptr : app.get_subcommand(first);
+
+  // CLI11 takes the arguments in reverse order.
+  std::vector<std::string> reversed;
+  reversed.reserve(args.size());
+  for (auto it = args.rbegin(); it != args.rend(); ++it) reversed.push_back(llama_style_flag(*it));
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    if (verb == nullptr) return usage_error(fmt::format("{}; see 'okapi --help'", e.what()));
+    return usage_error(describe_parse_error(e, *verb));
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  } catch (const Error& e) {
+    print_error(e.what());
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory; try a smaller context (-c), batch (-b) or model");
+    return kExitError;
+  } catch (const std::exception& e) {
+    print_error(fmt::format("internal error: {} (please report this with the command line)", e.what()));
+    return kExitError;
+  }
+  return result.exit_code;
+}
+
+}  // namespace okapi::cli

@@ -1,0 +1,106 @@
+#include "common_flags.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "core/error.hpp"
+#include "kv/kv_store.hpp"
+
+namespace okapi::cli {
+namespace {
+
+constexpr double kMaxCount = 2147483647.0;  // counts and lengths are int32 in GGUF and the KV cache
+
+std::string bound(double v) {
+  if (v == kUnbounded) return "inf";
+  if (v == -kUnbounded) return "-inf";
+  return fmt::format("{}", v);
+}
+
+// "" when `text` is a finite number in [lo, hi], else the reason.
+std::string check_number(const std::string& text, double lo, double hi) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || std::isnan(v))
+    return fmt::format("'{}' is not a number", text);
+  if (!std::isfinite(v) || errno == ERANGE || v < lo || v > hi)
+    return fmt::format("{} is out of range [{}, {}]", text, bound(lo), bound(hi));
+  return {};
+}
+
+}  // namespace
+
+CLI::Validator in_range(double lo, double hi) {
+  return CLI::Validator([lo, hi](std::string& value) { return check_number(value, lo, hi); },
+                        fmt::format("in [{}, {}]", bound(lo), bound(hi)));
+}
+
+CLI::Validator each_in_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) {
+        if (value.empty()) return std::string("the list is empty");
+        size_t start = 0;
+        while (start <= value.size()) {
+          const size_t comma = std::min(value.find(',', start), value.size());
+          const std::string item = value.substr(start, comma - start);
+          if (std::string reason = check_number(item, lo, hi); !reason.empty()) return reason;
+          start = comma + 1;
+        }
+        return std::string();
+      },
+      fmt::format("each in [{}, {}]", bound(lo), bound(hi)));
+}
+
+CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](std::string& value) { return value.empty() ? std::string("the value is empty") : std::string(); }, "");
+}
+
+void add_threads_flag(CLI::App* cmd, int& threads) {
+  cmd->add_option("-t,--threads", threads, "threads (default: one per core)")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxThreads));
+}
+
+void add_ctx_flag(CLI::App* cmd, int64_t& n_ctx, const std::string& description) {
+  cmd->add_option("-c,--ctx-size", n_ctx, description)->check(in_range(0, kMaxCount));
+}
+
+void add_batch_flag(CLI::App* cmd, int64_t& batch_size, const std::string& description) {
+  cmd->add_option("-b,--batch-size", batch_size, description)->capture_default_str()->check(in_range(1, kMaxCount));
+}
+
+void add_seed_flag(CLI::App* cmd, int64_t& seed) {
+  cmd->add_option("-s,--seed", seed, "RNG seed (-1: random)")->capture_default_str()->check(in_range(-1, 4294967295.0));
+}
+
+void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v) {
+  // The store factory is the one list of types: ask it about a one-cell cache.
+  const auto known_type = CLI::Validator(
+      [](std::string& value) {
+        try {
+          (void)kv::make_store({1, 1, 1, 1, 1}, value, value);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      },
+      "");
+  cmd->add_option("--cache-type-k", type_k, "K cache type: f32 or f16 (also -ctk)")
+      ->capture_default_str()
+      ->check(known_type);
+  cmd->add_option("--cache-type-v", type_v, "V cache type: f32 or f16 (also -ctv)")
+      ->capture_default_str()
+      ->check(known_type);
+}
+
+int default_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 512u)); }
+
+}  // namespace okapi::cli

@@ -1,0 +1,38 @@
+// Flags several verbs share, spelled as llama.cpp spells them, and the range checks of numeric
+// flags. CLI11 runs the checks while parsing, so a bad value is refused before any work or output:
+// "--top-p: 2 is out of range [0, 1]" (a usage error, exit code 2).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace okapi::cli {
+
+inline constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+
+// Accepts a finite number in [lo, hi] (either bound may be ±kUnbounded).
+CLI::Validator in_range(double lo, double hi);
+// Accepts a non-empty value (a file name, a list).
+CLI::Validator non_empty();
+// Every element of a comma-separated list in [lo, hi].
+CLI::Validator each_in_range(double lo, double hi);
+
+// -t,--threads N (default: one per core), checked against [1, kMaxThreads].
+void add_threads_flag(CLI::App* cmd, int& threads);
+// -c,--ctx-size N in [0, 2^31): 0 asks for the model's trained context.
+void add_ctx_flag(CLI::App* cmd, int64_t& n_ctx, const std::string& description);
+// -b,--batch-size N in [1, 2^31).
+void add_batch_flag(CLI::App* cmd, int64_t& batch_size, const std::string& description);
+// -s,--seed N in [-1, 2^32): -1 asks for a random seed.
+void add_seed_flag(CLI::App* cmd, int64_t& seed);
+// --cache-type-k / --cache-type-v (also -ctk / -ctv), checked against the KV store types.
+void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v);
+
+// The default of every -t: one thread per core, as llama.cpp.
+int default_threads();
+
+// The largest thread count a flag accepts (a typo such as -t 10000 should not spawn threads).
+inline constexpr int kMaxThreads = 512;
+
+}  // namespace okapi::cli
