@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/json_output.hpp"
 #include "runtime/bench.hpp"
 #include "runtime/cancel.hpp"
 #include "exact_flags.hpp"
@@ -91,7 +92,7 @@ int run(const BenchArgs& args) {
         j["avg_ts"] = s.mean;
         j["stddev_ts"] = s.stddev;
         j["samples_ts"] = s.samples;
-        std::printf("%s\n", j.dump().c_str());
+        std::printf("%s\n", dump_json(std::move(j)).c_str());
       } else {
         std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", name.c_str(),
                     human_size(engine->file_bytes()).c_str(), human_count(engine->parameter_count()).c_str(),

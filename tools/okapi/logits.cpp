@@ -1,8 +1,9 @@
 // okapi logits -m MODEL (-p TEXT | --tokens 1,2,3) -o OUT.bin [-t T] [--batch-size B] [-c CTX]
-//              [-ctk f32|f16] [-ctv f32|f16] [--exact [--exact-attention ntt|direct]]
+//              [-ctk f32|f16] [-ctv f32|f16] [--exact [--exact-attention ntt|direct]] [--force]
 // Writes the logits of every position (float32 little-endian, row-major [n_tokens x n_vocab]) to
 // OUT.bin and OUT.json beside it (model sha256, token ids, n_vocab, top-10 per position). The
 // fidelity checks against llama.cpp's dump_logits use it; the KV cache is F32 unless told otherwise.
+// An existing OUT.json (not named by the user) is replaced only with --force.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/json_output.hpp"
+#include "core/output_paths.hpp"
 #include "core/sha256.hpp"
 #include "core/thread_pool.hpp"
 #include "exact_flags.hpp"
@@ -45,6 +48,7 @@ struct LogitsArgs {
   std::string cache_v = "f32";
   bool exact = false;
   std::string exact_attention = "direct";
+  bool force = false;
 };
 
 std::vector<int32_t> parse_tokens(const std::string& text) {
@@ -83,7 +87,18 @@ nlohmann::ordered_json top10(const float* row, int64_t n_vocab) {
   return out;
 }
 
+std::filesystem::path json_path_of(const std::filesystem::path& out_path) {
+  std::filesystem::path json_path = out_path;
+  return json_path.replace_extension(".json");
+}
+
 void run(const LogitsArgs& args) {
+  OutputPlan paths;
+  paths.inputs = {{args.model, "-m"}};
+  paths.outputs = {{args.output, "-o"}};
+  paths.sidecars = {{json_path_of(args.output), "the JSON written beside -o"}};
+  paths.force = args.force;
+  check_output_plan(paths);
   if (args.exact) (void)runtime::exact_scores(args.exact_attention);
   gguf::File file = gguf::File::open(args.model);
   const std::string sha = sha256_hex(file.bytes().data(), file.bytes().size());
@@ -138,10 +153,8 @@ void run(const LogitsArgs& args) {
   for (size_t t = 0; t < tokens.size(); ++t)
     top.push_back(top10(logits.data() + static_cast<int64_t>(t) * hp.n_vocab, hp.n_vocab));
   json["top10"] = std::move(top);
-  std::filesystem::path json_path = out_path;
-  json_path.replace_extension(".json");
-  const std::string text = json.dump(2) + "\n";
-  write_bytes(json_path, text.data(), text.size());
+  const std::string text = dump_json(std::move(json), 2) + "\n";
+  write_bytes(json_path_of(out_path), text.data(), text.size());
   std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s\n", tokens.size(), static_cast<long long>(hp.n_vocab),
                out_path.string().c_str());
 }
@@ -164,6 +177,7 @@ void register_logits(CLI::App& app, VerbResult& result) {
   cmd->add_option("--cache-type-k", args->cache_k, "K cache type: f32 or f16 (also -ctk)")->capture_default_str();
   cmd->add_option("--cache-type-v", args->cache_v, "V cache type: f32 or f16 (also -ctv)")->capture_default_str();
   add_exact_flags(cmd, args->exact, args->exact_attention);
+  cmd->add_flag("--force", args->force, "replace an existing OUT.json");
   cmd->callback([args, cmd, prompt, tokens, &result] {
     check_exact_flags(cmd, args->exact);
     if (prompt->count() == 0 && tokens->count() == 0) throw_error("logits: give the input with -p TEXT or --tokens IDS");

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/json_output.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/default_model.hpp"
 #include "runtime/engine.hpp"
@@ -93,7 +94,7 @@ int run(RunArgs args) {
     json["generated_tokens"] = t.generated_tokens;
     json["generation_ms"] = t.generation_seconds * 1e3;
     json["generation_tokens_per_second"] = t.generation_tokens_per_second();
-    std::printf("%s\n", json.dump().c_str());
+    std::printf("%s\n", dump_json(std::move(json)).c_str());
   }
   std::fflush(stdout);
   print_timings(t, result.stop);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "train/export.hpp"
 #include "train/trainer.hpp"
 #include "verbs.hpp"
@@ -96,12 +97,12 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
   o.hyper.init = static_cast<int32_t>(parse_init(a.init));
   std::unique_ptr<train::Checkpoint> checkpoint;
   if (!a.resume.empty()) {
-    if (!a.out.empty() && std::filesystem::path(a.out) != std::filesystem::path(a.resume)) {
+    if (!a.out.empty() && !same_file_reason(a.out, a.resume)) {
       throw_error("--out '{}' and --resume '{}' differ: a resumed run continues in its own directory", a.out, a.resume);
     }
-    const auto found = train::list_checkpoints(a.resume);
-    if (found.empty()) throw_error("--resume '{}': no checkpoints in {}", a.resume, train::checkpoint_dir(a.resume).string());
-    checkpoint = std::make_unique<train::Checkpoint>(train::load_checkpoint(found.back()));
+    train::ResumePoint resume = train::load_newest_good_checkpoint(
+        a.resume, [](const std::string& message) { std::fprintf(stderr, "okapi: warning: %s\n", message.c_str()); });
+    checkpoint = std::make_unique<train::Checkpoint>(std::move(resume.checkpoint));
     check_resume_flags(cmd, a, *checkpoint);
     const train::CheckpointMeta& m = checkpoint->meta;
     if (cmd.count("--steps") == 0) o.hyper.steps = m.hyper.steps;
@@ -112,7 +113,7 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
       throw_error("--steps {} is before the checkpoint's step {}", o.hyper.steps, checkpoint->meta.step);
     }
     o.out_dir = a.resume;
-    std::fprintf(stderr, "train: resuming from %s (step %lld)\n", found.back().c_str(),
+    std::fprintf(stderr, "train: resuming from %s (step %lld)\n", resume.path.c_str(),
                  static_cast<long long>(checkpoint->meta.step));
   } else {
     if (a.data.empty()) throw_error("--data is required (or --resume DIR)");
@@ -120,6 +121,8 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
     if (a.out.empty()) throw_error("--out DIR is required (or --resume DIR)");
     o.out_dir = a.out;
   }
+  o.export_path = a.export_path;
+  o.eval_models.assign(a.eval_models.begin(), a.eval_models.end());
   train::Trainer trainer(o, checkpoint.get());
   checkpoint.reset();  // the trainer has copied what it needs
   if (a.bench_steps > 0) {
