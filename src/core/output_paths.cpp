@@ -100,6 +100,11 @@ void check_output_plan(const OutputPlan& plan) {
     if (fs::exists(dir.path, ec) && !fs::is_directory(dir.path, ec)) {
       throw_error("{} is a file, not a directory; choose another path for {}", quoted(dir), dir.what);
     }
+    for (const NamedPath& file : files) {  // a directory not made yet, named as a file too
+      if (same_file_reason(file.path, dir.path)) {
+        throw_error("{} is also {}; choose another path for {}", quoted(file), quoted(dir), file.what);
+      }
+    }
   }
   for (size_t i = 0; i < files.size(); ++i) {
     for (size_t j = i + 1; j < files.size(); ++j) {

@@ -89,6 +89,10 @@ TEST_F(OutputPaths, DirectoriesAndOwnedDirectories) {
   EXPECT_NE(error_of(plan).find("is the same file as --data"), std::string::npos) << error_of(plan);
   plan.directories = {{dir_ / "d" / "other.txt", "--out"}};
   EXPECT_NE(error_of(plan).find("is a file, not a directory"), std::string::npos) << error_of(plan);
+  plan.directories = {{dir_ / "run", "--out"}};
+  plan.outputs = {{dir_ / "." / "run", "--export"}};  // neither exists yet
+  EXPECT_NE(error_of(plan).find("is also --out"), std::string::npos) << error_of(plan);
+  plan.outputs.clear();
   plan.directories = {{dir_ / "d", "--out"}};
   EXPECT_EQ(error_of(plan), "");  // inputs may sit in a run directory...
   plan.owned_directories = {{dir_ / "d" / "sub" / "..", "the cache"}};
