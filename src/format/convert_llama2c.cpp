@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/output_paths.hpp"
 
 namespace okapi::llama2c {
 namespace {
@@ -301,12 +302,7 @@ gguf::Writer build_gguf(const Checkpoint& checkpoint, const Tokenizer& tokenizer
 
 ConvertSummary convert_file(const std::filesystem::path& checkpoint_path, const std::filesystem::path& tokenizer_path,
                             const std::filesystem::path& output, const ConvertOptions& options) {
-  std::error_code ec;
-  for (const auto& input : {checkpoint_path, tokenizer_path}) {
-    if (std::filesystem::equivalent(input, output, ec)) {
-      throw_error("convert: output '{}' is the input file '{}'", output.string(), input.string());
-    }
-  }
+  check_output_path({output, "-o"}, {{checkpoint_path, "the checkpoint"}, {tokenizer_path, "--tokenizer"}});
   const Checkpoint checkpoint = Checkpoint::open(checkpoint_path);
   const Tokenizer tokenizer = open_tokenizer(tokenizer_path);
   const gguf::Writer writer = build_gguf(checkpoint, tokenizer, options);

@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "quant/quant.hpp"
 
 namespace okapi::quant {
@@ -62,12 +63,6 @@ void for_row_ranges(int64_t n_rows, int64_t row_length, int n_threads, Fn&& fn) 
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
-}
-
-bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(a, b, ec)) return true;
-  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
 }
 
 struct PlannedTensor {
@@ -220,9 +215,7 @@ ModelFacts model_facts(const gguf::File& file) {
 QuantizeReport quantize_model(const std::filesystem::path& input, const std::filesystem::path& output,
                               const QuantizeOptions& options, const QuantizeObserver& observer) {
   const auto start = std::chrono::steady_clock::now();
-  if (same_file(input, output)) {
-    throw_error("output '{}' is the input file; choose another name", output.string());
-  }
+  check_output_path({output, "the output"}, {{input, "the input"}});
   check_output_directory(output);
   const gguf::File file = gguf::File::open(input);
   const std::vector<PlannedTensor> planned = plan(file, options);

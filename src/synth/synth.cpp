@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "core/thread_pool.hpp"
 #include "quant/mix.hpp"
 #include "quant/quant.hpp"
@@ -198,6 +199,7 @@ std::vector<uint8_t> produce(const TensorPlan& t, DType type, uint64_t seed, Thr
 SynthReport write_synth(const SynthOptions& options, const std::filesystem::path& output,
                         const std::function<void(size_t, size_t, const std::string&)>& on_tensor) {
   const auto start = std::chrono::steady_clock::now();
+  check_output_path({output, "-o"});  // no inputs, but an existing directory is refused before the work
   Preset preset = preset_by_name(options.preset);
   if (options.vocab != 0 && options.vocab < kMinVocab) {
     throw_error("--vocab {}: must be at least {}", options.vocab, kMinVocab);

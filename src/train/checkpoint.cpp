@@ -227,6 +227,36 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   return ck;
 }
 
+ResumePoint load_newest_good_checkpoint(const std::filesystem::path& run_dir,
+                                        const std::function<void(const std::string&)>& warn) {
+  const auto found = list_checkpoints(run_dir);
+  if (found.empty()) {
+    throw_error("--resume '{}': no checkpoints in {}", run_dir.string(), checkpoint_dir(run_dir).string());
+  }
+  std::vector<std::pair<std::filesystem::path, std::string>> bad;  // newest first
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    try {
+      ResumePoint point{*it, load_checkpoint(*it)};
+      for (const auto& [path, reason] : bad) {
+        std::filesystem::path aside = path;
+        aside += ".corrupt";
+        std::error_code ec;
+        std::filesystem::rename(path, aside, ec);
+        warn(fmt::format("skipping checkpoint '{}': {}; {}", path.string(), reason,
+                         ec ? fmt::format("could not move it aside: {}", ec.message())
+                            : fmt::format("moved it to '{}'", aside.string())));
+      }
+      if (!bad.empty()) warn(fmt::format("resuming from the older checkpoint '{}'", it->string()));
+      return point;
+    } catch (const Error& e) {
+      bad.emplace_back(*it, e.what());
+    }
+  }
+  std::string reasons;
+  for (const auto& [path, reason] : bad) reasons += fmt::format("\n  {}", reason);
+  throw_error("--resume '{}': none of its {} checkpoints can be used:{}", run_dir.string(), bad.size(), reasons);
+}
+
 std::filesystem::path checkpoint_dir(const std::filesystem::path& run_dir) { return run_dir / "checkpoints"; }
 
 std::filesystem::path checkpoint_path(const std::filesystem::path& run_dir, int64_t step) {

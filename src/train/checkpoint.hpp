@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,6 +69,19 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
 // Throws okapi::Error naming the file: missing, not a checkpoint, wrong version, corrupt (digest
 // mismatch), or sizes that do not match the config's parameter layout.
 Checkpoint load_checkpoint(const std::filesystem::path& path);
+
+struct ResumePoint {
+  std::filesystem::path path;
+  Checkpoint checkpoint;
+};
+
+// The newest checkpoint of a run directory that loads and verifies. A newer one that does not
+// (truncated, altered, not a checkpoint) is reported through `warn` with its path and the reason,
+// and renamed to <name>.corrupt so that neither a later resume nor pruning (which keeps the
+// newest) mistakes it for progress. Throws okapi::Error when there is none, or when none is good
+// (each one's reason in the message; nothing renamed then).
+ResumePoint load_newest_good_checkpoint(const std::filesystem::path& run_dir,
+                                        const std::function<void(const std::string&)>& warn);
 
 // Checkpoint files of a run directory: <dir>/checkpoints/step-NNNNNNNN.ckpt, oldest first.
 std::filesystem::path checkpoint_dir(const std::filesystem::path& run_dir);

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "core/thread_pool.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
@@ -52,6 +53,20 @@ void check_hyper(const TrainHyper& h, const ModelConfig& c) {
   if (!(h.lr_min >= 0) || h.lr_min > h.lr) throw_error("--lr-min must be in [0, --lr], not {}", h.lr_min);
   if (!(h.weight_decay >= 0)) throw_error("--weight-decay must not be negative, not {}", h.weight_decay);
   if (!(h.grad_clip >= 0)) throw_error("--grad-clip must not be negative (0: off), not {}", h.grad_clip);
+}
+
+// The run's files (and the caller's --export) must not replace what it reads; the checkpoint
+// folder and the cache are written and pruned under generated names, so nothing may lie inside.
+void check_run_paths(const TrainOptions& o) {
+  OutputPlan paths;
+  for (const auto& file : o.data_files) paths.inputs.push_back({file, "--data"});
+  paths.inputs.push_back({o.tokenizer, "--tokenizer"});
+  for (const auto& model : o.eval_models) paths.inputs.push_back({model, "--eval-model"});
+  paths.outputs = {{o.out_dir / "train.csv", "the run's log"}, {o.out_dir / "loss.svg", "the run's loss plot"},
+                   {o.export_path, "--export"}};
+  paths.directories = {{o.out_dir, "the run directory"}};
+  paths.owned_directories = {{checkpoint_dir(o.out_dir), "the checkpoint folder"}, {o.cache_dir, "the token cache"}};
+  check_output_plan(paths);
 }
 
 }  // namespace
@@ -109,6 +124,7 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
                   options_.out_dir.string(), options_.out_dir.string());
     }
   }
+  check_run_paths(options_);
   tokenizer_ = std::make_unique<TrainingTokenizer>(load_training_tokenizer(options_.tokenizer));
   if (!resume_from) config_ = make_config(options_.config_name, options_.overrides, options_.ternary, tokenizer_->vocab_size());
   if (config_.vocab_size != tokenizer_->vocab_size()) {

@@ -44,6 +44,10 @@ struct TrainOptions {
   int threads = 1;
   bool overlap_weight_gradients = false;
   bool quiet = false;  // no progress or eval lines on stderr
+  // What the caller writes and reads after the run (--export, --eval-model): checked with the
+  // run's own files before any work, so that no output replaces an input.
+  std::filesystem::path export_path;
+  std::vector<std::filesystem::path> eval_models;
 };
 
 struct TrainResult {
@@ -63,7 +67,9 @@ class Trainer {
  public:
   // A new run (resume_from == nullptr; out_dir must hold no checkpoints), or the continuation of
   // `resume_from`, whose config and hyper-parameters are used (options.hyper.steps may extend
-  // the run). Tokenizes (or reads the cache) and checks the data matches the checkpoint's.
+  // the run). Refuses outputs (train.csv, loss.svg, checkpoints, the token cache, the export) that
+  // would replace an input; tokenizes (or reads the cache) and checks the data matches the
+  // checkpoint's.
   Trainer(const TrainOptions& options, const Checkpoint* resume_from);
   ~Trainer();
 

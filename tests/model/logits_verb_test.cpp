@@ -60,8 +60,9 @@ TEST(LogitsVerb, WritesLogitsAndJson) {
   EXPECT_EQ(j.at("top10").at(4).at(0).at("id").get<int32_t>(),
             static_cast<int32_t>(std::max_element(got.end() - 512, got.end()) - (got.end() - 512)));
 
-  // The prompt path and the llama.cpp-style cache flags.
-  ASSERT_EQ(run_cli("-m " + model.string() + " -p \"Once upon a time\" -o " + out.string() + " -ctk f16 -ctv f16",
+  // The prompt path and the llama.cpp-style cache flags; --force: out.json is there from the first run.
+  ASSERT_EQ(run_cli("-m " + model.string() + " -p \"Once upon a time\" -o " + out.string() +
+                        " -ctk f16 -ctv f16 --force",
                     dir / "log.txt"),
             0)
       << slurp(dir / "log.txt");

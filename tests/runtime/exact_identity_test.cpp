@@ -104,7 +104,7 @@ TEST(ExactIdentity, CliLogitsMatchTheDigestWithScalarAndSimdKernels) {
       const auto out = dir / "logits.bin";
       const CommandResult r = run_command(env + cli_path().string() + " logits --exact --exact-attention " +
                                           attention + " -m " + stories().string() + " --tokens " + token_list() +
-                                          " -b 16 -t 2 -o " + out.string());
+                                          " -b 16 -t 2 --force -o " + out.string());  // replaces logits.json
       ASSERT_EQ(r.exit_code, 0) << r.output;
       const auto json = nlohmann::json::parse(read_file(dir / "logits.json"));
       EXPECT_EQ(json["logits_sha256"], committed_digest()) << env << attention;

@@ -21,6 +21,12 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 CommandResult run_cli(const std::string& args) { return run_command(cli_path().string() + " " + args); }
 
 }  // namespace okapi::test

@@ -12,6 +12,9 @@ struct CommandResult {
 // `command` runs through /bin/sh with stderr redirected into the captured stdout.
 CommandResult run_command(const std::string& command);
 
+// `text` single-quoted for /bin/sh: any bytes but NUL pass through unchanged.
+std::string shell_quote(const std::string& text);
+
 // `args` is appended to the okapi binary path and run through /bin/sh.
 CommandResult run_cli(const std::string& args);
 

@@ -18,6 +18,7 @@
 
 #include "common_flags.hpp"
 #include "core/error.hpp"
+#include "core/json_output.hpp"
 #include "exact_flags.hpp"
 #include "runtime/bench.hpp"
 #include "runtime/cancel.hpp"
@@ -140,7 +141,7 @@ class ResultPrinter {
       for (const auto& item : r.items()) line += (line.empty() ? "" : ",") + csv_value(item.value());
       std::printf("%s\n", line.c_str());
     } else {
-      const std::string text = r.dump(format_ == "json" ? 2 : -1, ' ', false, nlohmann::json::error_handler_t::replace);
+      const std::string text = dump_json(r, format_ == "json" ? 2 : -1);
       if (format_ == "json") {
         std::printf("%s\n%s", rows_ == 0 ? "" : ",", text.c_str());
       } else {

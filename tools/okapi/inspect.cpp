@@ -12,6 +12,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/json_output.hpp"
 #include "format/gguf.hpp"
 #include "inspect_llama2c.hpp"
 #include "verbs.hpp"
@@ -147,7 +148,7 @@ void register_inspect(CLI::App& app, VerbResult& result) {
     }
     const auto file = gguf::File::open(path);
     if (json) {
-      fmt::print("{}\n", gguf_to_json(file, full_arrays).dump(2));
+      fmt::print("{}\n", dump_json(gguf_to_json(file, full_arrays), 2));
     } else {
       print_gguf(file, full_arrays);
     }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_output.hpp"
 #include "format/llama2c.hpp"
 
 namespace okapi::cli {
@@ -42,12 +43,12 @@ void print_json(const llama2c::Description& d, const std::string& path) {
   out["header"] = std::move(fields);
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const auto& e : d.entries) {
-    // Token texts may hold bytes that are not UTF-8: replace rather than throw.
     entries.push_back({{"name", e.name}, {"shape", e.shape}, {"offset", e.offset}, {"bytes", e.nbytes},
                        {"detail", e.detail}});
   }
   out["entries"] = std::move(entries);
-  fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  // Token texts may hold bytes that are not UTF-8: dump_json repairs them and says which.
+  fmt::print("{}\n", dump_json(std::move(out), 2));
 }
 
 void print_table(const llama2c::Description& d, const std::string& path) {

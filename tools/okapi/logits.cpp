@@ -1,8 +1,9 @@
 // okapi logits -m MODEL (-p TEXT | -f FILE | --tokens 1,2,3) -o OUT.bin [-t T] [--batch-size B] [-c CTX]
-//              [-ctk f32|f16] [-ctv f32|f16] [--exact [--exact-attention ntt|direct]]
+//              [-ctk f32|f16] [-ctv f32|f16] [--exact [--exact-attention ntt|direct]] [--force]
 // Writes the logits of every position (float32 little-endian, row-major [n_tokens x n_vocab]) to
 // OUT.bin and OUT.json beside it (model sha256, token ids, n_vocab, top-10 per position). The
 // fidelity checks against llama.cpp's dump_logits use it; the KV cache is F32 unless told otherwise.
+// An existing OUT.json (not named by the user) is replaced only with --force.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/json_output.hpp"
+#include "core/output_paths.hpp"
 #include "core/sha256.hpp"
 #include "core/thread_pool.hpp"
 #include "common_flags.hpp"
@@ -49,6 +52,7 @@ struct LogitsArgs {
   std::string cache_v = "f32";
   bool exact = false;
   std::string exact_attention = "direct";
+  bool force = false;
 };
 
 std::vector<int32_t> parse_tokens(const std::string& text) {
@@ -87,7 +91,19 @@ nlohmann::ordered_json top10(const float* row, int64_t n_vocab) {
   return out;
 }
 
+std::filesystem::path json_path_of(const std::filesystem::path& out_path) {
+  std::filesystem::path json_path = out_path;
+  return json_path.replace_extension(".json");
+}
+
 void run(const LogitsArgs& args) {
+  OutputPlan paths;
+  paths.inputs = {{args.model, "-m"}};
+  if (!args.prompt_file.empty()) paths.inputs.push_back({args.prompt_file, "-f"});
+  paths.outputs = {{args.output, "-o"}};
+  paths.sidecars = {{json_path_of(args.output), "the JSON written beside -o"}};
+  paths.force = args.force;
+  check_output_plan(paths);
   if (args.exact) (void)runtime::exact_scores(args.exact_attention);
   const std::string prompt = args.prompt_file.empty() ? args.prompt : read_input_file(args.prompt_file, "prompt file");
   gguf::File file = gguf::open_model(args.model);
@@ -143,10 +159,8 @@ void run(const LogitsArgs& args) {
   for (size_t t = 0; t < tokens.size(); ++t)
     top.push_back(top10(logits.data() + static_cast<int64_t>(t) * hp.n_vocab, hp.n_vocab));
   json["top10"] = std::move(top);
-  std::filesystem::path json_path = out_path;
-  json_path.replace_extension(".json");
-  const std::string text = json.dump(2) + "\n";
-  write_bytes(json_path, text.data(), text.size());
+  const std::string text = dump_json(std::move(json), 2) + "\n";
+  write_bytes(json_path_of(out_path), text.data(), text.size());
   std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s\n", tokens.size(), static_cast<long long>(hp.n_vocab),
                out_path.string().c_str());
 }
@@ -170,6 +184,7 @@ void register_logits(CLI::App& app, VerbResult& result) {
   add_ctx_flag(cmd, args->n_ctx, "context length of the KV cache (default: the prompt length; 0: the model's trained context)");
   add_cache_type_flags(cmd, args->cache_k, args->cache_v);
   add_exact_flags(cmd, args->exact, args->exact_attention);
+  cmd->add_flag("--force", args->force, "replace an existing OUT.json");
   cmd->callback([args, cmd, prompt, prompt_file, tokens, &result] {
     check_exact_flags(cmd, args->exact);
     if (prompt->count() == 0 && prompt_file->count() == 0 && tokens->count() == 0)

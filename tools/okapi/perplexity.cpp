@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "core/progress.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
@@ -53,6 +54,8 @@ void print_kl(const runtime::PerplexityResult& r) {
 }
 
 int run(PerplexityArgs args) {
+  check_output_path({args.save_logits, "--save-logits"},
+                    {{args.model, "-m"}, {args.text_file, "-f"}, {args.kl_divergence, "--kl-divergence"}});
   args.options.save_logits = args.save_logits;
   args.options.kl_divergence = args.kl_divergence;
   const std::string text = runtime::read_text_file(args.text_file);

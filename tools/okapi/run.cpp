@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/json_output.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/default_model.hpp"
 #include "runtime/engine.hpp"
@@ -104,7 +105,7 @@ int run(RunArgs args) {
     json["generated_tokens"] = t.generated_tokens;
     json["generation_ms"] = t.generation_seconds * 1e3;
     json["generation_tokens_per_second"] = t.generation_tokens_per_second();
-    std::printf("%s\n", json.dump().c_str());
+    std::printf("%s\n", dump_json(std::move(json)).c_str());
   }
   std::fflush(stdout);
   print_timings(t, result.stop);

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/json_output.hpp"
 #include "format/gguf.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "verbs.hpp"
@@ -59,8 +60,8 @@ void run(const TokenizeArgs& args) {
     auto pieces = nlohmann::ordered_json::array();
     for (auto id : ids) pieces.push_back(tok.token_to_piece(id, true));
     out["pieces"] = std::move(pieces);
-    // Pieces may be partial UTF-8 (byte tokens): those bytes become U+FFFD in the JSON.
-    write(out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    // Pieces may be partial UTF-8 (byte tokens): repaired, with their bytes listed (json_output.hpp).
+    write(dump_json(std::move(out), 2) + "\n");
   } else if (args.ids) {
     std::string line = "[";
     for (size_t i = 0; i < ids.size(); ++i) line += fmt::format("{}{}", i ? ", " : "", ids[i]);

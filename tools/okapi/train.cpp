@@ -14,6 +14,7 @@
 
 #include "common_flags.hpp"
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "train/export.hpp"
 #include "train/trainer.hpp"
 #include "verbs.hpp"
@@ -39,7 +40,7 @@ train::Init parse_init(const std::string& name) {
 // A new run needs data, a tokenizer and a directory; a resumed one has them in its directory.
 void check_required_flags(const TrainArgs& a) {
   if (!a.resume.empty()) {
-    if (!a.out.empty() && std::filesystem::path(a.out) != std::filesystem::path(a.resume))
+    if (!a.out.empty() && !same_file_reason(a.out, a.resume))
       throw_usage_error("train: --out '{}' and --resume '{}' differ: a resumed run continues in its own directory",
                         a.out, a.resume);
     return;
@@ -109,9 +110,9 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
   o.hyper.init = static_cast<int32_t>(parse_init(a.init));
   std::unique_ptr<train::Checkpoint> checkpoint;
   if (!a.resume.empty()) {
-    const auto found = train::list_checkpoints(a.resume);
-    if (found.empty()) throw_error("--resume '{}': no checkpoints in {}", a.resume, train::checkpoint_dir(a.resume).string());
-    checkpoint = std::make_unique<train::Checkpoint>(train::load_checkpoint(found.back()));
+    train::ResumePoint resume = train::load_newest_good_checkpoint(
+        a.resume, [](const std::string& message) { std::fprintf(stderr, "okapi: warning: %s\n", message.c_str()); });
+    checkpoint = std::make_unique<train::Checkpoint>(std::move(resume.checkpoint));
     check_resume_flags(cmd, a, *checkpoint);
     const train::CheckpointMeta& m = checkpoint->meta;
     if (cmd.count("--steps") == 0) o.hyper.steps = m.hyper.steps;
@@ -122,11 +123,13 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
       throw_error("--steps {} is before the checkpoint's step {}", o.hyper.steps, checkpoint->meta.step);
     }
     o.out_dir = a.resume;
-    std::fprintf(stderr, "train: resuming from %s (step %lld)\n", found.back().c_str(),
+    std::fprintf(stderr, "train: resuming from %s (step %lld)\n", resume.path.c_str(),
                  static_cast<long long>(checkpoint->meta.step));
   } else {
     o.out_dir = a.out;
   }
+  o.export_path = a.export_path;
+  o.eval_models.assign(a.eval_models.begin(), a.eval_models.end());
   train::Trainer trainer(o, checkpoint.get());
   checkpoint.reset();  // the trainer has copied what it needs
   if (a.bench_steps > 0) {
