@@ -17,6 +17,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "core/system_memory.hpp"
 #include "core/thread_pool.hpp"
 #include "exact_flags.hpp"
 #include "format/gguf.hpp"
@@ -40,7 +41,7 @@ struct LogitsArgs {
   std::string output;
   int threads = 1;
   int64_t batch_size = 512;
-  int64_t n_ctx = 0;
+  int64_t n_ctx = runtime::kContextNotGiven;
   std::string cache_k = "f32";
   std::string cache_v = "f32";
   bool exact = false;
@@ -100,13 +101,14 @@ void run(const LogitsArgs& args) {
   if (tokens.empty()) throw_error("logits: the prompt has no tokens");
   const std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
   const model::HParams& hp = model->hparams();
-  const int64_t n_ctx = args.n_ctx > 0 ? args.n_ctx : static_cast<int64_t>(tokens.size());
-  if (static_cast<int64_t>(tokens.size()) > n_ctx)
-    throw_error("logits: the prompt has {} tokens but the context is {} (-c)", tokens.size(), n_ctx);
-  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
-  const auto kv = args.exact ? kv::make_exact_store(shape, runtime::exact_scores(args.exact_attention))
-                             : kv::make_store(shape, args.cache_k, args.cache_v);
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  const int64_t n_ctx = args.n_ctx == runtime::kContextNotGiven ? n_tokens : runtime::resolve_context(args.n_ctx, hp);
+  if (n_tokens > n_ctx) throw_error("logits: the prompt has {} tokens but the context is {} (-c)", n_tokens, n_ctx);
   if (args.threads < 1) throw_error("logits: -t must be at least 1, got {}", args.threads);
+  const runtime::EngineOptions engine{args.threads, args.cache_k, args.cache_v, args.exact, args.exact_attention};
+  const runtime::Workload work{.batch = args.batch_size, .logit_rows = n_tokens};
+  const auto kv = runtime::make_checked_kv(*model, engine, args.threads, n_ctx, work, /*weights_loaded=*/false);
+  (void)runtime::warn_beyond_trained_context(n_ctx, hp);
   ThreadPool pool(args.threads);
   std::unique_ptr<model::Ops> ops;
   if (args.exact) {
@@ -114,7 +116,8 @@ void run(const LogitsArgs& args) {
   } else {
     ops = std::make_unique<model::CpuOps>(&pool);
   }
-  const std::vector<float> logits = model::evaluate_all(*model, *ops, *kv, tokens, args.batch_size);
+  const std::vector<float> logits = out_of_memory_as_error(
+      "computing logits", [&] { return model::evaluate_all(*model, *ops, *kv, tokens, args.batch_size); });
 
   const std::filesystem::path out_path = args.output;
   write_bytes(out_path, logits.data(), logits.size() * sizeof(float));
@@ -160,7 +163,7 @@ void register_logits(CLI::App& app, VerbResult& result) {
   cmd->add_option("-t,--threads", args->threads, "threads")->capture_default_str();
   cmd->add_option("-b,--batch-size", args->batch_size, "tokens per forward pass (1 = token by token)")
       ->capture_default_str();
-  cmd->add_option("-c,--ctx-size", args->n_ctx, "context length of the KV cache (default: the prompt length)");
+  cmd->add_option("-c,--ctx-size", args->n_ctx, "KV cache length (0: the model's context; default: the prompt's)");
   cmd->add_option("--cache-type-k", args->cache_k, "K cache type: f32 or f16 (also -ctk)")->capture_default_str();
   cmd->add_option("--cache-type-v", args->cache_v, "V cache type: f32 or f16 (also -ctv)")->capture_default_str();
   add_exact_flags(cmd, args->exact, args->exact_attention);

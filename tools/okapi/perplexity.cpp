@@ -92,7 +92,7 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text, as llama-perplexity computes it");
   cmd->add_option("-m,--model", args->model, "GGUF model")->required();
   cmd->add_option("-f,--file", args->text_file, "text file")->required();
-  cmd->add_option("-c,--ctx-size", o.n_ctx, "tokens per chunk (default: the model's context, at most 4096)");
+  cmd->add_option("-c,--ctx-size", o.n_ctx, "tokens per chunk (0: the model's context; default: it, at most 4096)");
   cmd->add_option("--chunks", o.n_chunks, "chunks to evaluate (-1: all)")->capture_default_str();
   cmd->add_option("-b,--batch-size", o.batch_size, "tokens per forward pass")->capture_default_str();
   cmd->add_option("-t,--threads", args->engine.threads, "threads")->capture_default_str();

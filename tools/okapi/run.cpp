@@ -28,7 +28,7 @@ struct RunArgs {
   std::string model;
   std::string prompt = "Once upon a time";
   int64_t n_predict = 256;
-  int64_t n_ctx = 0;
+  int64_t n_ctx = runtime::kContextNotGiven;
   int64_t batch_size = 512;
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;
@@ -52,19 +52,20 @@ int run(RunArgs args) {
   args.sampling.validate();
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
-  const auto kv = engine->make_kv(args.n_ctx);
+  const auto kv = engine->make_kv(args.n_ctx, {.batch = args.batch_size});
   runtime::Session session(*engine, *kv);
   const auto prompt = session.tokenize_prompt(args.prompt);
   sample::Sampler sampler(args.sampling);
   runtime::install_interrupt_handler();
-  if (!args.json && !args.no_display_prompt) {
-    std::fputs(args.prompt.c_str(), stdout);
-    std::fflush(stdout);
-  }
   runtime::GenerateOptions options;
   options.n_predict = args.n_predict;
   options.batch_size = args.batch_size;
   options.ignore_eos = args.ignore_eos;
+  options.after_prefill = [&] {
+    if (args.json || args.no_display_prompt) return;
+    std::fputs(args.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  };
   const auto on_text = [&](std::string_view piece) {
     if (args.json) return;
     std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -110,7 +111,7 @@ void register_run(CLI::App& app, VerbResult& result) {
   cmd->add_option("-p,--prompt", args->prompt, "prompt text")->capture_default_str();
   cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate (-1: until end or full context)")
       ->capture_default_str();
-  cmd->add_option("-c,--ctx-size", args->n_ctx, "context length (default: the model's, at most 4096)");
+  cmd->add_option("-c,--ctx-size", args->n_ctx, "context length (0: the model's; default: the model's, at most 4096)");
   cmd->add_option("-t,--threads", args->engine.threads, "threads")->capture_default_str();
   cmd->add_option("-b,--batch-size", args->batch_size, "prompt tokens per forward pass")->capture_default_str();
   cmd->add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str();
