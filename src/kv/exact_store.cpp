@@ -221,6 +221,7 @@ void ExactStore::truncate(int64_t position) {
 }  // namespace
 
 std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores, ExactKernel kernel) {
+  check_store_fits(exact_store_bytes(shape, scores), shape);
   return std::make_unique<ExactStore>(shape, scores, kernel);
 }
 

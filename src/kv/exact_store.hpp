@@ -27,8 +27,12 @@ namespace okapi::kv {
 
 enum class ExactScores { Ntt, Direct };
 
-// type_name(): "exact-ntt" or "exact-direct". Throws okapi::Error on a non-positive shape.
+// type_name(): "exact-ntt" or "exact-direct". Throws okapi::Error on a non-positive shape or a
+// store larger than the memory left (check_store_fits).
 std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores);
+
+// The bytes make_exact_store(shape, scores) allocates, computed without allocating (see store_bytes).
+double exact_store_bytes(const KvShape& shape, ExactScores scores);
 
 // True for the stores above (ExactOps refuses any other store: float stores are not exact).
 bool is_exact_store(const KvStore& store);

@@ -49,8 +49,17 @@ class KvStore {
 };
 
 // "f32" or "f16" (as llama.cpp's --cache-type-k/-v); K and V may differ. Throws on an unknown
-// name or a non-positive shape.
+// name, a non-positive shape, or a store larger than the memory left (check_store_fits).
 std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type);
+
+// True for "f16", false for "f32"; anything else throws naming `which` ("K" or "V").
+bool is_f16_cache_type(std::string_view which, std::string_view type);
+// The bytes make_store(shape, k_type, v_type) allocates, computed without allocating. A double, so
+// that no claimed shape or context can overflow it (memory estimates only compare and print it).
+double store_bytes(const KvShape& shape, std::string_view k_type, std::string_view v_type);
+// Throws okapi::Error ("KV cache ... needs X, this machine has Y available") when `bytes` for
+// `shape` exceed what available_memory() reports.
+void check_store_fits(double bytes, const KvShape& shape);
 std::unique_ptr<KvStore> make_f32_store(const KvShape& shape);
 std::unique_ptr<KvStore> make_f16_store(const KvShape& shape, bool k_f16, bool v_f16);
 

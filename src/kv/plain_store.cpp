@@ -104,12 +104,8 @@ template class PlainStore<float, uint16_t>;
 template class PlainStore<uint16_t, float>;
 
 std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type) {
-  auto is_f16 = [](std::string_view which, std::string_view t) {
-    if (t == "f32") return false;
-    if (t == "f16") return true;
-    throw_error("unsupported KV cache type '{}' for {} (supported: f32, f16)", t, which);
-  };
-  const bool k16 = is_f16("K", k_type), v16 = is_f16("V", v_type);
+  const bool k16 = is_f16_cache_type("K", k_type), v16 = is_f16_cache_type("V", v_type);
+  check_store_fits(store_bytes(shape, k_type, v_type), shape);
   if (!k16 && !v16) return make_f32_store(shape);
   return make_f16_store(shape, k16, v16);
 }

@@ -28,8 +28,7 @@ Weight Model::optional_tensor(const std::string& name, std::vector<int64_t> shap
   const gguf::TensorInfo* info = file_.find_tensor(name);
   if (!info) return {};
   if (!shape.empty() && info->shape != shape) {
-    problems_.push_back(fmt::format("'{}' has shape [{}], expected [{}]", name, fmt::join(info->shape, ", "),
-                                    fmt::join(shape, ", ")));
+    problems_.add("'{}' has shape [{}], expected [{}]", name, fmt::join(info->shape, ", "), fmt::join(shape, ", "));
     return {};
   }
   Weight w;
@@ -40,13 +39,13 @@ Weight Model::optional_tensor(const std::string& name, std::vector<int64_t> shap
   w.n_out = info->n_rows();
   // Norms and biases are read as float arrays by the ops.
   if (info->shape.size() == 1 && info->type != DType::F32)
-    problems_.push_back(fmt::format("'{}' is {}, 1-D tensors must be f32", name, dtype_name(info->type)));
+    problems_.add("'{}' is {}, 1-D tensors must be f32", name, dtype_name(info->type));
   return w;
 }
 
 Weight Model::tensor(const std::string& name, std::vector<int64_t> shape) {
   if (!file_.find_tensor(name)) {
-    problems_.push_back(fmt::format("'{}' is missing", name));
+    problems_.add("'{}' is missing", name);
     return {};
   }
   return optional_tensor(name, std::move(shape));
@@ -55,7 +54,7 @@ Weight Model::tensor(const std::string& name, std::vector<int64_t> shape) {
 void Model::check_tensors() const {
   if (problems_.empty()) return;
   throw_error("{}: {} model has {} tensor problem(s): {}", file_.name(), hparams_.arch, problems_.size(),
-              fmt::join(problems_, "; "));
+              problems_.summary());
 }
 
 void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,

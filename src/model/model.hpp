@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/problem_list.hpp"
 #include "format/gguf.hpp"
 #include "model/hparams.hpp"
 #include "model/ops.hpp"
@@ -49,13 +50,13 @@ class Model {
   // recorded and reported together by check_tensors(). `shape` is ggml ne[] (empty: any).
   Weight tensor(const std::string& name, std::vector<int64_t> shape);
   Weight optional_tensor(const std::string& name, std::vector<int64_t> shape);
-  void check_tensors() const;  // throws listing every problem
+  void check_tensors() const;  // throws counting every problem, listing the first few
 
   gguf::File file_;
   HParams hparams_;
 
  private:
-  std::vector<std::string> problems_;
+  ProblemList problems_;
 };
 
 // The architecture registry: general.architecture -> factory.

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/system_memory.hpp"
 #include "runtime/cancel.hpp"
 
 namespace okapi::runtime {
@@ -44,6 +45,26 @@ double time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t
   return now_seconds() - start;
 }
 
+BenchSample run_bench_case_on(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
+                              int repetitions) {
+  const int64_t n = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+  const std::vector<int32_t> tokens = random_tokens(n, engine.model().n_vocab());
+  std::vector<float> logits(static_cast<size_t>(engine.model().n_vocab()));
+  (void)time_once(engine, kv, test, batch_size, tokens, logits);  // warm-up: page in weights, caches
+  BenchSample result;
+  for (int r = 0; r < repetitions && !interrupt_requested(); ++r) {
+    const double seconds = time_once(engine, kv, test, batch_size, tokens, logits);
+    result.samples.push_back(static_cast<double>(n) / seconds);
+  }
+  const auto count = static_cast<double>(result.samples.size());
+  if (count == 0) return result;
+  result.mean = std::accumulate(result.samples.begin(), result.samples.end(), 0.0) / count;
+  double var = 0;
+  for (const double v : result.samples) var += (v - result.mean) * (v - result.mean);
+  result.stddev = count > 1 ? std::sqrt(var / (count - 1)) : 0.0;
+  return result;
+}
+
 }  // namespace
 
 std::string BenchCase::name() const {
@@ -55,22 +76,11 @@ BenchSample run_bench_case(Engine& engine, const BenchCase& test, int64_t batch_
   if (n <= 0 || (test.n_prompt > 0 && test.n_gen > 0)) throw_error("bench: a test is either pp N or tg N (N > 0)");
   if (repetitions < 1) throw_error("bench: -r must be at least 1, got {}", repetitions);
   if (batch_size < 1) throw_error("bench: -b must be at least 1, got {}", batch_size);
-  const auto kv = engine.make_kv(n);
-  const std::vector<int32_t> tokens = random_tokens(n, engine.model().n_vocab());
-  std::vector<float> logits(static_cast<size_t>(engine.model().n_vocab()));
-  (void)time_once(engine, *kv, test, batch_size, tokens, logits);  // warm-up: page in weights, caches
-  BenchSample result;
-  for (int r = 0; r < repetitions && !interrupt_requested(); ++r) {
-    const double seconds = time_once(engine, *kv, test, batch_size, tokens, logits);
-    result.samples.push_back(static_cast<double>(n) / seconds);
-  }
-  const auto count = static_cast<double>(result.samples.size());
-  if (count == 0) return result;
-  result.mean = std::accumulate(result.samples.begin(), result.samples.end(), 0.0) / count;
-  double var = 0;
-  for (const double v : result.samples) var += (v - result.mean) * (v - result.mean);
-  result.stddev = count > 1 ? std::sqrt(var / (count - 1)) : 0.0;
-  return result;
+  // The cache holds the whole test: N cells, checked against the memory left before it exists.
+  const bool prefill = test.n_prompt > 0;
+  const auto kv = engine.make_kv(n, {.batch = prefill ? batch_size : 1, .flag = prefill ? "-p" : "-n"});
+  return out_of_memory_as_error("benchmarking",
+                                [&] { return run_bench_case_on(engine, *kv, test, batch_size, repetitions); });
 }
 
 }  // namespace okapi::runtime

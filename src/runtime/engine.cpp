@@ -2,17 +2,104 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <limits>
+#include <new>
 #include <utility>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/system_memory.hpp"
 #include "format/gguf.hpp"
 #include "format/model_file.hpp"
 #include "kv/exact_store.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/exact_ops.hpp"
+#include "model/memory_estimate.hpp"
 
 namespace okapi::runtime {
+
+namespace {
+
+// What to suggest for a run that does not fit: whatever holds a good share of the need.
+std::string advice(const model::MemoryEstimate& need, const EngineOptions& options, const Workload& work) {
+  std::vector<std::string> tips;
+  const double share = 0.25 * need.total();
+  if (need.kv >= share || (work.logit_rows > 1 && need.scratch >= share)) {
+    tips.push_back(fmt::format("a smaller {}", work.flag));
+    if (!options.exact && need.kv >= share && (options.cache_type_k == "f32" || options.cache_type_v == "f32"))
+      tips.emplace_back("a -ctk/-ctv f16 cache");
+  }
+  if (need.scratch >= share && work.batch > 1) tips.emplace_back("a smaller -b");
+  if (need.weights >= share) tips.emplace_back("running without --exact (it keeps int16 copies of the weights)");
+  if (tips.empty()) return {};
+  std::string text = "; try " + tips.front();
+  for (size_t i = 1; i < tips.size(); ++i) text += " or " + tips[i];
+  return text;
+}
+
+}  // namespace
+
+int64_t resolve_context(int64_t n_ctx, const model::HParams& hp) {
+  const int64_t trained = hp.n_ctx_train;
+  if (n_ctx == kContextNotGiven) return trained > 0 ? std::min(trained, kDefaultContextCap) : kDefaultContextCap;
+  if (n_ctx < 0)
+    throw_usage_error("-c must be 0 (the model's trained context{}) or a positive number of tokens, got {}",
+                      trained > 0 ? fmt::format(", {}", trained) : std::string(), n_ctx);
+  // Token positions are int32 (as in llama.cpp).
+  const int64_t resolved = n_ctx == 0 ? (trained > 0 ? trained : kDefaultContextCap) : n_ctx;
+  if (resolved > std::numeric_limits<int32_t>::max())
+    throw_usage_error("-c {}{} is beyond the largest context positions can address ({})", n_ctx,
+                      n_ctx == 0 ? fmt::format(" (the model's trained context, {})", resolved) : std::string(),
+                      std::numeric_limits<int32_t>::max());
+  return resolved;
+}
+
+bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, std::string_view flag) {
+  if (hp.n_ctx_train <= 0 || n_ctx <= hp.n_ctx_train) return false;
+  std::fprintf(stderr, "okapi: warning: %.*s %lld is beyond the model's trained context (%lld); quality will degrade\n",
+               static_cast<int>(flag.size()), flag.data(), static_cast<long long>(n_ctx),
+               static_cast<long long>(hp.n_ctx_train));
+  return true;
+}
+
+std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, const EngineOptions& options, int threads,
+                                             int64_t n_ctx, const Workload& work, bool weights_loaded) {
+  const model::HParams& hp = model.hparams();
+  model::RunShape run;
+  run.n_ctx = n_ctx;
+  run.batch = work.batch;
+  run.logit_rows = work.logit_rows;
+  run.threads = threads;
+  run.cache_type_k = options.cache_type_k;
+  run.cache_type_v = options.cache_type_v;
+  run.exact = options.exact;
+  if (options.exact) run.exact_scores = exact_scores(options.exact_attention);
+  const model::MemoryEstimate need = model::estimate_memory(model.file(), hp, run);
+  // Copies that already exist have already lowered what is available.
+  const double to_allocate = need.total() - (weights_loaded ? need.weights : 0.0);
+  const MemoryBudget budget = available_memory();
+  const std::string kv_part = fmt::format("KV cache {} for {} {}", format_bytes(need.kv), work.flag, n_ctx);
+  if (to_allocate > static_cast<double>(budget.bytes)) {
+    std::string parts;
+    if (need.weights > 0 && !weights_loaded) parts = fmt::format("int16 weights {}, ", format_bytes(need.weights));
+    parts += fmt::format("{}, scratch {}", kv_part, format_bytes(need.scratch));
+    if (need.weights == 0)
+      parts += fmt::format("; the {} of weights are mapped from the file", format_bytes(need.mapped));
+    if (need.weights > 0 && weights_loaded)
+      parts += fmt::format("; the {} of int16 weights are already loaded", format_bytes(need.weights));
+    throw_error("{}: this run needs {} ({}), this machine has {} available ({}){}", model.file().name(),
+                format_bytes(to_allocate), parts, format_bytes(static_cast<double>(budget.bytes)), budget.source,
+                advice(need, options, work));
+  }
+  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
+  try {
+    if (options.exact) return kv::make_exact_store(shape, run.exact_scores);
+    return kv::make_store(shape, options.cache_type_k, options.cache_type_v);
+  } catch (const std::bad_alloc&) {
+    throw_error("out of memory allocating the {}", kv_part);
+  }
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -24,24 +111,29 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
   if (options.exact) {
     (void)exact_scores(options.exact_attention);
   } else {
-    (void)kv::make_store({1, 1, 1, 1, 1}, options.cache_type_k, options.cache_type_v);
+    (void)kv::is_f16_cache_type("K", options.cache_type_k);
+    (void)kv::is_f16_cache_type("V", options.cache_type_v);
   }
-  const double start = now_seconds();
-  gguf::File file = gguf::open_model(model_path);
-  std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
-  tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
-  std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, 0.0));
-  if (options.exact) {
-    // Encode every weight now (ExactOps caches them per tensor) so that load time, not the first
-    // prompt, pays for it: one token through a one-cell scratch cache touches every matmul.
-    const auto scratch = engine->make_kv(1);
-    const int32_t token = 0, position = 0;
-    std::vector<float> logits(static_cast<size_t>(engine->model().n_vocab()));
-    engine->model().forward(engine->ops(), *scratch, std::span<const int32_t>(&token, 1),
-                            std::span<const int32_t>(&position, 1), model::LogitRows::Last, logits.data());
-  }
-  engine->load_seconds_ = now_seconds() - start;
-  return engine;
+  return out_of_memory_as_error("loading the model", [&] {
+    const double start = now_seconds();
+    gguf::File file = gguf::open_model(model_path);
+    std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
+    tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
+    std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, 0.0));
+    if (options.exact) {
+      // Encode every weight now (ExactOps caches them per tensor) so that load time, not the first
+      // prompt, pays for it: one token through a one-cell scratch cache touches every matmul. The
+      // memory check of that cache counts the int16 copies about to be made.
+      const auto scratch = make_checked_kv(*engine->model_, options, engine->threads(), 1, {.batch = 1},
+                                           /*weights_loaded=*/false);
+      const int32_t token = 0, position = 0;
+      std::vector<float> logits(static_cast<size_t>(engine->model().n_vocab()));
+      engine->model().forward(engine->ops(), *scratch, std::span<const int32_t>(&token, 1),
+                              std::span<const int32_t>(&position, 1), model::LogitRows::Last, logits.data());
+    }
+    engine->load_seconds_ = now_seconds() - start;
+    return engine;
+  });
 }
 
 Engine::Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, tokenizer::Tokenizer tokenizer,
@@ -71,17 +163,12 @@ uint64_t Engine::parameter_count() const {
   return total;
 }
 
-int64_t Engine::resolve_ctx(int64_t n_ctx) const {
-  if (n_ctx > 0) return n_ctx;
-  const int64_t trained = hparams().n_ctx_train;
-  return trained > 0 ? std::min<int64_t>(trained, 4096) : 4096;
-}
-
-std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx) const {
-  const model::HParams& hp = hparams();
-  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, resolve_ctx(n_ctx)};
-  if (options_.exact) return kv::make_exact_store(shape, exact_scores(options_.exact_attention));
-  return kv::make_store(shape, options_.cache_type_k, options_.cache_type_v);
+std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work) const {
+  const int64_t cells = resolve_ctx(n_ctx);
+  // In exact mode load() has already encoded the weights.
+  auto kv = make_checked_kv(*model_, options_, threads(), cells, work, /*weights_loaded=*/options_.exact);
+  if (!warned_context_) warned_context_ = warn_beyond_trained_context(cells, hparams(), work.flag);
+  return kv;
 }
 
 kv::ExactScores exact_scores(std::string_view name) {

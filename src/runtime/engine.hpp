@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,33 @@ struct EngineOptions {
   std::string exact_attention = "direct";  // "direct" | "ntt": how the exact store computes q.k (same bits; direct is 2-3x faster)
 };
 
+// -c as the verbs take it, llama.cpp's habit: 0 is the model's trained context; not given, a
+// default of the trained context capped at kDefaultContextCap (kDefaultContextCap when the model
+// does not say), so that a model trained on 128K tokens does not reserve a 128K cache unasked.
+inline constexpr int64_t kContextNotGiven = std::numeric_limits<int64_t>::min();
+inline constexpr int64_t kDefaultContextCap = 4096;
+// The context length for -c `n_ctx`; a negative one, or one beyond int32 positions, throws
+// okapi::UsageError stating the range.
+int64_t resolve_context(int64_t n_ctx, const model::HParams& hp);
+// "okapi: warning: -c N is beyond the model's trained context (M); quality will degrade" on stderr
+// when it is; returns whether it warned.
+bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, std::string_view flag = "-c");
+
+// How a verb will use a KV cache, for the memory check made before it is allocated.
+struct Workload {
+  int64_t batch = 512;          // tokens per forward pass (-b)
+  int64_t logit_rows = 1;       // rows of logits kept at once (perplexity: a whole chunk)
+  std::string_view flag = "-c";  // the flag that set the context length, for messages
+};
+
+// Estimates the weight copies, the KV cache of n_ctx cells and the scratch buffers of `work`
+// (model/memory_estimate.hpp) and throws okapi::Error "... needs X (weights, KV cache, scratch),
+// this machine has Y available; try ..." when they do not fit in available_memory(); otherwise
+// makes the cache (the exact store in exact mode, else the cache types' store). Pass
+// `weights_loaded` when the weight copies already exist (they are then not counted again).
+std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, const EngineOptions& options, int threads,
+                                             int64_t n_ctx, const Workload& work, bool weights_loaded);
+
 class Engine {
  public:
   // Maps and loads the model and its vocabulary. Throws okapi::Error (missing file, bad GGUF,
@@ -44,10 +72,11 @@ class Engine {
   uint64_t file_bytes() const;
   uint64_t parameter_count() const;
 
-  // A KV cache of n_ctx cells (n_ctx <= 0: the training context, capped at 4096 as a default):
-  // the exact store of options().exact_attention in exact mode, else the cache types' store.
-  std::unique_ptr<kv::KvStore> make_kv(int64_t n_ctx) const;
-  int64_t resolve_ctx(int64_t n_ctx) const;
+  // A KV cache of resolve_ctx(n_ctx) cells, after make_checked_kv's memory check for `work`: the
+  // exact store of options().exact_attention in exact mode, else the cache types' store. Warns
+  // (once per engine) when the context is beyond the model's trained context.
+  std::unique_ptr<kv::KvStore> make_kv(int64_t n_ctx, const Workload& work = {}) const;
+  int64_t resolve_ctx(int64_t n_ctx) const { return resolve_context(n_ctx, hparams()); }
 
  private:
   Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, tokenizer::Tokenizer tokenizer,
@@ -59,6 +88,7 @@ class Engine {
   ThreadPool pool_;
   std::unique_ptr<model::Ops> ops_;
   double load_seconds_;
+  mutable bool warned_context_ = false;
 };
 
 // Seconds elapsed on a monotonic clock since `start` (a value from now_seconds()).

@@ -10,6 +10,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/system_memory.hpp"
 #include "exact/detmath.hpp"
 #include "runtime/cancel.hpp"
 
@@ -179,8 +180,10 @@ std::string read_text_file(const std::filesystem::path& path) {
   return text;
 }
 
-PerplexityResult compute_perplexity(Engine& engine, const std::string& text, const PerplexityOptions& options,
-                                    const std::function<void(const ChunkReport&)>& on_chunk) {
+namespace {
+
+PerplexityResult perplexity_of(Engine& engine, const std::string& text, const PerplexityOptions& options,
+                               const std::function<void(const ChunkReport&)>& on_chunk) {
   const tokenizer::Vocab& vocab = engine.tokenizer().vocab();
   tokenizer::EncodeOptions encode;
   encode.add_special = true;
@@ -224,7 +227,8 @@ PerplexityResult compute_perplexity(Engine& engine, const std::string& text, con
   KlAccumulator kl;
   kl.exact = exact;
 
-  const auto kv = engine.make_kv(n_ctx);
+  // Every row of a chunk's logits is kept (n_ctx x n_vocab floats): the memory check counts them.
+  const auto kv = engine.make_kv(n_ctx, {.batch = n_batch, .logit_rows = n_ctx});
   std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
   std::vector<int32_t> positions;
   std::vector<float> logits(static_cast<size_t>(n_ctx * n_vocab));
@@ -278,6 +282,13 @@ PerplexityResult compute_perplexity(Engine& engine, const std::string& text, con
   if (saver && !result.interrupted) saver->commit();
   if (base && count > 0) result.kl = kl.finish();
   return result;
+}
+
+}  // namespace
+
+PerplexityResult compute_perplexity(Engine& engine, const std::string& text, const PerplexityOptions& options,
+                                    const std::function<void(const ChunkReport&)>& on_chunk) {
+  return out_of_memory_as_error("computing perplexity", [&] { return perplexity_of(engine, text, options, on_chunk); });
 }
 
 }  // namespace okapi::runtime

@@ -23,7 +23,7 @@
 namespace okapi::runtime {
 
 struct PerplexityOptions {
-  int64_t n_ctx = 0;         // <= 0: the model's default context
+  int64_t n_ctx = kContextNotGiven;  // -c, as Engine::resolve_ctx reads it
   int64_t n_chunks = -1;     // < 0: all chunks the text holds
   int64_t batch_size = 512;  // min(batch, n_ctx) tokens per forward pass
   std::filesystem::path save_logits;    // write this run's log-probs here (empty: no)

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
+#include "core/system_memory.hpp"
 #include "runtime/cancel.hpp"
 
 namespace okapi::runtime {
@@ -40,6 +43,12 @@ bool Session::is_end_of_generation(tokenizer::TokenId id) const {
 GenerationResult Session::generate(std::span<const tokenizer::TokenId> prompt, sample::Sampler& sampler,
                                    const GenerateOptions& options,
                                    const std::function<void(std::string_view)>& on_text) {
+  return out_of_memory_as_error("generating", [&] { return generate_tokens(prompt, sampler, options, on_text); });
+}
+
+GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> prompt, sample::Sampler& sampler,
+                                          const GenerateOptions& options,
+                                          const std::function<void(std::string_view)>& on_text) {
   const int64_t n_ctx = kv_.n_ctx();
   const auto n_prompt = static_cast<int64_t>(prompt.size());
   if (n_prompt == 0) throw_error("the prompt has no tokens");
@@ -57,15 +66,20 @@ GenerationResult Session::generate(std::span<const tokenizer::TokenId> prompt, s
   std::vector<float> logits(static_cast<size_t>(n_vocab));
   std::vector<int32_t> positions;
   const double prefill_start = now_seconds();
+  std::optional<ProgressBar> progress;
+  if (n_prompt > options.batch_size) progress.emplace("prompt", static_cast<uint64_t>(n_prompt));
   for (int64_t begin = 0; begin < n_prompt; begin += options.batch_size) {
     const int64_t count = std::min(options.batch_size, n_prompt - begin);
     positions.resize(static_cast<size_t>(count));
     std::iota(positions.begin(), positions.end(), static_cast<int32_t>(begin));
     model.forward(engine_.ops(), kv_, prompt.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)),
                   positions, model::LogitRows::Last, logits.data());
+    if (progress) progress->update(static_cast<uint64_t>(begin + count), "tokens");
     if (interrupt_requested()) break;
   }
   result.timings.prompt_seconds = now_seconds() - prefill_start;
+  if (progress) progress->finish();
+  if (options.after_prefill) options.after_prefill();
   result.timings.prompt_tokens = n_prompt;
   if (interrupt_requested()) {
     result.stop = StopReason::Interrupted;

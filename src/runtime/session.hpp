@@ -18,6 +18,10 @@ struct GenerateOptions {
   int64_t n_predict = -1;  // < 0: until end of generation or a full context
   int64_t batch_size = 512;
   bool ignore_eos = false;  // keep generating past end-of-generation tokens (benchmarks, tests)
+  // Called when the prompt has been processed (also when interrupted). A prompt longer than one
+  // batch shows a progress bar on a terminal meanwhile; `okapi run` echoes the prompt here, so the
+  // bar has its line to itself.
+  std::function<void()> after_prefill;
 };
 
 enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted };
@@ -54,6 +58,9 @@ class Session {
                             const std::function<void(std::string_view)>& on_text = {});
 
  private:
+  GenerationResult generate_tokens(std::span<const tokenizer::TokenId> prompt, sample::Sampler& sampler,
+                                   const GenerateOptions& options,
+                                   const std::function<void(std::string_view)>& on_text);
   bool is_end_of_generation(tokenizer::TokenId id) const;
   Engine& engine_;
   kv::KvStore& kv_;

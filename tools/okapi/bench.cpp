@@ -220,9 +220,9 @@ void register_bench(CLI::App& app, VerbResult& result) {
   // List flags: comma-separated, and a repeated flag adds to the list (as llama-bench).
   const auto list = CLI::MultiOptionPolicy::TakeAll;
   cmd->add_option("-p,--n-prompt", args->n_prompt, "prefill lengths, comma-separated (0: none)")->delimiter(',')
-      ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 1 << 20));
+      ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 2147483647.0));
   cmd->add_option("-n,--n-gen", args->n_gen, "decode lengths, comma-separated (0: none)")->delimiter(',')
-      ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 1 << 20));
+      ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 2147483647.0));
   cmd->add_option("-t,--threads", args->threads, "thread counts, comma-separated (default: one per core)")
       ->delimiter(',')->multi_option_policy(list)->capture_default_str()->check(in_range(1, kMaxThreads));
   cmd->add_option("-r,--repetitions", args->repetitions, "timed runs per test")->capture_default_str()

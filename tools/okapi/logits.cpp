@@ -21,6 +21,7 @@
 #include "core/json_output.hpp"
 #include "core/output_paths.hpp"
 #include "core/sha256.hpp"
+#include "core/system_memory.hpp"
 #include "core/thread_pool.hpp"
 #include "common_flags.hpp"
 #include "exact_flags.hpp"
@@ -47,7 +48,7 @@ struct LogitsArgs {
   std::string output;
   int threads = default_threads();
   int64_t batch_size = 512;
-  int64_t n_ctx = -1;  // not given: the prompt length; 0: the model's trained context
+  int64_t n_ctx = runtime::kContextNotGiven;
   std::string cache_k = "f32";
   std::string cache_v = "f32";
   bool exact = false;
@@ -122,12 +123,12 @@ void run(const LogitsArgs& args) {
   const std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
   const model::HParams& hp = model->hparams();
   const auto n_tokens = static_cast<int64_t>(tokens.size());
-  const int64_t n_ctx = args.n_ctx > 0 ? args.n_ctx : args.n_ctx == 0 && hp.n_ctx_train > 0 ? hp.n_ctx_train : n_tokens;
-  if (static_cast<int64_t>(tokens.size()) > n_ctx)
-    throw_error("logits: the prompt has {} tokens but the context is {} (-c)", tokens.size(), n_ctx);
-  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
-  const auto kv = args.exact ? kv::make_exact_store(shape, runtime::exact_scores(args.exact_attention))
-                             : kv::make_store(shape, args.cache_k, args.cache_v);
+  const int64_t n_ctx = args.n_ctx == runtime::kContextNotGiven ? n_tokens : runtime::resolve_context(args.n_ctx, hp);
+  if (n_tokens > n_ctx) throw_error("logits: the prompt has {} tokens but the context is {} (-c)", n_tokens, n_ctx);
+  const runtime::EngineOptions engine{args.threads, args.cache_k, args.cache_v, args.exact, args.exact_attention};
+  const runtime::Workload work{.batch = args.batch_size, .logit_rows = n_tokens};
+  const auto kv = runtime::make_checked_kv(*model, engine, args.threads, n_ctx, work, /*weights_loaded=*/false);
+  (void)runtime::warn_beyond_trained_context(n_ctx, hp);
   ThreadPool pool(args.threads);
   std::unique_ptr<model::Ops> ops;
   if (args.exact) {
@@ -135,7 +136,8 @@ void run(const LogitsArgs& args) {
   } else {
     ops = std::make_unique<model::CpuOps>(&pool);
   }
-  const std::vector<float> logits = model::evaluate_all(*model, *ops, *kv, tokens, args.batch_size);
+  const std::vector<float> logits = out_of_memory_as_error(
+      "computing logits", [&] { return model::evaluate_all(*model, *ops, *kv, tokens, args.batch_size); });
 
   const std::filesystem::path out_path = args.output;
   write_bytes(out_path, logits.data(), logits.size() * sizeof(float));

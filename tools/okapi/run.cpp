@@ -32,7 +32,7 @@ struct RunArgs {
   std::string prompt = "Once upon a time";
   std::string prompt_file;
   int64_t n_predict = 256;
-  int64_t n_ctx = 0;
+  int64_t n_ctx = runtime::kContextNotGiven;
   int64_t batch_size = 512;
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;
@@ -57,32 +57,26 @@ int run(RunArgs args) {
   if (!args.prompt_file.empty()) args.prompt = read_input_file(args.prompt_file, "prompt file");
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
-  const auto kv = engine->make_kv(args.n_ctx);
+  const auto kv = engine->make_kv(args.n_ctx, {.batch = args.batch_size});
   runtime::Session session(*engine, *kv);
   const auto prompt = session.tokenize_prompt(args.prompt);
   sample::Sampler sampler(args.sampling);
   runtime::install_interrupt_handler();
-  // The prompt is echoed (as llama-cli does) once the prefill has succeeded, so a prompt that does
-  // not fit the context leaves stdout empty.
-  bool prompt_shown = args.json || args.no_display_prompt;
-  const auto show_prompt = [&] {
-    if (prompt_shown) return;
-    prompt_shown = true;
-    std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
-    std::fflush(stdout);
-  };
   runtime::GenerateOptions options;
   options.n_predict = args.n_predict;
   options.batch_size = args.batch_size;
   options.ignore_eos = args.ignore_eos;
+  options.after_prefill = [&] {
+    if (args.json || args.no_display_prompt) return;
+    std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
+    std::fflush(stdout);
+  };
   const auto on_text = [&](std::string_view piece) {
     if (args.json) return;
-    show_prompt();
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   };
   const runtime::GenerationResult result = session.generate(prompt, sampler, options, on_text);
-  show_prompt();
   const runtime::Timings& t = result.timings;
   if (args.json) {
     nlohmann::ordered_json json;
