@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -132,6 +133,13 @@ class File {
   uint64_t data_offset_ = 0;
   std::vector<KeyValue> metadata_;
   std::vector<TensorInfo> tensors_;
+  // name -> index in tensors_: the model loaders look up every tensor by name, and a hostile file
+  // may hold a hundred thousand of them.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> tensor_index_;
 
   friend class Parser;
 };

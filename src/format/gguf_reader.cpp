@@ -259,11 +259,10 @@ class Parser {
   }
 
   void read_tensor_infos() {
-    std::unordered_set<std::string> seen;
     file_.tensors_.reserve(static_cast<size_t>(n_tensors_));
     for (uint64_t i = 0; i < n_tensors_; ++i) {
       TensorInfo info = read_tensor_info(i);
-      if (!seen.insert(info.name).second) {
+      if (!file_.tensor_index_.emplace(info.name, file_.tensors_.size()).second) {
         fail(info.info_offset, fmt::format("tensor #{} name", i), "duplicate tensor name '{}'", info.name);
       }
       file_.tensors_.push_back(std::move(info));
@@ -343,10 +342,8 @@ std::string File::architecture() const {
 }
 
 const TensorInfo* File::find_tensor(std::string_view name) const {
-  for (const TensorInfo& t : tensors_) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
+  const auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const TensorInfo& File::tensor(std::string_view name) const {

@@ -134,7 +134,7 @@ EngineEval evaluate_gguf(const std::filesystem::path& model, const EvalWindows& 
   for (int64_t w = 0; w < windows.count; ++w) {
     const auto offset = static_cast<size_t>(w * seq);
     const std::span<const int32_t> tokens(windows.tokens.data() + offset, static_cast<size_t>(seq));
-    auto kv = engine->make_kv(seq);
+    auto kv = engine->make_kv(seq, {.batch = seq, .logit_rows = seq});  // every position's logits are kept
     engine->model().forward(engine->ops(), *kv, tokens, positions, model::LogitRows::All, logits.data());
     for (int64_t t = 0; t < seq; ++t) {
       const float* row = logits.data() + t * n_vocab;

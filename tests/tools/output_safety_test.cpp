@@ -136,6 +136,12 @@ TEST_F(OutputSafety, LogitsReplacesAnExistingSidecarOnlyWithForce) {
   EXPECT_FALSE(fs::exists(work_ / "out" / "y.bin"));  // refused before any work
   expect_success(std::string(args) + " --force");
   EXPECT_EQ(nlohmann::json::parse(test::read_file(work_ / "out" / "y.json")).at("tokens").size(), 2u);
+  // Now y.json is the JSON okapi wrote for y.bin: running the same command again replaces both.
+  expect_success(std::string("logits -m in/model.gguf --tokens 1,2,3 -o out/y.bin"));
+  EXPECT_EQ(nlohmann::json::parse(test::read_file(work_ / "out" / "y.json")).at("tokens").size(), 3u);
+  // ...but it is not z.bin's: -o z.bin with a copy of it as z.json still needs --force.
+  fs::copy_file(work_ / "out" / "y.json", work_ / "out" / "z.json");
+  expect_refused("logits -m in/model.gguf --tokens 1 -o out/z.bin", "out/z.json' exists; pass --force to replace it");
 }
 
 TEST_F(OutputSafety, PerplexityRefusesToWriteOverItsInputs) {

@@ -3,7 +3,8 @@
 // Writes the logits of every position (float32 little-endian, row-major [n_tokens x n_vocab]) to
 // OUT.bin and OUT.json beside it (model sha256, token ids, n_vocab, top-10 per position). The
 // fidelity checks against llama.cpp's dump_logits use it; the KV cache is F32 unless told otherwise.
-// An existing OUT.json (not named by the user) is replaced only with --force.
+// An existing OUT.json (not named by the user) is replaced only with --force, or when it is the
+// JSON an earlier run wrote for this same OUT.bin.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -97,13 +98,29 @@ std::filesystem::path json_path_of(const std::filesystem::path& out_path) {
   return json_path.replace_extension(".json");
 }
 
+// True when `json_path` is the JSON an earlier `okapi logits -o out_path` wrote beside that same
+// output: it describes the file the user asked to replace, so it goes with it (an unrelated
+// file of that name still needs --force).
+bool is_own_sidecar(const std::filesystem::path& json_path, const std::filesystem::path& out_path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(json_path, ec) || std::filesystem::file_size(json_path, ec) > (64u << 20))
+    return false;
+  try {
+    const auto json = nlohmann::json::parse(read_input_file(json_path, "JSON"));
+    return json.is_object() && json.value("logits_file", std::string()) == out_path.filename().string() &&
+           json.contains("logits_sha256") && json.contains("top10");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 void run(const LogitsArgs& args) {
   OutputPlan paths;
   paths.inputs = {{args.model, "-m"}};
   if (!args.prompt_file.empty()) paths.inputs.push_back({args.prompt_file, "-f"});
   paths.outputs = {{args.output, "-o"}};
   paths.sidecars = {{json_path_of(args.output), "the JSON written beside -o"}};
-  paths.force = args.force;
+  paths.force = args.force || is_own_sidecar(json_path_of(args.output), args.output);
   check_output_plan(paths);
   if (args.exact) (void)runtime::exact_scores(args.exact_attention);
   const std::string prompt = args.prompt_file.empty() ? args.prompt : read_input_file(args.prompt_file, "prompt file");
