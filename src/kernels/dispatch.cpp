@@ -1,6 +1,6 @@
-// The element-wise entry points: AVX2 when the CPU has it (cpu_features().use_avx2(), which also
-// honours OKAPI_FORCE_SCALAR), the scalar reference otherwise. The scalar steps between the SIMD
-// loops (mean, 1/sqrt, 1/sum) round exactly like the reference and ggml.
+// The element-wise entry points: AVX2 when the tier in use has it (cpu_features().use_avx2(),
+// which honours OKAPI_ISA / OKAPI_FORCE_SCALAR), the scalar reference otherwise. The scalar steps
+// between the SIMD loops (mean, 1/sqrt, 1/sum) round exactly like the reference and ggml.
 #include <cmath>
 
 #include "core/cpu.hpp"

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/cpu.hpp"
 #include "core/dtype.hpp"
 
 namespace okapi {
@@ -24,6 +25,10 @@ namespace okapi::kernels {
 // Throws okapi::Error when n_in is not a multiple of the formats' block sizes.
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
             ThreadPool* pool);
+// The same with the kernels of ISA tier `tier` (one of available_isas(), else okapi::Error)
+// instead of the tier in use: how tests run every tier against the scalar reference.
+void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens,
+            float* y, ThreadPool* pool);
 
 // y = x / sqrt(mean(x^2) + eps) * weight (weight may be null: no scaling). One row of n.
 // As ggml: squares summed in double, then (x * scale) * weight in float.

@@ -172,7 +172,12 @@ avx2::Q8_KTileFn quantized_tile(DType w_type, DType a_type) {
 
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
             ThreadPool* pool) {
-  const detail::MatmulPlan plan = detail::plan_matmul(w_type, w, n_in, n_out, n_tokens);
+  matmul(isa(), w_type, w, n_in, n_out, x, n_tokens, y, pool);
+}
+
+void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens,
+            float* y, ThreadPool* pool) {
+  const detail::MatmulPlan plan = detail::plan_matmul(tier, w_type, w, n_in, n_out, n_tokens);
   if (n_out == 0 || n_tokens == 0) return;
   if (pool != nullptr && (pool->size() == 1 || n_in * n_out * n_tokens < kMinParallelWork)) pool = nullptr;
   const Job job{plan, static_cast<const uint8_t*>(w), n_in, n_out, n_tokens, y, pool};
@@ -180,7 +185,7 @@ void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const floa
   if (plan.dequantize_path) return by_dequantized_rows(job, x);
   // Tiles only pay off with several tokens; one token (decode) streams each weight row once
   // through the table's vec_dot, whose per-row accumulators suit the hardware prefetcher better.
-  if (n_tokens > 1 && cpu_features().use_avx2()) {
+  if (n_tokens > 1 && tier >= Isa::avx2) {
     if (w_type == DType::F32) return by_float_tiles(job, x, avx2::tile_f32);
     if (w_type == DType::F16) return by_float_tiles(job, fp16_rounded(job, x), avx2::tile_f16);
     if (w_type == DType::Q4_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q4_0_q8_0);
