@@ -20,8 +20,11 @@ namespace okapi::kernels {
 // Formats without a vec_dot (IQ1_BN, IQ2_BN) dequantize each weight row and dot it with x.
 // `w` is the whole tensor as stored (for I2_S including its trailing per-tensor scale, which is
 // applied here). Threads (pool may be null) split output rows, and tokens for large batches; the
-// result does not depend on the thread count. A batch (n_tokens > 1) may use multi-token tile
-// kernels, so a token's row in a batch equals its single-token row only up to summation order.
+// result does not depend on the thread count. A batch (n_tokens > 1) may use multi-token kernels;
+// for the quantized formats they share their block code and summation order with the
+// single-token path, so a token's row is the same bits alone or in any batch (F32 / F16 / BF16
+// agree up to summation order). Formats with row-group kernels on this tier are repacked per call
+// unless `w` lies in bytes registered with a kernels::WeightPacks (weight_packs.hpp).
 // Throws okapi::Error when n_in is not a multiple of the formats' block sizes.
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
             ThreadPool* pool);

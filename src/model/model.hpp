@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "format/gguf.hpp"
+#include "kernels/weight_packs.hpp"
 #include "model/hparams.hpp"
 #include "model/ops.hpp"
 
@@ -56,6 +57,8 @@ class Model {
 
  private:
   std::vector<std::string> problems_;
+  // Lets the matmul layer keep weights repacked for its kernels while the file is open.
+  std::unique_ptr<kernels::WeightPacks> weight_packs_;
 };
 
 // The architecture registry: general.architecture -> factory.

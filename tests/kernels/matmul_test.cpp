@@ -18,17 +18,12 @@
 #include "core/thread_pool.hpp"
 #include "kernels/kernels.hpp"
 #include "quant/quant.hpp"
+#include "support/random_data.hpp"
 
 namespace okapi::kernels {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(gen);
-  return v;
-}
+using test::gaussian;
 
 bool is_ternary(DType t) {
   return t == DType::TQ1_0 || t == DType::TQ2_0 || t == DType::I2_S || t == DType::IQ1_BN || t == DType::IQ2_BN;
@@ -219,15 +214,17 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulFormat, ::testing::ValuesIn(matmul_ty
                            return std::string(dtype_name(param_info.param));
                          });
 
-// The quantized formats whose batched and single-token kernels share their code on every tier
-// (quant/avx2/legacy_unpack.hpp, kquant_low_unpack.hpp, gemm_q8_0.cpp's operations, the row-group
-// kernels of quant/avx512/): every token of a batch, whatever its place in the token groups and
-// tiles, equals that token alone (decode) bit for bit. On the scalar tier both paths are the
+// Every quantized format (activations quantized to Q8_0 / Q8_1 / Q8_K): its batched and
+// single-token kernels share their code on every tier (quant/avx2/legacy_unpack.hpp,
+// kquant_unpack.hpp, kquant_low_unpack.hpp, gemm_q8_0.cpp's operations, the row-group kernels of
+// quant/avx512/), so every token of a batch, whatever its place in the token groups and tiles,
+// equals that token alone (decode) bit for bit. On the scalar tier both paths are the
 // reference vec_dot, which holds trivially. Speculative decoding's verification relies on it.
 TEST(Matmul, BatchedTokensEqualTheSameTokenAlone) {
   const int64_t n_out = 37, n_tokens = 71;
-  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                     DType::Q5_K}) {
+  for (DType type : quant::supported_types()) {
+    const quant::Format& f = quant::format(type, Isa::scalar);
+    if (f.vec_dot_ref == nullptr || f.vec_dot_type == DType::F32 || f.vec_dot_type == DType::F16) continue;
     // An odd number of 32-element blocks exercises the kernels' tail after the block pairs.
     const int64_t n_in = layout(type).block_size == 32 ? 544 : 512;
     const std::vector<float> x = gaussian(static_cast<size_t>(n_in * n_tokens), 13);
