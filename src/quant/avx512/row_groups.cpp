@@ -57,13 +57,10 @@ void prepare_activation(const float* x, int64_t n_in, void* out) {
 
 // ---- Weights: per-format packing and unpacking ----
 
-// 64 bytes as two 32-byte loads: streaming from DRAM, this CPU reads faster with 256-bit loads.
-__m512i load_halves(const uint8_t* p) {
-  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
+// unpack(levels, w): the 8 vectors of unsigned weight bytes of one block, all 16 rows, that pair
+// with activation bytes 4k..4k+3 (k = 0..7). unpack_half(levels, h, w): the same for rows
+// 8h..8h+7 only, in 256-bit vectors (decode: this CPU streams weights from DRAM faster with
+// 256-bit loads and vpdpbusd).
 struct Q8_0Rows {
   using Block = block_q8_0;
   static constexpr int kBias = 128;
@@ -73,9 +70,11 @@ struct Q8_0Rows {
       for (int i = 0; i < 4; ++i) dst[64 * k + 4 * r + i] = static_cast<uint8_t>(src.qs[4 * k + i] ^ 0x80);
     }
   }
-  // The 8 vectors of unsigned bytes that pair with activation bytes 4k..4k+3, k = 0..7.
   static void unpack(const uint8_t* levels, __m512i* w) {
-    for (int k = 0; k < 8; ++k) w[k] = load_halves(levels + 64 * k);
+    for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(levels + 64 * k);
+  }
+  static void unpack_half(const uint8_t* levels, int h, __m256i* w) {
+    for (int k = 0; k < 8; ++k) w[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(levels + 64 * k + 32 * h));
   }
 };
 
@@ -91,9 +90,17 @@ struct Q4_0Rows {
   static void unpack(const uint8_t* levels, __m512i* w) {
     const __m512i mask = _mm512_set1_epi8(0x0f);
     for (int k = 0; k < 4; ++k) {
-      const __m512i v = load_halves(levels + 64 * k);
+      const __m512i v = _mm512_loadu_si512(levels + 64 * k);
       w[k] = _mm512_and_si512(v, mask);
       w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+    }
+  }
+  static void unpack_half(const uint8_t* levels, int h, __m256i* w) {
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(levels + 64 * k + 32 * h));
+      w[k] = _mm256_and_si256(v, mask);
+      w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
     }
   }
 };
@@ -123,46 +130,76 @@ void pack(const void* w, size_t w_row, int64_t n_rows, int64_t n_in, void* group
 
 // ---- The kernel ----
 
+// Where a token's prepared activation row keeps block b's levels, float scale and int32 offset.
+struct ActivationRow {
+  const uint8_t* levels;
+  const float* scales;
+  const int32_t* offsets;
+  ActivationRow(const uint8_t* row, int64_t nb)
+      : levels(row),
+        scales(reinterpret_cast<const float*>(row + static_cast<size_t>(nb) * QK8_0)),
+        offsets(reinterpret_cast<const int32_t*>(scales + nb)) {}
+  __m512i bytes(int64_t b, int k) const { return _mm512_set1_epi32(load_i32(levels + b * QK8_0 + 4 * k)); }
+};
+
+// The float step of every lane, the same in both kernels: acc += (d_w * d_a) * float(dot).
+__m512 accumulate(__m512 acc, __m512 d_w, float d_a, __m512i dot) {
+  return _mm512_fmadd_ps(_mm512_mul_ps(d_w, _mm512_set1_ps(d_a)), _mm512_cvtepi32_ps(dot), acc);
+}
+
+__m512 block_scales(const uint8_t* block, size_t level_bytes) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + level_bytes)));
+}
+
 // T tokens (activation rows a_row bytes apart) x one group: y[t * y_stride + r] for the rows in
-// `store` (a lane mask).
+// `store` (a lane mask). The loops over tokens and levels are unrolled so that the accumulators
+// live in registers; each token's integer dot is one chain of 8 vpdpbusd.
 template <typename W, int T>
 void group_tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
                   __mmask16 store) {
-  const auto q_bytes = static_cast<size_t>(nb) * QK8_0;
-  // The loops over tokens and levels are unrolled so that the accumulators live in registers.
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i w[8];
     const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes<W>;
+    __m512i w[8];
     W::unpack(block, w);
-    const __m512 d_w = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + W::kLevelBytes)));
+    const __m512 d_w = block_scales(block, W::kLevelBytes);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const uint8_t* a_t = a + static_cast<size_t>(t) * a_row;
-      const uint8_t* q = a_t + static_cast<size_t>(b) * QK8_0;
-      const auto* d_a = reinterpret_cast<const float*>(a_t + q_bytes);
-      const auto* offset = reinterpret_cast<const int32_t*>(d_a + nb);
-      // The integer dot is exact, so how it is split does not change a bit: few tokens (decode)
-      // get 4 independent chains, to hide vpdpbusd's latency, many tokens one chain each.
-      constexpr int kChains = T <= 2 ? 4 : 1;
-      __m512i part[kChains];
-      part[0] = _mm512_set1_epi32(offset[b]);
-#pragma GCC unroll 4
-      for (int c = 1; c < kChains; ++c) part[c] = _mm512_setzero_si512();
+      const ActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
+      __m512i dot = _mm512_set1_epi32(act.offsets[b]);
 #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        part[k % kChains] = _mm512_dpbusd_epi32(part[k % kChains], w[k], _mm512_set1_epi32(load_i32(q + 4 * k)));
-      }
-      __m512i dot = part[0];
-#pragma GCC unroll 4
-      for (int c = 1; c < kChains; ++c) dot = _mm512_add_epi32(dot, part[c]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d_w, _mm512_set1_ps(d_a[b])), _mm512_cvtepi32_ps(dot), acc[t]);
+      for (int k = 0; k < 8; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(b, k));
+      acc[t] = accumulate(acc[t], d_w, act.scales[b], dot);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, store, acc[t]);
+}
+
+// One token x one group (decode, reading weights from DRAM): the integer dots in two 256-bit
+// halves (rows 0-7, 8-15), which this CPU streams faster; the same exact integers and float steps.
+template <typename W>
+void group_one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* y, __mmask16 store) {
+  const ActivationRow act(a, nb);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes<W>;
+    __m256i lo[8], hi[8];
+    W::unpack_half(block, 0, lo);
+    W::unpack_half(block, 1, hi);
+    __m256i dot_lo = _mm256_set1_epi32(act.offsets[b]), dot_hi = dot_lo;
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m256i bytes = _mm256_set1_epi32(load_i32(act.levels + b * QK8_0 + 4 * k));
+      dot_lo = _mm256_dpbusd_epi32(dot_lo, lo[k], bytes);
+      dot_hi = _mm256_dpbusd_epi32(dot_hi, hi[k], bytes);
+    }
+    const __m512i dot = _mm512_inserti64x4(_mm512_castsi256_si512(dot_lo), dot_hi, 1);
+    acc = accumulate(acc, block_scales(block, W::kLevelBytes), act.scales[b], dot);
+  }
+  _mm512_mask_storeu_ps(y, store, acc);
 }
 
 template <typename W>
@@ -188,7 +225,7 @@ void gemm(int64_t n_in, const void* groups, int64_t n_rows, const void* a, size_
         case 4: group_tokens<W, 4>(nb, group, a_t, a_row, y_g, y_stride, store); break;
         case 3: group_tokens<W, 3>(nb, group, a_t, a_row, y_g, y_stride, store); break;
         case 2: group_tokens<W, 2>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        default: group_tokens<W, 1>(nb, group, a_t, a_row, y_g, y_stride, store); break;
+        default: group_one_token<W>(nb, group, a_t, y_g, store); break;
       }
     }
   }
