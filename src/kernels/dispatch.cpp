@@ -57,4 +57,9 @@ void axpy(float a, const float* x, int64_t n, float* y) {
   avx2::axpy(a, x, n, y);
 }
 
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y) {
+  if (!use_avx2()) return ref::axpy_f16(a, x, n, y);
+  avx2::axpy_f16(a, x, n, y);
+}
+
 }  // namespace okapi::kernels

@@ -60,6 +60,7 @@ void relu2_glu(const float* gate, const float* up, int64_t n, float* out);   // 
 
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);  // y += a * x
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y);  // y += a * x, x fp16 (IEEE half bits)
 
 namespace ref {
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y);
@@ -71,6 +72,7 @@ void geglu_tanh(const float* gate, const float* up, int64_t n, float* out);
 void relu2_glu(const float* gate, const float* up, int64_t n, float* out);
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y);
 }  // namespace ref
 
 }  // namespace okapi::kernels
