@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/cpu.hpp"
@@ -133,17 +134,37 @@ class RowGroups : public ::testing::TestWithParam<Tiered> {};
 TEST_P(RowGroups, PreparedActivationsAreTheReferenceQuantization) {
   const auto [tier, type] = GetParam();
   const RowGroupKernels& k = format(type, tier).row_groups;
-  const Problem p = make_problem(type, 544, 1, 5, 3, false);
+  Problem p = make_problem(type, 544, 1, 5, 3, false);
+  // Token 0: rounding ties. Blocks whose max|x| is 127 have d = 1, so x = +-(k + 0.5) are exact
+  // halfway cases (the reference rounds them away from zero); one block is all zeros (d = 0),
+  // one has a NaN (skipped by the max), one is tiny (subnormal d).
+  for (int64_t i = 0; i < 544; ++i) {
+    const int64_t b = i / QK8_0, j = i % QK8_0;
+    const float tie = (j % 2 ? -1.0f : 1.0f) * (static_cast<float>(j) + 0.5f);
+    p.x[static_cast<size_t>(i)] = j == 0 ? 127.0f : tie;
+    if (b == 1) p.x[static_cast<size_t>(i)] = 0.0f;
+    if (b == 3) p.x[static_cast<size_t>(i)] *= 1e-40f;
+  }
+  p.x[2 * QK8_0 + 5] = std::numeric_limits<float>::quiet_NaN();
+  p.x[2 * QK8_0 + 6] = 0.0f;
+  format(DType::Q8_0, Isa::scalar).quantize_ref(p.x.data(), p.act.data(), p.n_in);
+  p.act[2].qs[5] = 0;  // the reference's level for the NaN is undefined (a NaN cast to int)
   const Packed packed = pack_all(k, type, p);
   const int64_t nb = p.n_in / QK8_0;
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const uint8_t* row = packed.acts.data() + static_cast<size_t>(t) * packed.a_row;
     for (int64_t b = 0; b < nb; ++b) {
       const block_q8_0& ref = p.act[static_cast<size_t>(t * nb + b)];
-      ASSERT_EQ(std::memcmp(row + b * QK8_0, ref.qs, QK8_0), 0) << "token " << t << " block " << b;
+      std::vector<int8_t> got(row + b * QK8_0, row + (b + 1) * QK8_0);
+      if (t == 0 && b == 2) got[5] = 0;
+      ASSERT_EQ(std::memcmp(got.data(), ref.qs, QK8_0), 0) << "token " << t << " block " << b;
       float d;
       std::memcpy(&d, row + nb * QK8_0 + b * 4, 4);
       ASSERT_EQ(d, fp16_to_fp32(ref.d)) << "token " << t << " block " << b;
+      int32_t offset, sum = 0;
+      std::memcpy(&offset, row + nb * (QK8_0 + 4) + b * 4, 4);
+      for (int8_t q : got) sum += q;
+      ASSERT_EQ(offset, -(type == DType::Q8_0 ? 128 : 8) * sum) << "token " << t << " block " << b;
     }
   }
 }

@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
-#include "quant/avx2/kernels.hpp"
 #include "quant/avx512/simd.hpp"
 #include "quant/blocks.hpp"
 
@@ -16,7 +14,7 @@ namespace okapi::quant::avx512 {
 namespace {
 
 constexpr int64_t kRows = 16;
-constexpr int kTokens = 8;  // tokens per pass over a group's blocks
+constexpr int kTokens = 16;  // tokens per pass over a group's blocks
 
 size_t round_up_64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -30,28 +28,40 @@ int32_t load_i32(const void* p) {
 
 size_t activation_bytes(int64_t n_in) { return static_cast<size_t>(n_in / QK8_0) * (QK8_0 + 4 + 4); }
 
-// Quantized with the avx2 tier's Q8_0 quantizer (byte-identical to the reference, so to ggml).
+// roundf(): halfway cases away from zero (the conversion instructions round them to even).
+// p - trunc(p) is exact.
+__m512 round_half_away(__m512 p) {
+  const __m512 t = _mm512_roundscale_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(p, t));
+  const __mmask16 away = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_or_ps(_mm512_and_ps(p, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(1.0f));
+  return _mm512_mask_add_ps(t, away, t, one);
+}
+
+// fp32 -> fp16 -> fp32 as the reference stores and reads back a scale (F16C rounds to nearest
+// even like it; a NaN becomes NaN either way).
+float through_fp16(float f) { return _cvtsh_ss(static_cast<uint16_t>(_mm_cvtsi128_si32(_mm_cvtps_ph(_mm_set_ss(f), 0)))); }
+
+// The reference Q8_0 quantizer's levels and scale (quantize_8bit: d = max|x| / 127, levels
+// round(x / d), NaNs skipped by the max), written straight into the activation row layout.
 template <int kBias>
 void prepare_activation(const float* x, int64_t n_in, void* out) {
   const int64_t nb = n_in / QK8_0;
-  thread_local std::vector<block_q8_0> blocks;
-  blocks.resize(static_cast<size_t>(nb));
-  avx2::quantize_q8_0(x, blocks.data(), n_in);
   auto* qs = static_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(qs + nb * QK8_0);
   auto* offset = reinterpret_cast<int32_t*>(d + nb);
-  const __m256i ones = _mm256_set1_epi8(1);
   for (int64_t b = 0; b < nb; ++b) {
-    const block_q8_0& blk = blocks[static_cast<size_t>(b)];
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * QK8_0), q);
-    d[b] = _cvtsh_ss(blk.d);
-    // sum of the 32 levels: vpdpbusd(1, q) gives 8 sums of 4, then a horizontal add.
-    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    offset[b] = -kBias * _mm_cvtsi128_si32(s);
+    const __m512 v0 = _mm512_loadu_ps(x + b * QK8_0), v1 = _mm512_loadu_ps(x + b * QK8_0 + 16);
+    // max_ps returns its second operand when the first is NaN: the running max skips NaNs.
+    const __m512 amax = _mm512_max_ps(_mm512_abs_ps(v1), _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps()));
+    const float scale = _mm512_reduce_max_ps(amax) / 127;
+    const __m512 inverse = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v0, inverse)));
+    const __m512i q1 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v1, inverse)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
+    d[b] = through_fp16(scale);
+    offset[b] = -kBias * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
   }
 }
 
@@ -158,14 +168,14 @@ template <typename W, int T>
 void group_tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
                   __mmask16 store) {
   __m512 acc[T];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes<W>;
     __m512i w[8];
     W::unpack(block, w);
     const __m512 d_w = block_scales(block, W::kLevelBytes);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const ActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
       __m512i dot = _mm512_set1_epi32(act.offsets[b]);
@@ -174,7 +184,7 @@ void group_tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_r
       acc[t] = accumulate(acc[t], d_w, act.scales[b], dot);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, store, acc[t]);
 }
 
@@ -202,6 +212,16 @@ void group_one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* 
   _mm512_mask_storeu_ps(y, store, acc);
 }
 
+// group_tokens<W, n_t> for a run-time n_t in [2, kTokens].
+template <typename W, int T = kTokens>
+void with_token_count(int64_t n_t, int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y,
+                      int64_t y_stride, __mmask16 store) {
+  if constexpr (T >= 2) {
+    if (n_t == T) return group_tokens<W, T>(nb, group, a, a_row, y, y_stride, store);
+    with_token_count<W, T - 1>(n_t, nb, group, a, a_row, y, y_stride, store);
+  }
+}
+
 template <typename W>
 void gemm(int64_t n_in, const void* groups, int64_t n_rows, const void* a, size_t a_row, int64_t n_tokens, float* y,
           int64_t y_stride) {
@@ -217,15 +237,10 @@ void gemm(int64_t n_in, const void* groups, int64_t n_rows, const void* a, size_
       const int64_t rows_left = n_rows - g * kRows;
       const auto store = static_cast<__mmask16>(rows_left >= kRows ? 0xffff : (1u << rows_left) - 1);
       float* y_g = y + t0 * y_stride + g * kRows;
-      switch (n_t) {
-        case 8: group_tokens<W, 8>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        case 7: group_tokens<W, 7>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        case 6: group_tokens<W, 6>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        case 5: group_tokens<W, 5>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        case 4: group_tokens<W, 4>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        case 3: group_tokens<W, 3>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        case 2: group_tokens<W, 2>(nb, group, a_t, a_row, y_g, y_stride, store); break;
-        default: group_one_token<W>(nb, group, a_t, y_g, store); break;
+      if (n_t == 1) {
+        group_one_token<W>(nb, group, a_t, y_g, store);
+      } else {
+        with_token_count<W>(n_t, nb, group, a_t, a_row, y_g, y_stride, store);
       }
     }
   }
