@@ -1,24 +1,30 @@
 // The forward pass's matmul (kernels::matmul) at the shapes that matter:
 //
-//   BM_Gemv/<type>/t<threads>            4096x4096 weights . one token. Enough distinct copies of
+//   BM_Gemv/<type>/<tier>/t<threads>     4096x4096 weights . one token. Enough distinct copies of
 //                                        the matrix (>= 256 MiB) are cycled that every call reads
 //                                        its weights from DRAM: bytes_per_second = weight bytes
 //                                        read, to compare with BM_Stream/read (the roofline).
-//   BM_Gemm/<type>/t<threads>/tokens:<n> 4096x4096 weights x n tokens (prefill);
+//   BM_Gemm/<type>/<tier>/t<threads>/tokens:<n>
+//                                        4096x4096 weights x n tokens (prefill);
 //                                        counter GFLOPs = 2 n_in n_out n_tokens / s.
-// Wall-clock time (the work runs in the pool). Formats: F32 F16 Q8_0 Q4_0 Q4_K Q6_K TQ2_0.
+// Wall-clock time (the work runs in the pool). Formats: F32 F16 Q8_0 Q4_0 Q4_K Q6_K TQ2_0; tiers:
+// every one this CPU runs above scalar. The matrices are registered with a kernels::WeightPacks
+// (as a model's are) and packed before timing, so formats with row-group kernels time them on
+// their repacked weights.
 #include <benchmark/benchmark.h>
 
 #include <array>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/weight_packs.hpp"
 #include "quant/quant.hpp"
 
 namespace {
@@ -43,12 +49,14 @@ struct Matrices {
   size_t tensor_bytes = 0;
   int copies = 0;
   std::unique_ptr<uint8_t[]> data;
+  std::unique_ptr<okapi::kernels::WeightPacks> packs;
   const uint8_t* tensor(int i) const { return data.get() + static_cast<size_t>(i) * tensor_bytes; }
 };
 
 const Matrices& matrices(DType type, int min_copies) {
   static Matrices cached;  // one format at a time: the cold set is hundreds of MiB
   if (cached.data && cached.type == type && cached.copies >= min_copies) return cached;
+  cached.packs.reset();  // before the bytes it registers
   cached = Matrices{};
   const std::array<int64_t, 2> small_shape{kN, kDistinctRows}, shape{kN, kN};
   const auto floats = gaussian(static_cast<size_t>(kN * kDistinctRows), 1);
@@ -65,32 +73,36 @@ const Matrices& matrices(DType type, int min_copies) {
     const size_t tail = small.size() - rows_bytes;  // I2_S's scale
     if (tail > 0) std::memcpy(out + static_cast<size_t>(kN) * row, small.data() + rows_bytes, tail);
   }
+  cached.packs = std::make_unique<okapi::kernels::WeightPacks>(
+      std::span<const uint8_t>(cached.data.get(), cached.tensor_bytes * static_cast<size_t>(min_copies)), false);
   return cached;
 }
 
-void run_gemv(benchmark::State& state, DType type, int threads) {
+void run_gemv(benchmark::State& state, DType type, okapi::Isa tier, int threads) {
   const size_t bytes = *okapi::tensor_bytes(type, std::array<int64_t, 2>{kN, kN});
   const int copies = static_cast<int>((kColdBytes + bytes - 1) / bytes);
   const Matrices& m = matrices(type, copies);
   const auto x = gaussian(kN, 2);
   std::vector<float> y(kN);
   okapi::ThreadPool pool(threads);
+  for (int c = 0; c < m.copies; ++c) okapi::kernels::matmul(tier, type, m.tensor(c), kN, kN, x.data(), 1, y.data(), &pool);
   int next = 0;
   for (auto _ : state) {
-    okapi::kernels::matmul(type, m.tensor(next), kN, kN, x.data(), 1, y.data(), &pool);
+    okapi::kernels::matmul(tier, type, m.tensor(next), kN, kN, x.data(), 1, y.data(), &pool);
     next = (next + 1) % m.copies;
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(*okapi::row_bytes(type, kN)) * kN);
 }
 
-void run_gemm(benchmark::State& state, DType type, int threads, int64_t n_tokens) {
+void run_gemm(benchmark::State& state, DType type, okapi::Isa tier, int threads, int64_t n_tokens) {
   const Matrices& m = matrices(type, 1);
   const auto x = gaussian(static_cast<size_t>(kN * n_tokens), 3);
   std::vector<float> y(static_cast<size_t>(kN * n_tokens));
   okapi::ThreadPool pool(threads);
+  okapi::kernels::matmul(tier, type, m.tensor(0), kN, kN, x.data(), 1, y.data(), &pool);  // packs
   for (auto _ : state) {
-    okapi::kernels::matmul(type, m.tensor(0), kN, kN, x.data(), n_tokens, y.data(), &pool);
+    okapi::kernels::matmul(tier, type, m.tensor(0), kN, kN, x.data(), n_tokens, y.data(), &pool);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOPs"] = benchmark::Counter(static_cast<double>(2 * kN * kN * n_tokens) * 1e-9 *
@@ -100,19 +112,23 @@ void run_gemm(benchmark::State& state, DType type, int threads, int64_t n_tokens
 
 const bool registered = [] {
   for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::TQ2_0}) {
-    const std::string name(okapi::dtype_name(type));
-    for (int threads : {1, 2}) {
-      const std::string suffix = name + "/t" + std::to_string(threads);
-      benchmark::RegisterBenchmark(("BM_Gemv/" + suffix).c_str(), [=](benchmark::State& s) { run_gemv(s, type, threads); })
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
-    for (int threads : {1, 2}) {
-      for (int64_t tokens : {64, 256}) {
-        const std::string title = "BM_Gemm/" + name + "/t" + std::to_string(threads) + "/tokens:" + std::to_string(tokens);
-        benchmark::RegisterBenchmark(title.c_str(), [=](benchmark::State& s) { run_gemm(s, type, threads, tokens); })
+    for (okapi::Isa tier : okapi::available_isas()) {
+      if (tier == okapi::Isa::scalar) continue;
+      const std::string name = std::string(okapi::dtype_name(type)) + "/" + std::string(okapi::isa_name(tier));
+      for (int threads : {1, 2}) {
+        const std::string suffix = name + "/t" + std::to_string(threads);
+        benchmark::RegisterBenchmark(("BM_Gemv/" + suffix).c_str(),
+                                     [=](benchmark::State& s) { run_gemv(s, type, tier, threads); })
             ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+            ->Unit(benchmark::kMicrosecond);
+      }
+      for (int threads : {1, 2}) {
+        for (int64_t tokens : {64, 256}) {
+          const std::string title = "BM_Gemm/" + name + "/t" + std::to_string(threads) + "/tokens:" + std::to_string(tokens);
+          benchmark::RegisterBenchmark(title.c_str(), [=](benchmark::State& s) { run_gemm(s, type, tier, threads, tokens); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
       }
     }
   }

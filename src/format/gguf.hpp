@@ -114,6 +114,9 @@ class File {
   uint64_t file_size() const { return bytes_.size(); }
   const std::string& name() const { return name_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
+  // True for open(): bytes() is a read-only private mapping of the file (pages dropped from it
+  // are read back from the file); false for parse() of caller-owned bytes.
+  bool is_mapped() const { return mapping_ != nullptr; }
 
   const std::vector<KeyValue>& metadata() const { return metadata_; }
   const Value* find(std::string_view key) const;

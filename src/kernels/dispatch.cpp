@@ -1,6 +1,6 @@
-// The element-wise entry points: AVX2 when the CPU has it (cpu_features().use_avx2(), which also
-// honours OKAPI_FORCE_SCALAR), the scalar reference otherwise. The scalar steps between the SIMD
-// loops (mean, 1/sqrt, 1/sum) round exactly like the reference and ggml.
+// The element-wise entry points: AVX2 when the tier in use has it (cpu_features().use_avx2(),
+// which honours OKAPI_ISA / OKAPI_FORCE_SCALAR), the scalar reference otherwise. The scalar steps
+// between the SIMD loops (mean, 1/sqrt, 1/sum) round exactly like the reference and ggml.
 #include <cmath>
 
 #include "core/cpu.hpp"
@@ -55,6 +55,11 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 void axpy(float a, const float* x, int64_t n, float* y) {
   if (!use_avx2()) return ref::axpy(a, x, n, y);
   avx2::axpy(a, x, n, y);
+}
+
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y) {
+  if (!use_avx2()) return ref::axpy_f16(a, x, n, y);
+  avx2::axpy_f16(a, x, n, y);
 }
 
 }  // namespace okapi::kernels

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/cpu.hpp"
 #include "core/dtype.hpp"
 
 namespace okapi {
@@ -19,11 +20,18 @@ namespace okapi::kernels {
 // Formats without a vec_dot (IQ1_BN, IQ2_BN) dequantize each weight row and dot it with x.
 // `w` is the whole tensor as stored (for I2_S including its trailing per-tensor scale, which is
 // applied here). Threads (pool may be null) split output rows, and tokens for large batches; the
-// result does not depend on the thread count. A batch (n_tokens > 1) may use multi-token tile
-// kernels, so a token's row in a batch equals its single-token row only up to summation order.
+// result does not depend on the thread count. A batch (n_tokens > 1) may use multi-token kernels;
+// for the quantized formats they share their block code and summation order with the
+// single-token path, so a token's row is the same bits alone or in any batch (F32 / F16 / BF16
+// agree up to summation order). Formats with row-group kernels on this tier are repacked per call
+// unless `w` lies in bytes registered with a kernels::WeightPacks (weight_packs.hpp).
 // Throws okapi::Error when n_in is not a multiple of the formats' block sizes.
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
             ThreadPool* pool);
+// The same with the kernels of ISA tier `tier` (one of available_isas(), else okapi::Error)
+// instead of the tier in use: how tests run every tier against the scalar reference.
+void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens,
+            float* y, ThreadPool* pool);
 
 // y = x / sqrt(mean(x^2) + eps) * weight (weight may be null: no scaling). One row of n.
 // As ggml: squares summed in double, then (x * scale) * weight in float.
@@ -52,6 +60,7 @@ void relu2_glu(const float* gate, const float* up, int64_t n, float* out);   // 
 
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);  // y += a * x
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y);  // y += a * x, x fp16 (IEEE half bits)
 
 namespace ref {
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y);
@@ -63,6 +72,7 @@ void geglu_tanh(const float* gate, const float* up, int64_t n, float* out);
 void relu2_glu(const float* gate, const float* up, int64_t n, float* out);
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y);
 }  // namespace ref
 
 }  // namespace okapi::kernels

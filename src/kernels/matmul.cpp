@@ -4,13 +4,13 @@
 // every token of the tile, and the tile's activations stay in L2 across its rows. Threads take
 // contiguous runs of tiles (the pool's chunks). Every y element is computed by one kernel call
 // whose arithmetic does not depend on the tiling, so results do not depend on the thread count.
-// A single token uses the table's vec_dot, a batch may use a tile kernel: the two agree up to
-// float summation order.
 //
-// Kernels, fastest first: AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x Q8_1,
-// Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K, F32/F16 x float), the table's vec_dot per (row, token), and
-// for formats without a vec_dot (IQ1_BN, IQ2_BN) dequantized rows dotted with the float
-// activations.
+// Kernels, fastest first: the tier's row-group kernels over weights repacked once per tensor
+// (quant.hpp RowGroupKernels, kernels/weight_packs.hpp: AVX-512 VNNI for Q8_0 / Q4_0), which
+// serve one token and many alike; AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x
+// Q8_1, Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K, F32/F16 x float), used for batches, whose per-token
+// operations are those of the format's vec_dot; the table's vec_dot per (row, token); and for
+// formats without a vec_dot (IQ1_BN, IQ2_BN) dequantized rows dotted with the float activations.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -26,6 +26,7 @@
 #include "kernels/avx2/gemm_q8_0.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/matmul_plan.hpp"
+#include "kernels/weight_packs.hpp"
 #include "quant/blocks.hpp"
 
 namespace okapi::kernels {
@@ -145,6 +146,35 @@ void by_float_tiles(const Job& job, const float* x, avx2::FloatTileFn tile) {
   });
 }
 
+// Row-group kernels (quant.hpp RowGroupKernels) over the repacked weights: activations prepared
+// once per token, then units of kGroupsPerUnit row groups x kTokenTile tokens split over the
+// threads. One kernel serves every token count, so a batched token equals a lone one.
+void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
+  const quant::RowGroupKernels& k = job.plan.format->row_groups;
+  const detail::PackKey key{job.w, tier, w_type, job.n_in, job.n_out};
+  const uint8_t* packed = detail::packed_weight(key, job.plan.w_row_bytes, job.pool);
+  const size_t a_row = k.activation_bytes(job.n_in), group_bytes = k.group_bytes(job.n_in);
+  thread_local std::vector<uint8_t> buffer;  // the caller's: the workers read it through `a`
+  buffer.resize(a_row * static_cast<size_t>(job.n_tokens));
+  uint8_t* a = buffer.data();
+  Job{job.plan, job.w, job.n_in, job.n_out, job.n_tokens, job.y, job.n_tokens > 1 ? job.pool : nullptr}.run(
+      job.n_tokens, [&](int64_t begin, int64_t end, int) {
+        for (int64_t t = begin; t < end; ++t) k.prepare_activation(x + t * job.n_in, job.n_in, a + static_cast<size_t>(t) * a_row);
+      });
+  constexpr int64_t kGroupsPerUnit = 4;
+  const int64_t rows_per_unit = kGroupsPerUnit * k.rows;
+  const int64_t row_units = (job.n_out + rows_per_unit - 1) / rows_per_unit;
+  const int64_t token_tiles = (job.n_tokens + kTokenTile - 1) / kTokenTile;
+  job.run(row_units * token_tiles, [&](int64_t begin, int64_t end, int) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t o0 = unit / token_tiles * rows_per_unit, t0 = unit % token_tiles * kTokenTile;
+      k.gemm(job.n_in, packed + static_cast<size_t>(o0 / k.rows) * group_bytes, std::min(rows_per_unit, job.n_out - o0),
+             a + static_cast<size_t>(t0) * a_row, a_row, std::min(kTokenTile, job.n_tokens - t0), job.y + t0 * job.n_out + o0,
+             job.n_out);
+    }
+  });
+}
+
 // x rounded to fp16 and back: what ggml's F16 x F16 dot multiplies, as floats.
 const float* fp16_rounded(const Job& job, const float* x) {
   const uint8_t* halves = job.quantized_activations(x);
@@ -172,15 +202,21 @@ avx2::Q8_KTileFn quantized_tile(DType w_type, DType a_type) {
 
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
             ThreadPool* pool) {
-  const detail::MatmulPlan plan = detail::plan_matmul(w_type, w, n_in, n_out, n_tokens);
+  matmul(isa(), w_type, w, n_in, n_out, x, n_tokens, y, pool);
+}
+
+void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens,
+            float* y, ThreadPool* pool) {
+  const detail::MatmulPlan plan = detail::plan_matmul(tier, w_type, w, n_in, n_out, n_tokens);
   if (n_out == 0 || n_tokens == 0) return;
   if (pool != nullptr && (pool->size() == 1 || n_in * n_out * n_tokens < kMinParallelWork)) pool = nullptr;
   const Job job{plan, static_cast<const uint8_t*>(w), n_in, n_out, n_tokens, y, pool};
 
   if (plan.dequantize_path) return by_dequantized_rows(job, x);
+  if (plan.format->row_groups.rows > 0 && plan.scale == 1.0f) return by_row_groups(job, tier, w_type, x);
   // Tiles only pay off with several tokens; one token (decode) streams each weight row once
   // through the table's vec_dot, whose per-row accumulators suit the hardware prefetcher better.
-  if (n_tokens > 1 && cpu_features().use_avx2()) {
+  if (n_tokens > 1 && tier >= Isa::avx2) {
     if (w_type == DType::F32) return by_float_tiles(job, x, avx2::tile_f32);
     if (w_type == DType::F16) return by_float_tiles(job, fp16_rounded(job, x), avx2::tile_f16);
     if (w_type == DType::Q4_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q4_0_q8_0);

@@ -7,12 +7,12 @@
 
 namespace okapi::kernels::detail {
 
-MatmulPlan plan_matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, int64_t n_tokens) {
+MatmulPlan plan_matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, int64_t n_tokens) {
   if (n_in <= 0 || n_out < 0 || n_tokens < 0) {
     throw_error("matmul: bad shape n_in {} n_out {} n_tokens {}", n_in, n_out, n_tokens);
   }
   MatmulPlan p;
-  p.format = &quant::format(w_type);
+  p.format = &quant::format(w_type, tier);
   const auto w_row = row_bytes(w_type, n_in);
   if (!w_row) {
     throw_error("matmul: n_in {} is not a multiple of {}'s block size {}", n_in, dtype_name(w_type),
@@ -28,7 +28,7 @@ MatmulPlan plan_matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out,
                 dtype_name(p.a_type), layout(p.a_type).block_size);
   }
   p.a_row_bytes = *a_row;
-  p.a_format = &quant::format(p.a_type);
+  p.a_format = &quant::format(p.a_type, tier);
   if (!p.float_activations && p.a_format->quantize_ref == nullptr) {
     throw_error("matmul: no quantizer for activation format {}", dtype_name(p.a_type));
   }

@@ -22,7 +22,8 @@ struct MatmulPlan {
   float scale = 1.0f;         // per-tensor factor of every result (I2_S), 1 otherwise
 };
 
-// Validates the shapes (throws okapi::Error) and reads the per-tensor scale from `w`.
-MatmulPlan plan_matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, int64_t n_tokens);
+// Validates the shapes (throws okapi::Error) and reads the per-tensor scale from `w`. The format
+// rows come from the table of `tier`.
+MatmulPlan plan_matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, int64_t n_tokens);
 
 }  // namespace okapi::kernels::detail

@@ -2,12 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
-
 #include <type_traits>
 
 #include "core/error.hpp"
 #include "kernels/kernels.hpp"
+#include "quant/quant.hpp"
 
 namespace okapi::kv {
 
@@ -28,6 +29,11 @@ template <typename T>
 const char* elem_name() {
   return sizeof(T) == 4 ? "f32" : "f16";
 }
+
+// n floats into a row of the store's element type (fp16 through the format table's converter,
+// which rounds like fp32_to_fp16).
+void store_row(const float* x, int64_t n, float* out) { std::copy(x, x + n, out); }
+void store_row(const float* x, int64_t n, uint16_t* out) { quant::format(DType::F16).quantize(x, out, n); }
 
 }  // namespace
 
@@ -56,10 +62,8 @@ PlainStore<KElem, VElem>::PlainStore(const KvShape& shape)
 template <typename KElem, typename VElem>
 void PlainStore<KElem, VElem>::append(int64_t layer, int64_t position, const float* k, const float* v) {
   check_position(layer, position);
-  KElem* kd = &k_[k_offset(layer, position, 0)];
-  for (int64_t i = 0; i < shape_.n_head_kv * shape_.head_dim_k; ++i) store_elem(k[i], kd[i]);
-  VElem* vd = &v_[v_offset(layer, position, 0)];
-  for (int64_t i = 0; i < shape_.n_head_kv * shape_.head_dim_v; ++i) store_elem(v[i], vd[i]);
+  store_row(k, shape_.n_head_kv * shape_.head_dim_k, &k_[k_offset(layer, position, 0)]);
+  store_row(v, shape_.n_head_kv * shape_.head_dim_v, &v_[v_offset(layer, position, 0)]);
 }
 
 template <typename KElem, typename VElem>
@@ -70,16 +74,12 @@ void PlainStore<KElem, VElem>::scores(int64_t layer, int64_t kv_head, const floa
     for (int64_t j = first; j < last; ++j) out[j - first] = kernels::dot_f32(q, &k_[k_offset(layer, j, kv_head)], d);
     return;
   }
-  // q rounded to the key type once (ggml converts src1 to the vec_dot type of K).
-  thread_local std::vector<float> qr;
-  qr.resize(static_cast<size_t>(d));
-  for (int64_t i = 0; i < d; ++i) qr[static_cast<size_t>(i)] = round_like(q[i], KElem{});
-  for (int64_t j = first; j < last; ++j) {
-    const KElem* kr = &k_[k_offset(layer, j, kv_head)];
-    float sum = 0.0f;
-    for (int64_t i = 0; i < d; ++i) sum += qr[static_cast<size_t>(i)] * load_elem(kr[i]);
-    out[j - first] = sum;
-  }
+  // q rounded to fp16 once (ggml converts src1 to the vec_dot type of K), then ggml's F16 dot.
+  const quant::Format& f16 = quant::format(DType::F16);
+  thread_local std::vector<uint16_t> q16;
+  q16.resize(static_cast<size_t>(d));
+  f16.quantize(q, q16.data(), d);
+  for (int64_t j = first; j < last; ++j) out[j - first] = f16.vec_dot(d, &k_[k_offset(layer, j, kv_head)], q16.data());
 }
 
 template <typename KElem, typename VElem>
@@ -87,14 +87,12 @@ void PlainStore<KElem, VElem>::accumulate_values(int64_t layer, int64_t kv_head,
                                                  int64_t last, float* out) const {
   const int64_t d = shape_.head_dim_v;
   for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
-  if constexpr (std::is_same_v<VElem, float>) {
-    for (int64_t j = first; j < last; ++j) kernels::axpy(probs[j - first], &v_[v_offset(layer, j, kv_head)], d, out);
-    return;
-  }
   for (int64_t j = first; j < last; ++j) {
-    const float p = round_like(probs[j - first], VElem{});
-    const VElem* vr = &v_[v_offset(layer, j, kv_head)];
-    for (int64_t i = 0; i < d; ++i) out[i] += p * load_elem(vr[i]);
+    if constexpr (std::is_same_v<VElem, float>) {
+      kernels::axpy(probs[j - first], &v_[v_offset(layer, j, kv_head)], d, out);
+    } else {
+      kernels::axpy_f16(round_like(probs[j - first], VElem{}), &v_[v_offset(layer, j, kv_head)], d, out);
+    }
   }
 }
 

@@ -35,10 +35,6 @@ class PlainStore final : public KvStore {
 };
 
 // fp16 storage is uint16_t holding IEEE half bits.
-inline float load_elem(float x) { return x; }
-inline float load_elem(uint16_t x) { return fp16_to_fp32(x); }
-inline void store_elem(float x, float& dst) { dst = x; }
-inline void store_elem(float x, uint16_t& dst) { dst = fp32_to_fp16(x); }
 // The value the other operand is rounded to before meeting an element of this type.
 inline float round_like(float x, float) { return x; }
 inline float round_like(float x, uint16_t) { return fp16_to_fp32(fp32_to_fp16(x)); }

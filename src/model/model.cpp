@@ -8,7 +8,10 @@
 
 namespace okapi::model {
 
-Model::Model(gguf::File file, HParams hparams) : file_(std::move(file)), hparams_(std::move(hparams)) {}
+Model::Model(gguf::File file, HParams hparams)
+    : file_(std::move(file)),
+      hparams_(std::move(hparams)),
+      weight_packs_(std::make_unique<kernels::WeightPacks>(file_.bytes(), file_.is_mapped())) {}
 
 std::unique_ptr<Model> Model::load(gguf::File file) {
   const std::string arch = file.architecture();

@@ -12,6 +12,7 @@
 
 #include "core/problem_list.hpp"
 #include "format/gguf.hpp"
+#include "kernels/weight_packs.hpp"
 #include "model/hparams.hpp"
 #include "model/ops.hpp"
 
@@ -57,6 +58,8 @@ class Model {
 
  private:
   ProblemList problems_;
+  // Lets the matmul layer keep weights repacked for its kernels while the file is open.
+  std::unique_ptr<kernels::WeightPacks> weight_packs_;
 };
 
 // The architecture registry: general.architecture -> factory.

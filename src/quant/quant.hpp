@@ -1,11 +1,14 @@
 // The weight-format table: per block format, its reference (scalar) dequantize / quantize /
-// dot-product and the fastest version this CPU runs. Layouts are bit-compatible with ggml
-// (ggml-common.h). Nothing above quant/ switches on a format: it looks the row up here.
+// dot-product and the fastest version of each for an ISA tier (core/cpu.hpp), plus, where a tier
+// has them, kernels over weights repacked into interleaved row groups. Layouts are bit-compatible
+// with ggml (ggml-common.h). Nothing above quant/ switches on a format: it looks the row up here.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "core/cpu.hpp"
 #include "core/dtype.hpp"
 
 namespace okapi::quant {
@@ -18,6 +21,26 @@ using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 // `vec_dot_type`; n elements. Returns the float result as ggml's vec_dot does.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 
+// Kernels over weights repacked at load into groups of `rows` interleaved rows (the layout is the
+// tier's own). One kernel serves decode and prefill: each (row, token) result is one SIMD lane
+// that runs through the blocks in order with the same operations whatever the number of tokens,
+// rows or threads, so a token's logits are bit-identical alone or inside a batch.
+struct RowGroupKernels {
+  int64_t rows = 0;  // rows per group; 0: no repacked kernels for this format on this tier
+  // Bytes of one packed group of rows of n_in elements (a multiple of 64).
+  size_t (*group_bytes)(int64_t n_in) = nullptr;
+  // Packs n_rows (1..rows) rows of n_in elements, w_row bytes apart in storage layout, into one
+  // group at `group` (the missing rows are packed as zeros).
+  void (*pack)(const void* w, size_t w_row, int64_t n_rows, int64_t n_in, void* group) = nullptr;
+  // Bytes of one prepared activation row, and its preparation from n_in floats.
+  size_t (*activation_bytes)(int64_t n_in) = nullptr;
+  void (*prepare_activation)(const float* x, int64_t n_in, void* a) = nullptr;
+  // y[t * y_stride + r] = dot(weight row r, activation row t) for r < n_rows, t < n_tokens; the
+  // rows are ceil(n_rows / rows) consecutive groups at `groups`, activation rows a_row bytes apart.
+  void (*gemm)(int64_t n_in, const void* groups, int64_t n_rows, const void* a, size_t a_row, int64_t n_tokens,
+               float* y, int64_t y_stride) = nullptr;
+};
+
 struct Format {
   DType type = DType::F32;
   DequantizeRowFn dequantize_ref = nullptr;
@@ -28,11 +51,15 @@ struct Format {
   DequantizeRowFn dequantize = nullptr;
   QuantizeRowFn quantize = nullptr;
   VecDotFn vec_dot = nullptr;
+  RowGroupKernels row_groups;  // this tier's repacked kernels, if any
 };
 
-// nullptr when okapi has no kernels for the type (e.g. the IQ* codebook types).
+// The table of the tier in use (isa()), or of `tier` (which must be one of available_isas(),
+// else okapi::Error). nullptr when okapi has no kernels for the type (e.g. the IQ* codebook types).
 const Format* find_format(DType type);
+const Format* find_format(DType type, Isa tier);
 const Format& format(DType type);  // throws okapi::Error for an unsupported type
+const Format& format(DType type, Isa tier);
 std::vector<DType> supported_types();
 
 // Whole-tensor helpers: handle per-tensor metadata (I2_S's trailing scale) and row prefixes.
@@ -55,7 +82,8 @@ void add_float_formats(std::vector<Format>& table);    // F32 F16 BF16
 void add_legacy_formats(std::vector<Format>& table);   // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1
 void add_kquant_formats(std::vector<Format>& table);   // Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K
 void add_ternary_formats(std::vector<Format>& table);  // TQ1_0 TQ2_0 I2_S IQ1_BN IQ2_BN
-void use_avx2_kernels(std::vector<Format>& table);     // called only when the CPU has AVX2+FMA+F16C
+void use_avx2_kernels(std::vector<Format>& table);     // called only for the avx2 tier and above
+void use_avx512_kernels(std::vector<Format>& table);   // called only for the avx512 tier
 }  // namespace detail
 
 }  // namespace okapi::quant

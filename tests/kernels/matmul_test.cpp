@@ -1,7 +1,8 @@
-// matmul for every weight format in the quant table: the scalar reference and the threaded
-// kernel against a float64 product of the dequantized weights and the dequantized (quantized)
-// activations (tight), against the plain float product (format-dependent NMSE), against each
-// other (NMSE <= 1e-7, as test-backend-ops), and bit-identical across thread counts.
+// matmul for every weight format in the quant table and every ISA tier this CPU runs: the scalar
+// reference and the threaded kernel against a float64 product of the dequantized weights and the
+// dequantized (quantized) activations (tight), against the plain float product (format-dependent
+// NMSE), against each other (NMSE <= 1e-7, as test-backend-ops), and bit-identical across thread
+// counts and between a token alone and the same token inside a batch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,17 +18,12 @@
 #include "core/thread_pool.hpp"
 #include "kernels/kernels.hpp"
 #include "quant/quant.hpp"
+#include "support/random_data.hpp"
 
 namespace okapi::kernels {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(gen);
-  return v;
-}
+using test::gaussian;
 
 bool is_ternary(DType t) {
   return t == DType::TQ1_0 || t == DType::TQ2_0 || t == DType::I2_S || t == DType::IQ1_BN || t == DType::IQ2_BN;
@@ -116,9 +112,9 @@ struct Case {
   int64_t n_in, n_out, n_tokens;
 };
 
-void check_case(const Case& c, ThreadPool* pool) {
-  SCOPED_TRACE(::testing::Message() << dtype_name(c.type) << " n_in " << c.n_in << " n_out " << c.n_out
-                                    << " n_tokens " << c.n_tokens);
+void check_case(Isa tier, const Case& c, ThreadPool* pool) {
+  SCOPED_TRACE(::testing::Message() << isa_name(tier) << " " << dtype_name(c.type) << " n_in " << c.n_in << " n_out "
+                                    << c.n_out << " n_tokens " << c.n_tokens);
   const Weights w = make_weights(c.type, c.n_in, c.n_out, 7);
   const std::vector<float> x = gaussian(static_cast<size_t>(c.n_in * c.n_tokens), 11);
   const std::vector<float> xq = activations_as_seen(c.type, x, c.n_in);
@@ -155,7 +151,7 @@ void check_case(const Case& c, ThreadPool* pool) {
 
   std::vector<float> y_ref(n_y), y_fast(n_y);
   ref::matmul(c.type, w.data.data(), c.n_in, c.n_out, x.data(), c.n_tokens, y_ref.data());
-  matmul(c.type, w.data.data(), c.n_in, c.n_out, x.data(), c.n_tokens, y_fast.data(), pool);
+  matmul(tier, c.type, w.data.data(), c.n_in, c.n_out, x.data(), c.n_tokens, y_fast.data(), pool);
   for (size_t k = 0; k < n_y; ++k) {
     ASSERT_NEAR(y_ref[k], exact[k], bound[k]) << "reference, element " << k;
     ASSERT_NEAR(y_fast[k], exact[k], bound[k]) << "fast, element " << k;
@@ -170,8 +166,10 @@ TEST_P(MatmulFormat, MatchesFloat64AndReference) {
   const DType type = GetParam();
   const int64_t n_in = 512;  // a multiple of every block size (256 for K-quants / Q8_K)
   ThreadPool pool(2);
-  for (int64_t n_tokens : {1, 3, 17}) check_case({type, n_in, 37, n_tokens}, &pool);
-  check_case({type, n_in, 19, 70}, nullptr);  // two token tiles, one thread
+  for (Isa tier : available_isas()) {
+    for (int64_t n_tokens : {1, 3, 17}) check_case(tier, {type, n_in, 37, n_tokens}, &pool);
+    check_case(tier, {type, n_in, 19, 70}, nullptr);  // two token tiles, one thread
+  }
 }
 
 TEST_P(MatmulFormat, IndependentOfThreadCount) {
@@ -179,24 +177,27 @@ TEST_P(MatmulFormat, IndependentOfThreadCount) {
   const int64_t n_in = 256, n_out = 67;
   const Weights w = make_weights(type, n_in, n_out, 3);
   const std::vector<float> x = gaussian(static_cast<size_t>(n_in * 70), 5);
-  std::vector<float> single_token;
-  for (int64_t n_tokens : {1, 2, 5, 70}) {
-    std::vector<float> first;
-    for (int threads : {0, 1, 2, 3}) {
-      std::vector<float> y(static_cast<size_t>(n_out * n_tokens));
-      if (threads == 0) {
-        matmul(type, w.data.data(), n_in, n_out, x.data(), n_tokens, y.data(), nullptr);
-      } else {
-        ThreadPool pool(threads);
-        matmul(type, w.data.data(), n_in, n_out, x.data(), n_tokens, y.data(), &pool);
+  for (Isa tier : available_isas()) {
+    SCOPED_TRACE(isa_name(tier));
+    std::vector<float> single_token;
+    for (int64_t n_tokens : {1, 2, 5, 70}) {
+      std::vector<float> first;
+      for (int threads : {0, 1, 2, 3}) {
+        std::vector<float> y(static_cast<size_t>(n_out * n_tokens));
+        if (threads == 0) {
+          matmul(tier, type, w.data.data(), n_in, n_out, x.data(), n_tokens, y.data(), nullptr);
+        } else {
+          ThreadPool pool(threads);
+          matmul(tier, type, w.data.data(), n_in, n_out, x.data(), n_tokens, y.data(), &pool);
+        }
+        if (first.empty()) first = y;
+        ASSERT_EQ(first, y) << n_tokens << " tokens, " << threads << " threads";
       }
-      if (first.empty()) first = y;
-      ASSERT_EQ(first, y) << n_tokens << " tokens, " << threads << " threads";
+      if (n_tokens == 1) single_token = first;
+      // A batch may use another kernel than a single token (tiles): equal up to summation order.
+      const std::vector<float> batch_row0(first.begin(), first.begin() + n_out);
+      EXPECT_LE(nmse(batch_row0, to_double(single_token)), 1e-12) << n_tokens << " tokens";
     }
-    if (n_tokens == 1) single_token = first;
-    // A batch may use another kernel than a single token (tiles): equal up to summation order.
-    const std::vector<float> batch_row0(first.begin(), first.begin() + n_out);
-    EXPECT_LE(nmse(batch_row0, to_double(single_token)), 1e-12) << n_tokens << " tokens";
   }
 }
 
@@ -213,25 +214,33 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulFormat, ::testing::ValuesIn(matmul_ty
                            return std::string(dtype_name(param_info.param));
                          });
 
-// The multi-token tiles of the formats whose batched and single-token kernels share their code
-// (quant/avx2/legacy_unpack.hpp, kquant_low_unpack.hpp): every token of a batch, whatever its
-// place in the token groups of 4 and tiles of 64, equals that token alone (the vec_dot path) bit
-// for bit. Without AVX2 both paths are the reference vec_dot, which holds trivially.
-TEST(Matmul, SharedCodeTilesEqualSingleTokenDots) {
-  const int64_t n_out = 21, n_tokens = 71;
-  for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K}) {
-    SCOPED_TRACE(dtype_name(type));
+// Every quantized format (activations quantized to Q8_0 / Q8_1 / Q8_K): its batched and
+// single-token kernels share their code on every tier (quant/avx2/legacy_unpack.hpp,
+// kquant_unpack.hpp, kquant_low_unpack.hpp, gemm_q8_0.cpp's operations, the row-group kernels of
+// quant/avx512/), so every token of a batch, whatever its place in the token groups and tiles,
+// equals that token alone (decode) bit for bit. On the scalar tier both paths are the
+// reference vec_dot, which holds trivially. Speculative decoding's verification relies on it.
+TEST(Matmul, BatchedTokensEqualTheSameTokenAlone) {
+  const int64_t n_out = 37, n_tokens = 71;
+  for (DType type : quant::supported_types()) {
+    const quant::Format& f = quant::format(type, Isa::scalar);
+    if (f.vec_dot_ref == nullptr || f.vec_dot_type == DType::F32 || f.vec_dot_type == DType::F16) continue;
     // An odd number of 32-element blocks exercises the kernels' tail after the block pairs.
     const int64_t n_in = layout(type).block_size == 32 ? 544 : 512;
     const std::vector<float> x = gaussian(static_cast<size_t>(n_in * n_tokens), 13);
     const Weights w = make_weights(type, n_in, n_out, 17);
-    std::vector<float> batch(static_cast<size_t>(n_out * n_tokens));
-    matmul(type, w.data.data(), n_in, n_out, x.data(), n_tokens, batch.data(), nullptr);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      std::vector<float> single(static_cast<size_t>(n_out));
-      matmul(type, w.data.data(), n_in, n_out, x.data() + t * n_in, 1, single.data(), nullptr);
-      for (int64_t o = 0; o < n_out; ++o) {
-        ASSERT_EQ(batch[static_cast<size_t>(t * n_out + o)], single[static_cast<size_t>(o)]) << "token " << t << " row " << o;
+    for (Isa tier : available_isas()) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " " << isa_name(tier));
+      ThreadPool pool(2);
+      std::vector<float> batch(static_cast<size_t>(n_out * n_tokens));
+      matmul(tier, type, w.data.data(), n_in, n_out, x.data(), n_tokens, batch.data(), &pool);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        std::vector<float> single(static_cast<size_t>(n_out));
+        matmul(tier, type, w.data.data(), n_in, n_out, x.data() + t * n_in, 1, single.data(), nullptr);
+        for (int64_t o = 0; o < n_out; ++o) {
+          ASSERT_EQ(batch[static_cast<size_t>(t * n_out + o)], single[static_cast<size_t>(o)])
+              << "token " << t << " row " << o;
+        }
       }
     }
   }
@@ -239,12 +248,14 @@ TEST(Matmul, SharedCodeTilesEqualSingleTokenDots) {
 
 TEST(Matmul, SmallBlockFormatsWithOddWidth) {
   ThreadPool pool(3);
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
-    for (int64_t n_tokens : {1, 3, 17}) check_case({type, 96, 13, n_tokens}, &pool);
+  for (Isa tier : available_isas()) {
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+      for (int64_t n_tokens : {1, 3, 17}) check_case(tier, {type, 96, 13, n_tokens}, &pool);
+    }
+    check_case(tier, {DType::F32, 7, 5, 3}, &pool);
+    check_case(tier, {DType::F32, 100, 9, 6}, &pool);  // SIMD body plus a scalar tail
+    check_case(tier, {DType::F16, 100, 9, 6}, &pool);
   }
-  check_case({DType::F32, 7, 5, 3}, &pool);
-  check_case({DType::F32, 100, 9, 6}, &pool);  // SIMD body plus a scalar tail
-  check_case({DType::F16, 100, 9, 6}, &pool);
 }
 
 TEST(Matmul, RejectsWidthsOffTheBlockGrid) {

@@ -135,6 +135,15 @@ TEST(DotAndAxpy, MatchReferenceAndFloat64) {
     axpy(0.37f, a.data(), n, f.data());
     EXPECT_LE(nmse(f, r), 1e-7);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(r[i], b[i] + 0.37 * a[i], 1e-6);
+
+    // The same with x in fp16 (an F16 V cache row).
+    std::vector<uint16_t> a16(a.size());
+    for (size_t i = 0; i < a.size(); ++i) a16[i] = fp32_to_fp16(a[i]);
+    auto r16 = b, f16 = b;
+    ref::axpy_f16(0.37f, a16.data(), n, r16.data());
+    axpy_f16(0.37f, a16.data(), n, f16.data());
+    EXPECT_LE(nmse(f16, r16), 1e-7);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(r16[i], b[i] + 0.37 * fp16_to_fp32(a16[i]), 1e-6);
   }
 }
 

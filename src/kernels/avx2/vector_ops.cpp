@@ -160,4 +160,14 @@ void axpy(float a, const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xf, _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * _cvtsh_ss(x[i]);
+}
+
 }  // namespace okapi::kernels::avx2

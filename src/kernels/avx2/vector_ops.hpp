@@ -16,5 +16,6 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out);
 void relu2_glu(const float* gate, const float* up, int64_t n, float* out);
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, int64_t n, float* y);
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y);  // F16C conversions
 
 }  // namespace okapi::kernels::avx2

@@ -7,7 +7,7 @@
 namespace okapi::kernels::ref {
 
 void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y) {
-  const detail::MatmulPlan plan = detail::plan_matmul(w_type, w, n_in, n_out, n_tokens);
+  const detail::MatmulPlan plan = detail::plan_matmul(Isa::scalar, w_type, w, n_in, n_out, n_tokens);
   const auto* w_bytes = static_cast<const uint8_t*>(w);
   if (plan.dequantize_path) {
     std::vector<float> row(static_cast<size_t>(n_in));

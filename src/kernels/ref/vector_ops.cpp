@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/half.hpp"
 #include "kernels/gelu_table.hpp"
 #include "kernels/kernels.hpp"
 
@@ -53,6 +54,10 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 void axpy(float a, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void axpy_f16(float a, const uint16_t* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
 }
 
 }  // namespace okapi::kernels::ref

@@ -1,6 +1,6 @@
-// Installs the AVX2 kernels into the format table. table.cpp calls this only when the CPU has
-// AVX2+FMA+F16C (and OKAPI_FORCE_SCALAR is not set). A dot kernel is installed only when the
-// row pairs with the activation format the kernel was written for.
+// Installs the AVX2 kernels into the format tables of the avx2 tier and above (table.cpp builds
+// those only when the tier in use, okapi::isa(), allows). A dot kernel is installed only when
+// the row pairs with the activation format the kernel was written for.
 #include <vector>
 
 #include "quant/avx2/kernels.hpp"

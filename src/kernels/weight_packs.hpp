@@ -1,0 +1,63 @@
+// Weights repacked for the format table's row-group kernels (quant.hpp RowGroupKernels), owned by
+// the matmul layer. Whoever owns a set of weights (a model: its mapped GGUF file) registers their
+// bytes with a WeightPacks object for as long as they stay unchanged; the first matmul with a
+// weight inside a registered range packs it once (with the kernels of the tier it runs on), and
+// later calls reuse the copy. Weights outside every registered range are packed on the fly, on
+// each call, into a scratch buffer (tests, tools that build weights in memory).
+//
+// Memory: a packed copy is as large as the original (Q8_0, Q4_0), padded to whole row groups.
+// With `release_originals`, the registered bytes are a read-only private file mapping: once a
+// tensor is packed, the pages that hold nothing but it are dropped from the process
+// (madvise MADV_DONTNEED; reading them again maps them back from the file), so the resident
+// size stays about one copy of the weights.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/cpu.hpp"
+#include "core/dtype.hpp"
+
+namespace okapi {
+class ThreadPool;
+}
+
+namespace okapi::kernels {
+
+class WeightPacks {
+ public:
+  WeightPacks(std::span<const uint8_t> bytes, bool release_originals);
+  ~WeightPacks();
+  WeightPacks(const WeightPacks&) = delete;
+  WeightPacks& operator=(const WeightPacks&) = delete;
+
+  size_t packed_bytes() const;  // memory held by the packed copies
+  size_t packed_tensors() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+namespace detail {
+
+// What identifies a packed copy: the weight and the kernels it was packed for.
+struct PackKey {
+  const void* w = nullptr;
+  Isa tier = Isa::scalar;
+  DType type = DType::F32;
+  int64_t n_in = 0, n_out = 0;
+  bool operator==(const PackKey&) const = default;
+};
+
+// The packed groups of the weight `key` (row bytes w_row in storage layout) for the row-group
+// kernels of its tier's format table: the registered copy (packed now if it is the first call),
+// or, for a weight outside every registered range, a copy packed into the calling thread's
+// scratch buffer (valid until that thread's next call). `pool` (may be null) packs in parallel.
+const uint8_t* packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool);
+
+}  // namespace detail
+
+}  // namespace okapi::kernels

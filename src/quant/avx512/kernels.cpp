@@ -1,0 +1,17 @@
+// Installs the AVX-512 kernels into the avx512 tier's format table (which starts as the avx2
+// tier's). table.cpp calls this only when okapi::isa() is Isa::avx512.
+#include <vector>
+
+#include "quant/avx512/row_groups.hpp"
+#include "quant/quant.hpp"
+
+namespace okapi::quant::detail {
+
+void use_avx512_kernels(std::vector<Format>& table) {
+  for (Format& f : table) {
+    if (f.type == DType::Q8_0) f.row_groups = avx512::q8_0_row_groups();
+    if (f.type == DType::Q4_0) f.row_groups = avx512::q4_0_row_groups();
+  }
+}
+
+}  // namespace okapi::quant::detail
