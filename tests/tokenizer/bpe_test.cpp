@@ -282,7 +282,9 @@ TEST(Bpe, LargeInputsTokenizeQuickly) {
   session->encode_fragment(one_word, ids);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GT(ids.size(), text.size() / 8);
-  EXPECT_LT(seconds, 20.0);
+  // A guard against quadratic merging (which takes hours here), not a speed goal: the bound leaves
+  // room for an -O0 sanitizer build on shared, busy cores (29 s seen there).
+  EXPECT_LT(seconds, 120.0);
   std::cout << "1.25 MiB in " << seconds << " s\n";
 }
 
