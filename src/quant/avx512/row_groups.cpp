@@ -58,10 +58,13 @@ void prepare_activation(const float* x, int64_t n_in, void* out) {
     const __m512 inverse = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
     const __m512i q0 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v0, inverse)));
     const __m512i q1 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v1, inverse)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0), _mm512_cvtepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
+    const __m128i l0 = _mm512_cvtepi32_epi8(q0), l1 = _mm512_cvtepi32_epi8(q1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0), l0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0 + 16), l1);
     d[b] = through_fp16(scale);
-    offset[b] = -kBias * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    // The sum of the stored bytes, not of q0/q1: a NaN converts to INT_MIN there (stored as 0),
+    // and the int32 sum would overflow.
+    offset[b] = -kBias * _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_cvtepi8_epi32(l0), _mm512_cvtepi8_epi32(l1)));
   }
 }
 
