@@ -65,7 +65,8 @@ void pack_into(const detail::PackKey& key, size_t w_row, uint8_t* out, ThreadPoo
   const auto body = [&](int64_t begin, int64_t end, int) {
     for (int64_t g = begin; g < end; ++g) {
       const auto* src = static_cast<const uint8_t*>(key.w) + static_cast<size_t>(g * k.rows) * w_row;
-      k.pack(src, w_row, std::min(k.rows, key.n_out - g * k.rows), key.n_in, out + static_cast<size_t>(g) * group_bytes);
+      k.pack(src, w_row, std::min(k.rows, key.n_out - g * k.rows), key.n_in,
+             out + static_cast<size_t>(g) * group_bytes);
     }
   };
   if (pool != nullptr && groups > 1) {
