@@ -24,6 +24,13 @@ __m512 round_half_away(__m512 p) {
   return _mm512_mask_add_ps(t, away, t, one);
 }
 
+// round(p) as int32; a NaN (from a NaN or infinite input, whose level the reference leaves
+// undefined) gives level 0.
+__m512i level_of(__m512 p) {
+  const __mmask16 ordered = _mm512_cmp_ps_mask(p, p, _CMP_ORD_Q);
+  return _mm512_cvtps_epi32(round_half_away(_mm512_maskz_mov_ps(ordered, p)));
+}
+
 // fp32 -> fp16 -> fp32 as the reference stores and reads back a scale (F16C rounds to nearest
 // even like it; a NaN becomes NaN either way).
 float through_fp16(float f) {
@@ -44,8 +51,7 @@ void prepare_q8_0(const float* x, int64_t n_in, void* out) {
     const __m512 amax = _mm512_max_ps(_mm512_abs_ps(v1), _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps()));
     const float scale = _mm512_reduce_max_ps(amax) / 127;
     const __m512 inverse = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
-    const __m512i q0 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v0, inverse)));
-    const __m512i q1 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v1, inverse)));
+    const __m512i q0 = level_of(_mm512_mul_ps(v0, inverse)), q1 = level_of(_mm512_mul_ps(v1, inverse));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
     d[b] = through_fp16(scale);
