@@ -1,100 +1,115 @@
 #!/usr/bin/env bash
-# Runs `okapi bench` over stories260K (F32/F16/Q8_0-mix/Q4_0-mix) and `okapi synth` models of the
-# shapes stories110M, smollm2-135m, tinyllama-1.1b (F32/F16/Q8_0/Q4_0/Q4_K_M/Q6_K), 1 and 2 threads,
-# and prints a markdown table with ratios against ../shared/baselines.md (llama.cpp / ik_llama.cpp
-# on this machine type; ratio = okapi / best peer).
+# okapi against the native builds of llama.cpp and ik_llama.cpp (../shared/peers, see its README)
+# on the same GGUF files: `okapi synth` models of the given shapes and types, the same threads and
+# the same KV cache type (f16 unless told, llama-bench's default). Every (model, threads) cell runs
+# okapi, llama.cpp, ik_llama.cpp and ik_llama.cpp -rtr 1 interleaved, round after round (this
+# machine is shared and noisy: never compare runs made minutes apart), and the table gives the
+# median tok/s of each over the rounds and okapi / best peer.
 #
-#   bench/compare.sh [--quick] [--okapi PATH] [--models DIR] [--reps N] [--shapes "a b"] [--types "T U"]
-#     --quick   stories260K only (a minute)
-#     --layers N  synth models with N blocks instead of the real depth (faster, but then no ratio:
-#                 throughput of a shallower model is not comparable with the baselines)
-# Environment: OKAPI_SHARED (default ../shared next to the repo).
+#   bench/compare.sh [--shapes "stories110M smollm2-135m"] [--types "Q8_0 Q4_0"] [--threads "1 2"]
+#                    [-p 128] [-n 64] [--reps 3] [--rounds 3] [--ctk f16] [--ctv f16]
+#                    [--models DIR] [--okapi PATH] [--baseline PATH] [--results FILE] [--no-rtr]
+#   --baseline PATH   another okapi binary (e.g. an older build) run in the same rounds: column
+#                     "okapi base", to measure a change against the peers and itself at once
+# Environment: LLAMA_BENCH, IK_LLAMA_BENCH (default ../shared/peers/llama-bench and ik-llama-bench
+# next to the repo; point them at your own builds if those die with SIGILL on your CPU).
+# Models are written to --models (default $TMPDIR/okapi-bench-models), never into the repo.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+peers="$repo/../shared/peers"
 okapi="$repo/build/okapi"
+llama="${LLAMA_BENCH:-$peers/llama-bench}"
+ik="${IK_LLAMA_BENCH:-$peers/ik-llama-bench}"
 models="${TMPDIR:-/tmp}/okapi-bench-models"
-shared="${OKAPI_SHARED:-$repo/../shared}"
-reps=5
-quick=0
-layers=""
-shapes="stories110M smollm2-135m tinyllama-1.1b"
-types="F32 F16 Q8_0 Q4_0 Q4_K_M Q6_K"
+results="${TMPDIR:-/tmp}/okapi-compare.jsonl"
+shapes="stories110M"
+types="Q8_0 Q4_0"
+threads="1 2"
+prompt=128
+gen=64
+reps=3
+rounds=3
+ctk=f16
+ctv=f16
+rtr=1
+baseline=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --quick) quick=1 ;;
-    --okapi) okapi="$2"; shift ;;
-    --models) models="$2"; shift ;;
-    --reps) reps="$2"; shift ;;
     --shapes) shapes="$2"; shift ;;
     --types) types="$2"; shift ;;
-    --layers) layers="$2"; shift ;;
+    --threads) threads="$2"; shift ;;
+    -p) prompt="$2"; shift ;;
+    -n) gen="$2"; shift ;;
+    --reps) reps="$2"; shift ;;
+    --rounds) rounds="$2"; shift ;;
+    --ctk) ctk="$2"; shift ;;
+    --ctv) ctv="$2"; shift ;;
+    --models) models="$2"; shift ;;
+    --okapi) okapi="$2"; shift ;;
+    --baseline) baseline="$2"; shift ;;
+    --results) results="$2"; shift ;;
+    --no-rtr) rtr=0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
-[[ -x "$okapi" ]] || { echo "compare.sh: no okapi binary at $okapi (use --okapi)" >&2; exit 2; }
+for bin in "$okapi" "$llama" "$ik" ${baseline:+"$baseline"}; do
+  [[ -x "$bin" ]] || { echo "compare.sh: no executable at $bin" >&2; exit 2; }
+done
 mkdir -p "$models"
-results="$models/results.jsonl"
 : > "$results"
 
-bench() {  # label file args...
-  local label="$1" file="$2"; shift 2
-  echo "== $label" >&2
-  "$okapi" bench -m "$file" "$@" -r "$reps" -o jsonl | sed "s/^{/{\"label\":\"$label\",/" >> "$results"
+# engine label, model label, then the command, which prints JSON lines (okapi, llama.cpp: -o jsonl)
+# or one JSON array (ik_llama.cpp: -o json); each record is appended to $results as one line with
+# "engine" and "model" fields.
+record() {
+  local engine="$1" label="$2"; shift 2
+  local out
+  if ! out="$("$@" 2> /dev/null)"; then echo "compare.sh: $engine failed on $label" >&2; return; fi
+  ENGINE="$engine" MODEL="$label" python3 -c '
+import json, os, sys
+text = sys.stdin.read().strip()
+records = json.loads(text) if text.startswith("[") else [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+for r in records:
+    print(json.dumps({"engine": os.environ["ENGINE"], "model": os.environ["MODEL"], **r}))
+' <<< "$out" >> "$results"
 }
 
-# stories260K: the repo's F32 model and the golden F16 / quantized mixes when ../shared is present.
-golden="$shared/golden/public/models"
-bench "stories260K F32" "$repo/models/stories260K.gguf" -p 64,128 -n 64 -t 1,2
-for pair in "F16:stories260K-f16" "Q8_0:stories260K-q8_0mix" "Q4_0:stories260K-q4_0mix"; do
-  [[ -f "$golden/${pair#*:}.gguf" ]] && bench "stories260K ${pair%%:*}" "$golden/${pair#*:}.gguf" -p 64,128 -n 64 -t 1,2
-done
-
-if [[ $quick == 0 ]]; then
-  for shape in $shapes; do
-    for type in $types; do
-      # tinyllama-1.1b in F32/F16/Q6_K (2.2-4.4 GB) has no baseline and takes long: skipped.
-      if [[ $shape == tinyllama-1.1b && $type =~ ^(F32|F16|Q6_K)$ ]]; then continue; fi
-      file="$models/$shape-$type${layers:+-L$layers}.gguf"
-      if [[ ! -f "$file" ]]; then
-        "$okapi" synth --preset "$shape" --type "$type" --seed 1 ${layers:+--layers "$layers"} -o "$file" >&2
-      fi
-      bench "$shape-$type${layers:+ (L$layers)}" "$file" -p 128 -n 64 -t 1,2
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for shape in $shapes; do
+  for type in $types; do
+    file="$models/$shape-$type.gguf"
+    [[ -f "$file" ]] || "$okapi" synth --preset "$shape" --type "$type" --seed 1 -o "$file" >&2
+    label="$shape $type"
+    for round in $(seq "$rounds"); do
+      for t in $threads; do
+        echo "== $label t$t round $round (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+        common=(-m "$file" -p "$prompt" -n "$gen" -t "$t" -r "$reps")
+        record okapi "$label" "$okapi" bench "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o jsonl
+        if [[ -n $baseline ]]; then record "okapi base" "$label" "$baseline" bench "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o jsonl; fi
+        record llama.cpp "$label" "$llama" "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o jsonl
+        record ik_llama.cpp "$label" "$ik" "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o json
+        if [[ $rtr == 1 ]]; then record "ik -rtr" "$label" "$ik" "${common[@]}" -ctk "$ctk" -ctv "$ctv" -rtr 1 -o json; fi
+      done
     done
   done
-fi
+done
 
-python3 - "$results" "$shared/baselines.md" <<'PY'
-import json, re, sys
-results = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-peers = {}  # (label, test, threads) -> [llama.cpp, ik_llama.cpp]
-try:
-    text = open(sys.argv[2]).read()
-except OSError:
-    text = ""
-num = lambda s: float(re.sub(r"[*\s]", "", s))
-small = {"F32": "F32", "F16": "F16", "Q8_0 (ffn_down F16)": "Q8_0", "Q4_0 (output Q8_0, ffn_down F16)": "Q4_0"}
-cols_small = [("pp64", 1), ("pp128", 1), ("tg64", 1), ("pp64", 2), ("pp128", 2), ("tg64", 2)]
-cols_big = [("pp128", 1), ("pp128", 2), ("tg64", 1), ("tg64", 2)]
-for line in text.splitlines():
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    if len(cells) == 7 and cells[0] in small:
-        for (test, t), v in zip(cols_small, cells[1:]):
-            peers[(f"stories260K {small[cells[0]]}", test, t)] = [num(v) * 1000]
-    elif len(cells) == 7 and re.match(r"^(stories110M|smollm2-135m|tinyllama-1\.1b)-", cells[0]):
-        for (test, t), v in zip(cols_big, cells[2:6]):
-            peers[(cells[0], test, t)] = [num(x) for x in v.split("/")]
-print("| model | size | threads | test | okapi t/s | llama.cpp | ik_llama.cpp | okapi / best peer |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for r in results:
-    key = (r["label"], r["test"], r["n_threads"])
-    p = peers.get(key)
-    cells = ["-", "-", "-"]
-    if p:
-        cells[0] = f"{p[0]:.1f}"
-        if len(p) > 1: cells[1] = f"{p[1]:.1f}"
-        cells[2] = f"{r['avg_ts'] / max(p):.2f}x"
-    size = r["model_size"] / 2**20
-    print(f"| {r['label']} | {size:.1f} MiB | {r['n_threads']} | {r['test']} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} | "
-          + " | ".join(cells) + " |")
+python3 - "$results" <<'PY'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+engines = [e for e in ["okapi base", "okapi", "llama.cpp", "ik_llama.cpp", "ik -rtr"] if any(r["engine"] == e for r in rows)]
+cells = {}  # (model, threads, test) -> engine -> [avg tok/s of each round]
+for r in rows:
+    test = f"pp{r['n_prompt']}" if r["n_prompt"] > 0 else f"tg{r['n_gen']}"
+    cells.setdefault((r["model"], r["n_threads"], test), {}).setdefault(r["engine"], []).append(r["avg_ts"])
+print("| model | threads | test | " + " | ".join(engines) + " | okapi / best peer |")
+print("| --- | ---: | ---: | " + " | ".join("---:" for _ in engines) + " | ---: |")
+for (model, threads, test), by_engine in cells.items():
+    med = {e: statistics.median(v) for e, v in by_engine.items()}
+    peers = [med[e] for e in engines if e in med and not e.startswith("okapi")]
+    ratio = f"{med['okapi'] / max(peers):.2f}x" if "okapi" in med and peers else "-"
+    print(f"| {model} | {threads} | {test} | " + " | ".join(f"{med[e]:.1f}" if e in med else "-" for e in engines)
+          + f" | {ratio} |")
 PY

@@ -6,11 +6,12 @@
 // whose arithmetic does not depend on the tiling, so results do not depend on the thread count.
 //
 // Kernels, fastest first: the tier's row-group kernels over weights repacked once per tensor
-// (quant.hpp RowGroupKernels, kernels/weight_packs.hpp: AVX-512 VNNI for Q8_0 / Q4_0), which
-// serve one token and many alike; AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x
-// Q8_1, Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K, F32/F16 x float), used for batches, whose per-token
-// operations are those of the format's vec_dot; the table's vec_dot per (row, token); and for
-// formats without a vec_dot (IQ1_BN, IQ2_BN) dequantized rows dotted with the float activations.
+// (quant.hpp RowGroupKernels, kernels/weight_packs.hpp: AVX-512 VNNI for Q8_0, Q4_0, Q4_K and
+// Q6_K), which serve one token and many alike; AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0,
+// Q4_1/Q5_1 x Q8_1, Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K, F32/F16 x float), used for batches, whose
+// per-token operations are those of the format's vec_dot; the table's vec_dot per (row, token);
+// and for formats without a vec_dot (IQ1_BN, IQ2_BN) dequantized rows dotted with the float
+// activations.
 #include <algorithm>
 #include <cstring>
 #include <functional>

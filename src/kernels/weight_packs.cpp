@@ -58,20 +58,33 @@ size_t packed_size(const detail::PackKey& key) {
   return static_cast<size_t>(groups) * k.group_bytes(key.n_in);
 }
 
-void pack_into(const detail::PackKey& key, size_t w_row, uint8_t* out, ThreadPool* pool) {
+// Packs every row group of `key` into `out`, a slice of about kSliceBytes of the original at a
+// time (its groups split over the pool), calling done(first byte, bytes) of the original after
+// each slice: the caller can drop those pages before the next slice is packed.
+constexpr size_t kSliceBytes = size_t{1} << 20;
+
+template <typename Done>
+void pack_into(const detail::PackKey& key, size_t w_row, uint8_t* out, ThreadPool* pool, Done done) {
   const quant::RowGroupKernels& k = kernels_of(key);
   const int64_t groups = (key.n_out + k.rows - 1) / k.rows;
   const size_t group_bytes = k.group_bytes(key.n_in);
-  const auto body = [&](int64_t begin, int64_t end, int) {
-    for (int64_t g = begin; g < end; ++g) {
-      const auto* src = static_cast<const uint8_t*>(key.w) + static_cast<size_t>(g * k.rows) * w_row;
-      k.pack(src, w_row, std::min(k.rows, key.n_out - g * k.rows), key.n_in, out + static_cast<size_t>(g) * group_bytes);
+  const auto* w = static_cast<const uint8_t*>(key.w);
+  const int64_t per_slice = std::max<int64_t>(1, static_cast<int64_t>(kSliceBytes / (static_cast<size_t>(k.rows) * w_row)));
+  for (int64_t g0 = 0; g0 < groups; g0 += per_slice) {
+    const int64_t g1 = std::min(groups, g0 + per_slice);
+    const auto body = [&](int64_t begin, int64_t end, int) {
+      for (int64_t g = g0 + begin; g < g0 + end; ++g) {
+        k.pack(w + static_cast<size_t>(g * k.rows) * w_row, w_row, std::min(k.rows, key.n_out - g * k.rows), key.n_in,
+               out + static_cast<size_t>(g) * group_bytes);
+      }
+    };
+    if (pool != nullptr && g1 - g0 > 1) {
+      pool->parallel_for(g1 - g0, body);
+    } else {
+      body(0, g1 - g0, 0);
     }
-  };
-  if (pool != nullptr && groups > 1) {
-    pool->parallel_for(groups, body);
-  } else {
-    body(0, groups, 0);
+    const int64_t row_end = std::min(key.n_out, g1 * k.rows);
+    done(w + static_cast<size_t>(g0 * k.rows) * w_row, static_cast<size_t>(row_end - g0 * k.rows) * w_row);
   }
 }
 
@@ -102,6 +115,14 @@ WeightPacks::WeightPacks(std::span<const uint8_t> bytes, bool release_originals)
   impl_->begin = bytes.data();
   impl_->end = bytes.data() + bytes.size();
   impl_->release_originals = release_originals;
+  if (release_originals) {
+    // No huge-page mappings of the file: a 2 MiB mapping comes back whole (khugepaged collapses a
+    // region around any page still mapped, a norm weight between two packed tensors say), which
+    // would undo the page-sized drops. (A hint: on failure only memory is lost, never data.)
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto b = reinterpret_cast<uintptr_t>(bytes.data()) / page * page;
+    madvise(reinterpret_cast<void*>(b), reinterpret_cast<uintptr_t>(impl_->end) - b, MADV_NOHUGEPAGE);
+  }
   const std::lock_guard lock(registry_mutex());
   registry().push_back(impl_.get());
 }
@@ -137,7 +158,9 @@ const uint8_t* packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool)
       }
       Pack pack{key, {}};
       pack.bytes.reserve(packed_size(key));
-      pack_into(key, w_row, pack.bytes.data.get(), pool);
+      // Pages of the original are dropped slice by slice as they are packed (then once more for
+      // the whole range, for the pages two slices shared): about one copy stays resident.
+      pack_into(key, w_row, pack.bytes.data.get(), pool, [&](const uint8_t* p, size_t n) { impl->release(p, n); });
       impl->release(key.w, original_bytes);
       impl->packs.push_back(std::move(pack));
       return impl->packs.back().bytes.data.get();
@@ -145,7 +168,7 @@ const uint8_t* packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool)
   }
   thread_local AlignedBytes scratch;
   scratch.reserve(packed_size(key));
-  pack_into(key, w_row, scratch.data.get(), pool);
+  pack_into(key, w_row, scratch.data.get(), pool, [](const uint8_t*, size_t) {});
   return scratch.data.get();
 }
 

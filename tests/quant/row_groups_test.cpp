@@ -1,9 +1,12 @@
 // The format table's row-group kernels (quant.hpp RowGroupKernels: weights repacked into groups of
 // interleaved rows, one kernel for decode and prefill), on every tier this CPU runs that has them:
-//  * prepared activations hold the reference Q8_0 quantizer's levels and scales;
+//  * prepared activations hold the reference quantizer's levels and scales (Q8_0, Q8_K);
 //  * every (row, token) result equals, bit for bit, a scalar model of the kernels' arithmetic
-//    (per block in order: acc = fma(d_w * d_a, float(exact integer dot), acc)), for any number
-//    of rows (partial last group) and tokens (partial token groups), extreme levels included;
+//    (per block in order: acc = fma(d_w * d_a, float(exact integer dot), acc); for Q6_K / Q4_K
+//    the integer dot of a super-block is sum_j scale_j * dot_j over its sub-blocks, and Q4_K
+//    then subtracts (dmin_w * d_a) * float(sum_j min_j * sum(a_j)) in a second FMA), for any
+//    number of rows (partial last group) and tokens (partial token groups), extreme levels
+//    included;
 //  * and agrees with the reference vec_dot within the tolerance of a reordered float sum.
 #include <gtest/gtest.h>
 
@@ -11,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/cpu.hpp"
@@ -40,68 +44,134 @@ std::vector<Tiered> row_group_formats() {
   return out;
 }
 
-// The signed level j of a weight block (Q8_0 or Q4_0) and its fp16 scale.
-int weight_level(DType type, const uint8_t* row, int64_t j) {
-  if (type == DType::Q8_0) {
-    const auto& b = reinterpret_cast<const block_q8_0*>(row)[j / QK8_0];
-    return b.qs[j % QK8_0];
+// The level e of a weight row as the kernels multiply it (Q8_0: signed; Q4_0: 0..15 - 8; Q6_K:
+// 0..63, its -32 being applied through the activation sums), and the fp16 scale of block b.
+int weight_level(DType type, const uint8_t* row, int64_t e) {
+  if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[e / QK8_0].qs[e % QK8_0];
+  if (type == DType::Q4_0) {
+    const auto& b = reinterpret_cast<const block_q4_0*>(row)[e / QK4_0];
+    const int i = static_cast<int>(e % QK4_0);
+    return (i < 16 ? b.qs[i] & 0x0f : b.qs[i - 16] >> 4) - 8;
   }
-  const auto& b = reinterpret_cast<const block_q4_0*>(row)[j / QK4_0];
-  const int i = static_cast<int>(j % QK4_0);
-  return (i < 16 ? b.qs[i] & 0x0f : b.qs[i - 16] >> 4) - 8;
+  const int i = static_cast<int>(e % QK_K);
+  if (type == DType::Q4_K) {
+    const auto& b = reinterpret_cast<const block_q4_K*>(row)[e / QK_K];
+    return (b.qs[(i / 64) * 32 + i % 32] >> (4 * ((i / 32) % 2))) & 0xF;
+  }
+  const auto& b = reinterpret_cast<const block_q6_K*>(row)[e / QK_K];
+  const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+  const int low = (b.ql[h * 64 + (k % 2) * 32 + l] >> (4 * (k / 2))) & 0xF;
+  return low | (((b.qh[h * 32 + l] >> (2 * k)) & 3) << 4);
 }
-uint16_t weight_scale(DType type, const uint8_t* row, int64_t block) {
-  if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[block].d;
-  return reinterpret_cast<const block_q4_0*>(row)[block].d;
+
+// Q4_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
+std::pair<int, int> q4_K_scale_min(const block_q4_K& b, int j) {
+  const uint8_t* q = b.scales;
+  if (j < 4) return {q[j] & 63, q[j + 4] & 63};
+  return {(q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)};
+}
+uint16_t weight_scale(DType type, const uint8_t* row, int64_t b) {
+  if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[b].d;
+  return reinterpret_cast<const block_q4_0*>(row)[b].d;
 }
 
 struct Problem {
+  DType type = DType::Q8_0, act_type = DType::Q8_0;
   int64_t n_in = 0, n_out = 0, n_tokens = 0;
-  std::vector<uint8_t> w;       // n_out rows in storage layout
-  std::vector<block_q8_0> act;  // n_tokens rows of Q8_0 (reference quantizer)
+  std::vector<uint8_t> w;    // n_out rows in storage layout
+  std::vector<uint8_t> act;  // n_tokens rows of act_type (reference quantizer)
   std::vector<float> x;
+  size_t w_row() const { return *row_bytes(type, n_in); }
+  size_t a_row() const { return *row_bytes(act_type, n_in); }
+  const uint8_t* w_at(int64_t o) const { return w.data() + static_cast<size_t>(o) * w_row(); }
+  const uint8_t* act_at(int64_t t) const { return act.data() + static_cast<size_t>(t) * a_row(); }
+  void quantize_activations() {
+    act.resize(a_row() * static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      format(act_type, Isa::scalar)
+          .quantize_ref(x.data() + t * n_in, act.data() + static_cast<size_t>(t) * a_row(), n_in);
+    }
+  }
 };
 
+// Weights at the ends of their ranges: every Q8_0 level -128 (its quantizer never writes it),
+// Q4_0 blocks of all 0 or all 15, Q6_K levels all 63 with scales -128, Q4_K levels all 15 with
+// scales and mins 63.
+void make_extreme(Problem& p) {
+  const size_t block = layout(p.type).block_bytes;
+  for (size_t b = 0; b < p.w.size() / block; ++b) {
+    uint8_t* blk = p.w.data() + b * block;
+    if (p.type == DType::Q8_0) std::memset(reinterpret_cast<block_q8_0*>(blk)->qs, 0x80, QK8_0);
+    if (p.type == DType::Q4_0) std::memset(reinterpret_cast<block_q4_0*>(blk)->qs, (b % 2) ? 0x00 : 0xff, QK4_0 / 2);
+    if (p.type == DType::Q6_K) {
+      auto* q6 = reinterpret_cast<block_q6_K*>(blk);
+      std::memset(q6->ql, 0xff, sizeof(q6->ql));
+      std::memset(q6->qh, 0xff, sizeof(q6->qh));
+      std::memset(q6->scales, 0x80, sizeof(q6->scales));
+    }
+    if (p.type == DType::Q4_K) {
+      auto* q4 = reinterpret_cast<block_q4_K*>(blk);
+      std::memset(q4->qs, 0xff, sizeof(q4->qs));
+      std::memset(q4->scales, 0xff, sizeof(q4->scales));
+    }
+  }
+}
+
 Problem make_problem(DType type, int64_t n_in, int64_t n_out, int64_t n_tokens, uint32_t seed, bool extreme) {
-  Problem p{n_in, n_out, n_tokens, {}, {}, {}};
+  Problem p{type, format(type, Isa::scalar).vec_dot_type, n_in, n_out, n_tokens, {}, {}, {}};
   std::vector<float> w = gaussian(static_cast<size_t>(n_in * n_out), seed);
   p.x = gaussian(static_cast<size_t>(n_in * n_tokens), seed + 1, 3.0f);
   if (extreme) {
-    // Levels at their ends: Q8_0 weights -128 (a block of -1.0 with one -127/128 outlier is not
-    // needed: the quantizer never writes -128, so write the bytes), activations +-127.
-    for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = (i % 3 == 0) ? -5.0f : 5.0f;
+    for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = (i % 3 == 0) ? -5.0f : 5.0f;  // levels +-127
   }
   p.w = quantize_tensor(type, w.data(), std::vector<int64_t>{n_in, n_out}, true);
-  if (extreme && type == DType::Q8_0) {
-    for (size_t b = 0; b < p.w.size() / sizeof(block_q8_0); ++b) {
-      auto* blk = reinterpret_cast<block_q8_0*>(p.w.data()) + b;
-      std::memset(blk->qs, 0x80, sizeof(blk->qs));
-    }
-  }
-  if (extreme && type == DType::Q4_0) {
-    for (size_t b = 0; b < p.w.size() / sizeof(block_q4_0); ++b) {
-      auto* blk = reinterpret_cast<block_q4_0*>(p.w.data()) + b;
-      std::memset(blk->qs, (b % 2) ? 0x00 : 0xff, sizeof(blk->qs));
-    }
-  }
-  p.act.resize(static_cast<size_t>(n_in / QK8_0 * n_tokens));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    format(DType::Q8_0, Isa::scalar).quantize_ref(p.x.data() + t * n_in, p.act.data() + t * (n_in / QK8_0), n_in);
-  }
+  if (extreme) make_extreme(p);
+  p.quantize_activations();
   return p;
 }
 
 // The scalar model of one (row, token) lane.
-float model_dot(DType type, const Problem& p, int64_t o, int64_t t) {
-  const size_t w_row = *row_bytes(type, p.n_in);
-  const uint8_t* row = p.w.data() + static_cast<size_t>(o) * w_row;
-  const block_q8_0* a = p.act.data() + t * (p.n_in / QK8_0);
+float model_dot(const Problem& p, int64_t o, int64_t t) {
+  const uint8_t* row = p.w_at(o);
   float acc = 0.0f;
-  for (int64_t b = 0; b < p.n_in / QK8_0; ++b) {
+  if (p.act_type == DType::Q8_0) {
+    const auto* a = reinterpret_cast<const block_q8_0*>(p.act_at(t));
+    for (int64_t b = 0; b < p.n_in / QK8_0; ++b) {
+      int32_t sum = 0;
+      for (int64_t j = 0; j < QK8_0; ++j) sum += weight_level(p.type, row, b * QK8_0 + j) * a[b].qs[j];
+      acc = std::fma(fp16_to_fp32(weight_scale(p.type, row, b)) * fp16_to_fp32(a[b].d), static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
+  const auto* a = reinterpret_cast<const block_q8_K*>(p.act_at(t));
+  if (p.type == DType::Q4_K) {
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      const auto& w = reinterpret_cast<const block_q4_K*>(row)[b];
+      int32_t scaled = 0, mins = 0;
+      for (int j = 0; j < QK_K / 32; ++j) {
+        int32_t dot = 0, sum = 0;
+        for (int i = 32 * j; i < 32 * j + 32; ++i) {
+          dot += weight_level(p.type, row, b * QK_K + i) * a[b].qs[i];
+          sum += a[b].qs[i];
+        }
+        const auto [scale, min] = q4_K_scale_min(w, j);
+        scaled += scale * dot;
+        mins += min * sum;
+      }
+      acc = std::fma(fp16_to_fp32(w.d) * a[b].d, static_cast<float>(scaled), acc);
+      acc = std::fma(-(fp16_to_fp32(w.dmin) * a[b].d), static_cast<float>(mins), acc);
+    }
+    return acc;
+  }
+  for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+    const auto& w = reinterpret_cast<const block_q6_K*>(row)[b];
     int32_t sum = 0;
-    for (int64_t j = 0; j < QK8_0; ++j) sum += weight_level(type, row, b * QK8_0 + j) * a[b].qs[j];
-    const float d = fp16_to_fp32(weight_scale(type, row, b)) * fp16_to_fp32(a[b].d);
-    acc = std::fma(d, static_cast<float>(sum), acc);
+    for (int j = 0; j < QK_K / 16; ++j) {
+      int32_t dot = 0;
+      for (int i = 16 * j; i < 16 * j + 16; ++i) dot += (weight_level(p.type, row, b * QK_K + i) - 32) * a[b].qs[i];
+      sum += w.scales[j] * dot;
+    }
+    acc = std::fma(fp16_to_fp32(w.d) * a[b].d, static_cast<float>(sum), acc);
   }
   return acc;
 }
@@ -109,11 +179,20 @@ float model_dot(DType type, const Problem& p, int64_t o, int64_t t) {
 struct Packed {
   std::vector<uint8_t> groups, acts;
   size_t a_row = 0;
+  const uint8_t* act_at(int64_t t) const { return acts.data() + static_cast<size_t>(t) * a_row; }
 };
 
-Packed pack_all(const RowGroupKernels& k, DType type, const Problem& p) {
+// The value of type T stored at p (a prepared activation's scale or offset).
+template <typename T>
+T read_at(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+Packed pack_all(const RowGroupKernels& k, const Problem& p) {
   Packed out;
-  const size_t w_row = *row_bytes(type, p.n_in), g_bytes = k.group_bytes(p.n_in);
+  const size_t w_row = p.w_row(), g_bytes = k.group_bytes(p.n_in);
   EXPECT_EQ(g_bytes % 64, 0u);
   const int64_t n_groups = (p.n_out + k.rows - 1) / k.rows;
   out.groups.assign(static_cast<size_t>(n_groups) * g_bytes, 0xa5);
@@ -131,13 +210,12 @@ Packed pack_all(const RowGroupKernels& k, DType type, const Problem& p) {
 
 class RowGroups : public ::testing::TestWithParam<Tiered> {};
 
-TEST_P(RowGroups, PreparedActivationsAreTheReferenceQuantization) {
-  const auto [tier, type] = GetParam();
-  const RowGroupKernels& k = format(type, tier).row_groups;
+// Q8_0 activations (Q8_0, Q4_0 weights): levels, the fp16 scale as float and -bias * sum(levels)
+// per block, bias 128 or 8. Token 0 holds rounding ties: blocks whose max|x| is 127 have d = 1,
+// so x = +-(k + 0.5) are exact halfway cases (the reference rounds them away from zero); one
+// block is all zeros (d = 0), one has a NaN (skipped by the max), one is tiny (subnormal d).
+void check_q8_0_activations(const RowGroupKernels& k, DType type) {
   Problem p = make_problem(type, 544, 1, 5, 3, false);
-  // Token 0: rounding ties. Blocks whose max|x| is 127 have d = 1, so x = +-(k + 0.5) are exact
-  // halfway cases (the reference rounds them away from zero); one block is all zeros (d = 0),
-  // one has a NaN (skipped by the max), one is tiny (subnormal d).
   for (int64_t i = 0; i < 544; ++i) {
     const int64_t b = i / QK8_0, j = i % QK8_0;
     const float tie = (j % 2 ? -1.0f : 1.0f) * (static_cast<float>(j) + 0.5f);
@@ -147,25 +225,59 @@ TEST_P(RowGroups, PreparedActivationsAreTheReferenceQuantization) {
   }
   p.x[2 * QK8_0 + 5] = std::numeric_limits<float>::quiet_NaN();
   p.x[2 * QK8_0 + 6] = 0.0f;
-  format(DType::Q8_0, Isa::scalar).quantize_ref(p.x.data(), p.act.data(), p.n_in);
-  p.act[2].qs[5] = 0;  // the reference's level for the NaN is undefined (a NaN cast to int)
-  const Packed packed = pack_all(k, type, p);
+  p.quantize_activations();
+  const Packed packed = pack_all(k, p);
   const int64_t nb = p.n_in / QK8_0;
   for (int64_t t = 0; t < p.n_tokens; ++t) {
-    const uint8_t* row = packed.acts.data() + static_cast<size_t>(t) * packed.a_row;
+    const uint8_t* row = packed.act_at(t);
+    const auto* ref = reinterpret_cast<const block_q8_0*>(p.act_at(t));
     for (int64_t b = 0; b < nb; ++b) {
-      const block_q8_0& ref = p.act[static_cast<size_t>(t * nb + b)];
-      std::vector<int8_t> got(row + b * QK8_0, row + (b + 1) * QK8_0);
-      if (t == 0 && b == 2) got[5] = 0;
-      ASSERT_EQ(std::memcmp(got.data(), ref.qs, QK8_0), 0) << "token " << t << " block " << b;
-      float d;
-      std::memcpy(&d, row + nb * QK8_0 + b * 4, 4);
-      ASSERT_EQ(d, fp16_to_fp32(ref.d)) << "token " << t << " block " << b;
-      int32_t offset, sum = 0;
-      std::memcpy(&offset, row + nb * (QK8_0 + 4) + b * 4, 4);
+      SCOPED_TRACE(::testing::Message() << "token " << t << " block " << b);
+      std::vector<int8_t> got(row + b * QK8_0, row + (b + 1) * QK8_0), want(ref[b].qs, ref[b].qs + QK8_0);
+      if (t == 0 && b == 2) got[5] = want[5] = 0;  // the reference's level for a NaN is undefined
+      ASSERT_EQ(got, want);
+      ASSERT_EQ(read_at<float>(row + nb * QK8_0 + b * 4), fp16_to_fp32(ref[b].d));
+      int32_t sum = 0;
       for (int8_t q : got) sum += q;
-      ASSERT_EQ(offset, -(type == DType::Q8_0 ? 128 : 8) * sum) << "token " << t << " block " << b;
+      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : 8) * sum);
     }
+  }
+}
+
+// Q8_K activations (Q6_K, Q4_K weights): levels, the float scale, and 16 words per super-block:
+// Q6_K -32 * each sum of 16 levels, Q4_K the int16 pairs of the sums of 32 (then zeros).
+void check_q8_K_activations(const RowGroupKernels& k, DType type) {
+  const Problem p = make_problem(type, 768, 1, 3, 3, false);
+  const Packed packed = pack_all(k, p);
+  const int64_t nb = p.n_in / QK_K;
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    const uint8_t* row = packed.act_at(t);
+    const auto* ref = reinterpret_cast<const block_q8_K*>(p.act_at(t));
+    for (int64_t b = 0; b < nb; ++b) {
+      SCOPED_TRACE(::testing::Message() << "token " << t << " block " << b);
+      ASSERT_EQ(std::memcmp(row + b * QK_K, ref[b].qs, QK_K), 0);
+      ASSERT_EQ(read_at<float>(row + nb * QK_K + b * 4), ref[b].d);
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int32_t want = -32 * ref[b].bsums[j];
+        if (type == DType::Q4_K) {
+          const auto sum32 = [&](int s32) {
+            return static_cast<uint16_t>(ref[b].bsums[2 * s32] + ref[b].bsums[2 * s32 + 1]);
+          };
+          want = j < 4 ? static_cast<int32_t>(sum32(2 * j) | static_cast<uint32_t>(sum32(2 * j + 1)) << 16) : 0;
+        }
+        ASSERT_EQ(read_at<int32_t>(row + nb * (QK_K + 4) + (b * (QK_K / 16) + j) * 4), want) << j;
+      }
+    }
+  }
+}
+
+TEST_P(RowGroups, PreparedActivationsAreTheReferenceQuantization) {
+  const auto [tier, type] = GetParam();
+  const RowGroupKernels& k = format(type, tier).row_groups;
+  if (format(type, tier).vec_dot_type == DType::Q8_0) {
+    check_q8_0_activations(k, type);
+  } else {
+    check_q8_K_activations(k, type);
   }
 }
 
@@ -173,18 +285,19 @@ TEST_P(RowGroups, EveryLaneEqualsTheScalarModelBitForBit) {
   const auto [tier, type] = GetParam();
   const RowGroupKernels& k = format(type, tier).row_groups;
   for (bool extreme : {false, true}) {
+    const int64_t bs = layout(type).block_size;
     for (const auto& [n_in, n_out, n_tokens] : std::vector<std::array<int64_t, 3>>{
-             {32, 1, 1}, {544, 37, 19}, {256, 16, 8}, {96, 33, 9}, {4096, 5, 2}}) {
+             {bs, 1, 1}, {17 * bs, 37, 19}, {8 * bs, 16, 8}, {3 * bs, 33, 9}, {16 * bs, 5, 2}}) {
       SCOPED_TRACE(::testing::Message() << isa_name(tier) << " " << dtype_name(type) << " n_in " << n_in << " n_out "
                                         << n_out << " tokens " << n_tokens << (extreme ? " extreme" : ""));
       const Problem p = make_problem(type, n_in, n_out, n_tokens, 7, extreme);
-      const Packed packed = pack_all(k, type, p);
+      const Packed packed = pack_all(k, p);
       const int64_t y_stride = n_out + 3;  // a wider output row: nothing past n_out is written
       std::vector<float> y(static_cast<size_t>(y_stride * n_tokens), -1.0f);
       k.gemm(n_in, packed.groups.data(), n_out, packed.acts.data(), packed.a_row, n_tokens, y.data(), y_stride);
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t o = 0; o < n_out; ++o) {
-          ASSERT_EQ(y[static_cast<size_t>(t * y_stride + o)], model_dot(type, p, o, t)) << "token " << t << " row " << o;
+          ASSERT_EQ(y[static_cast<size_t>(t * y_stride + o)], model_dot(p, o, t)) << "token " << t << " row " << o;
         }
         for (int64_t o = n_out; o < y_stride; ++o) ASSERT_EQ(y[static_cast<size_t>(t * y_stride + o)], -1.0f);
       }
@@ -196,30 +309,32 @@ TEST_P(RowGroups, AgreesWithTheReferenceDot) {
   const auto [tier, type] = GetParam();
   const RowGroupKernels& k = format(type, tier).row_groups;
   const Problem p = make_problem(type, 2048, 40, 3, 11, false);
-  const Packed packed = pack_all(k, type, p);
+  const Packed packed = pack_all(k, p);
   std::vector<float> y(static_cast<size_t>(p.n_out * p.n_tokens));
   k.gemm(p.n_in, packed.groups.data(), p.n_out, packed.acts.data(), packed.a_row, p.n_tokens, y.data(), p.n_out);
-  const size_t w_row = *row_bytes(type, p.n_in);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     for (int64_t o = 0; o < p.n_out; ++o) {
-      const float ref = format(type, Isa::scalar)
-                            .vec_dot_ref(p.n_in, p.w.data() + static_cast<size_t>(o) * w_row, p.act.data() + t * (p.n_in / QK8_0));
-      EXPECT_NEAR(y[static_cast<size_t>(t * p.n_out + o)], ref, 1e-4 * (1.0 + std::fabs(ref))) << "token " << t << " row " << o;
+      const float ref = format(type, Isa::scalar).vec_dot_ref(p.n_in, p.w_at(o), p.act_at(t));
+      EXPECT_NEAR(y[static_cast<size_t>(t * p.n_out + o)], ref, 1e-4 * (1.0 + std::fabs(ref)))
+          << "token " << t << " row " << o;
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, RowGroups, ::testing::ValuesIn(row_group_formats()),
                          [](const ::testing::TestParamInfo<Tiered>& param_info) {
-                           return std::string(isa_name(param_info.param.tier)) + "_" + std::string(dtype_name(param_info.param.type));
+                           return std::string(isa_name(param_info.param.tier)) + "_" +
+                                  std::string(dtype_name(param_info.param.type));
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowGroups);
 
-// Which formats have row-group kernels where: none below avx512; Q8_0 and Q4_0 on avx512.
+// Which formats have row-group kernels where: none below avx512; Q8_0, Q4_0, Q6_K and Q4_K on
+// avx512.
 TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
-      const bool expected = tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0);
+      const bool expected = tier == Isa::avx512 &&
+                            (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q6_K || type == DType::Q4_K);
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }
   }

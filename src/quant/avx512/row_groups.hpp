@@ -1,15 +1,16 @@
 // AVX-512 VNNI kernels over weights repacked into groups of 16 interleaved rows (quant.hpp
-// RowGroupKernels), for Q8_0 and Q4_0 weights against Q8_0-quantized activations. Call only on
-// the avx512 tier. Declarations only: no inline code shared with files of other tiers.
+// RowGroupKernels): Q8_0 and Q4_0 weights against Q8_0-quantized activations (row_groups.cpp),
+// Q6_K and Q4_K against Q8_K (row_groups_kquant.cpp, which describes their layouts). Call only
+// on the avx512 tier. Declarations only: no inline code shared with files of other tiers.
 //
-// Layout of one group of 16 rows, nb = n_in / 32 blocks (rows past the tensor's end are zeros):
-//   levels  nb x L bytes: per block, the 32 levels of each row in 4-byte runs, the run k of row r
-//           at byte 64 * (k % R) + 4 * r (+ the high nibble for Q4_0, see below), unsigned:
+// Layout of one group of 16 rows (Q8_0, Q4_0), nb = n_in / 32 blocks back to back, padded to a
+// multiple of 64 bytes (rows past the tensor's end are zeros). Per block:
+//   levels  L bytes: the 32 levels of each row in 4-byte runs, the run k of row r at byte
+//           64 * (k % R) + 4 * r (+ the high nibble for Q4_0, see below), unsigned:
 //             Q8_0: L = 512, R = 8, byte = q + 128 (q the stored int8 level, -128..127);
 //             Q4_0: L = 256, R = 4, byte = low nibble: level 4k + i, high nibble: level
 //                   16 + 4k + i (the stored 0..15 levels, as ggml's qs[4k + i]);
-//   scales  nb x 16 fp16: the rows' block scales d, row r at index r;
-//   padded to a multiple of 64 bytes.
+//   scales  16 fp16: the rows' block scales d, row r at index r.
 // Activation row (prepare_activation), nb blocks: the Q8_0 levels of ggml's quantizer (int8,
 // 32 per block), then nb float scales (the fp16 d as float), then nb int32 offsets
 // -bias * sum(levels) with bias = 128 (Q8_0 weights) or 8 (Q4_0), so that
@@ -26,5 +27,7 @@ namespace okapi::quant::avx512 {
 
 RowGroupKernels q8_0_row_groups();
 RowGroupKernels q4_0_row_groups();
+RowGroupKernels q6_K_row_groups();
+RowGroupKernels q4_K_row_groups();
 
 }  // namespace okapi::quant::avx512

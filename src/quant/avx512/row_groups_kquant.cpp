@@ -1,0 +1,303 @@
+// Row-group kernels for K-quant weights against Q8_K activations, super-blocks of 256 levels.
+// Per super-block, token and group of 16 rows, each sub-block's exact integer dot comes from
+// `vpdpbusd` over unsigned levels and is folded into an exact int32 super-block sum by one
+// `vpmulld` by the rows' sub-block scales; then a convert, a multiply and an FMA into the lane.
+//   Q6_K: 16 sub-blocks of 16, int8 scales; the level offset -32 enters through the activation
+//         (the dot starts from -32 * sum(a) of the sub-block).
+//   Q4_K: 8 sub-blocks of 32, 6-bit scales and mins; the mins term sum_j m_j * sum(a_j) is a
+//         second int32 sum (vpdpwssd of int16 pairs), subtracted with dmin in a second FMA.
+#include <vector>
+
+#include "quant/avx2/kernels.hpp"
+#include "quant/avx512/row_group_driver.hpp"
+#include "quant/avx512/row_groups.hpp"
+#include "quant/blocks.hpp"
+
+namespace okapi::quant::avx512 {
+namespace {
+
+// ---- Activations: Q8_K levels, float scales, int32 offsets per 16 levels ----
+
+constexpr int64_t kSubBlocks = QK_K / 16;
+
+// Per super-block b of a row: levels at 256 b, the scale at levels_bytes + 4 b, the 16 offsets
+// -32 * (the sum of each 16 levels) after all the scales.
+struct KActivationRow {
+  const uint8_t* levels;
+  const float* scales;
+  const int32_t* offsets;
+  KActivationRow(const uint8_t* row, int64_t nb)
+      : levels(row),
+        scales(reinterpret_cast<const float*>(row + static_cast<size_t>(nb) * QK_K)),
+        offsets(reinterpret_cast<const int32_t*>(scales + nb)) {}
+  __m512i bytes(int64_t b, int64_t k) const { return _mm512_set1_epi32(load_i32(levels + b * QK_K + 4 * k)); }
+  int32_t offset(int64_t b, int64_t j) const { return offsets[b * kSubBlocks + j]; }
+};
+
+// The 16 int32 words after the scales (one super-block's worth of `offset`), per weight format:
+//   Q6_K: -32 * (the sum of each 16 levels);
+//   Q4_K: words 0..3 the int16 pairs (sum of sub-block 2p, sum of 2p+1) of the sums of 32.
+enum class Sums { q6_K, q4_K };
+
+size_t q8_K_activation_bytes(int64_t n_in) {
+  return static_cast<size_t>(n_in / QK_K) * (QK_K + sizeof(float) + kSubBlocks * sizeof(int32_t));
+}
+
+// The avx2 tier's Q8_K quantizer (byte-identical to the reference), then the words from its
+// sums of 16.
+template <Sums kSums>
+void prepare_q8_K(const float* x, int64_t n_in, void* out) {
+  const int64_t nb = n_in / QK_K;
+  thread_local std::vector<block_q8_K> blocks;
+  blocks.resize(static_cast<size_t>(nb));
+  avx2::quantize_q8_K(x, blocks.data(), n_in);
+  auto* levels = static_cast<int8_t*>(out);
+  auto* scales = reinterpret_cast<float*>(levels + nb * QK_K);
+  auto* words = reinterpret_cast<int32_t*>(scales + nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    const block_q8_K& blk = blocks[static_cast<size_t>(b)];
+    std::memcpy(levels + b * QK_K, blk.qs, QK_K);
+    scales[b] = blk.d;
+    int32_t* w = words + b * kSubBlocks;
+    for (int64_t j = 0; j < kSubBlocks; ++j) w[j] = kSums == Sums::q6_K ? -32 * blk.bsums[j] : 0;
+    if constexpr (kSums == Sums::q4_K) {
+      for (int p = 0; p < 4; ++p) {
+        const auto lo = static_cast<uint16_t>(blk.bsums[4 * p] + blk.bsums[4 * p + 1]);
+        const auto hi = static_cast<uint16_t>(blk.bsums[4 * p + 2] + blk.bsums[4 * p + 3]);
+        w[p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+      }
+    }
+  }
+}
+
+// ---- The kernel, for any K-quant layout F ----
+//   F::kSub sub-blocks of F::kRuns 4-level runs; F::unpack<Vec>(block, j, h, w) their levels;
+//   F::scales_of(j) the offset of the rows' 8-bit sub-block scales (signed if F::kSignedScales);
+//   F::start(act, b, j) the int32 a sub-block's dot starts from; F::finish(acc, block, d_a, sum,
+//   act, b) the float step of a super-block from its int32 sum_j scale_j * dot_j.
+template <typename F>
+struct SuperBlockRows : F {
+  static __m512i scales512(const uint8_t* block, int64_t j) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + F::scales_of(j)));
+    return F::kSignedScales ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+  }
+  static __m256i scales256(const uint8_t* block, int64_t j, int h) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + F::scales_of(j) + 8 * h));
+    return F::kSignedScales ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+  }
+
+  // T tokens x one group: per super-block an exact int32 sum per (row, token), then F::finish.
+  template <int T>
+  static void tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
+                     __mmask16 store) {
+    over_blocks<T>(nb, y, y_stride, store, [&](int64_t b, __m512* acc) {
+      const uint8_t* block = group + static_cast<size_t>(b) * F::kBlockBytes;
+      __m512i sum[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
+      for (int64_t j = 0; j < F::kSub; ++j) {
+        __m512i w[F::kRuns];
+        F::template unpack<Zmm>(block, j, 0, w);
+        const __m512i scale = scales512(block, j);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const KActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
+          __m512i dot = _mm512_set1_epi32(F::start(act, b, j));
+#pragma GCC unroll 8
+          for (int k = 0; k < F::kRuns; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(b, F::kRuns * j + k));
+          sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(dot, scale));
+        }
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const KActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
+        acc[t] = F::finish(acc[t], block, act.scales[b], sum[t], act, b);
+      }
+    });
+  }
+
+  // One token x one group (decode, reading weights from DRAM): the integer sums in two 256-bit
+  // halves (rows 0-7, 8-15), which this CPU streams faster; the same integers and float steps.
+  static void one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* y, __mmask16 store) {
+    const KActivationRow act(a, nb);
+    over_blocks<1>(nb, y, 0, store, [&](int64_t b, __m512* acc) {
+      const uint8_t* block = group + static_cast<size_t>(b) * F::kBlockBytes;
+      __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      for (int64_t j = 0; j < F::kSub; ++j) {
+        const __m256i start = _mm256_set1_epi32(F::start(act, b, j));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          __m256i w[F::kRuns];
+          F::template unpack<Ymm>(block, j, h, w);
+          __m256i dot = start;
+#pragma GCC unroll 8
+          for (int k = 0; k < F::kRuns; ++k) {
+            dot = _mm256_dpbusd_epi32(dot, w[k],
+                                      _mm256_set1_epi32(load_i32(act.levels + b * QK_K + 4 * (F::kRuns * j + k))));
+          }
+          sum[h] = _mm256_add_epi32(sum[h], _mm256_mullo_epi32(dot, scales256(block, j, h)));
+        }
+      }
+      const __m512i total = _mm512_inserti64x4(_mm512_castsi256_si512(sum[0]), sum[1], 1);
+      acc[0] = F::finish(acc[0], block, act.scales[b], total, act, b);
+    });
+  }
+};
+
+// ---- Q6_K ----
+
+// Packed super-block of 16 rows, 3360 bytes (210 per row, the size of a block_q6_K), read front
+// to back: for each pair of sub-blocks (2p, 2p+1), 416 bytes: for each of the two sub-blocks j
+// (16 levels, 4-level runs 4j .. 4j+3), three 64-byte chunks X, Y, Z, byte 4r + i of each holding
+// row r's level i of run 4j, 4j+1, 4j+2 in its low 6 bits and two bits of run 4j+3's level in
+// its top 2 (X: bits 0-1, Y: bits 2-3, Z: bits 4-5); then the int8 scales of both sub-blocks
+// (sub-block 2p for rows 0..15, then 2p+1). After the 8 pairs, the 16 rows' fp16 d.
+struct Q6_KFormat {
+  using Block = block_q6_K;
+  static constexpr int64_t kBlockElems = QK_K;
+  static constexpr size_t kPairBytes = 2 * 3 * 64 + 2 * kRows;
+  static constexpr size_t kDOffset = kSubBlocks / 2 * kPairBytes;
+  static constexpr size_t kBlockBytes = kDOffset + kRows * sizeof(uint16_t);
+  static constexpr int kTokens = 8;
+  static constexpr int64_t kSub = kSubBlocks, kRuns = 4;
+  static constexpr bool kSignedScales = true;
+
+  static size_t chunks_of(int64_t j) {
+    return kPairBytes * static_cast<size_t>(j / 2) + 192 * static_cast<size_t>(j % 2);
+  }
+  static size_t scales_of(int64_t j) {
+    return kPairBytes * static_cast<size_t>(j / 2) + 384 + kRows * static_cast<size_t>(j % 2);
+  }
+
+  // Level e (0..63) of a block: as ggml's dequantize_row_q6_K lays them out.
+  static int level(const Block& b, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int low = (b.ql[h * 64 + (k % 2) * 32 + l] >> (4 * (k / 2))) & 0xF;
+    const int high = (b.qh[h * 32 + l] >> (2 * k)) & 3;
+    return low | (high << 4);
+  }
+
+  static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
+    for (int j = 0; j < kSubBlocks; ++j) {
+      uint8_t* chunks = dst + chunks_of(j) + 4 * r;
+      for (int i = 0; i < 4; ++i) {
+        const int top = level(src, 16 * j + 12 + i);
+        for (int c = 0; c < 3; ++c) {
+          chunks[64 * c + i] = static_cast<uint8_t>(level(src, 16 * j + 4 * c + i) | (((top >> (2 * c)) & 3) << 6));
+        }
+      }
+      dst[scales_of(j) + r] = static_cast<uint8_t>(src.scales[j]);
+    }
+    std::memcpy(dst + kDOffset + r * sizeof(uint16_t), &src.d, sizeof(uint16_t));
+  }
+
+  // The 4 vectors of levels (0..63) of sub-block j, runs 4j .. 4j+3, for all 16 rows (Zmm) or
+  // rows 8h .. 8h+7 (Ymm).
+  template <typename Vec>
+  static void unpack(const uint8_t* block, int64_t j, int h, typename Vec::V* w) {
+    const uint8_t* chunks = block + chunks_of(j);
+    const auto x = Vec::load(chunks, h), y = Vec::load(chunks + 64, h), z = Vec::load(chunks + 128, h);
+    const auto low6 = Vec::set1(0x3f);
+    w[0] = Vec::and_(x, low6);
+    w[1] = Vec::and_(y, low6);
+    w[2] = Vec::and_(z, low6);
+    // Top bits of each byte down to bits 0-1 / 2-3 / 4-5 (16-bit shifts: the masks drop what
+    // the neighbouring byte shifts in).
+    const auto b01 = Vec::and_(Vec::template shift_right16<6>(x), Vec::set1(0x03));
+    const auto b23 = Vec::and_(Vec::template shift_right16<4>(y), Vec::set1(0x0c));
+    const auto b45 = Vec::and_(Vec::template shift_right16<2>(z), Vec::set1(0x30));
+    w[3] = Vec::or_(Vec::or_(b01, b23), b45);
+  }
+
+  static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
+  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q6_K>(x, n_in, out); }
+
+  // A sub-block's dot starts from -32 * sum(a): the stored levels are q + 32.
+  static int32_t start(const KActivationRow& act, int64_t b, int64_t j) { return act.offset(b, j); }
+  static __m512 finish(__m512 acc, const uint8_t* block, float d_a, __m512i sum, const KActivationRow&, int64_t) {
+    return accumulate(acc, row_scales(block + kDOffset), d_a, sum);
+  }
+};
+
+// ---- Q4_K ----
+
+// Packed super-block of 16 rows, 2368 bytes (148 per row; a block_q4_K is 144): for each pair of
+// sub-blocks (2j, 2j+1), 8 chunks of 64 bytes, byte 4r + i of chunk k holding row r's level i of
+// run 16j + k (sub-block 2j) in its low nibble and of run 16j + 8 + k (sub-block 2j+1) in its high
+// one, as ggml's qs[32j + 4k + i]; then the 6-bit scales as bytes, [sub-block][row]; then the mins
+// as bytes, [pair p][row][2] (sub-blocks 2p, 2p+1: the int16 pairs of vpdpwssd once widened);
+// then the 16 fp16 d, then the 16 fp16 dmin.
+struct Q4_KFormat {
+  using Block = block_q4_K;
+  static constexpr int64_t kBlockElems = QK_K;
+  static constexpr int64_t kSub = QK_K / 32;
+  static constexpr size_t kScalesOffset = kSub / 2 * 8 * 64;
+  static constexpr size_t kMinsOffset = kScalesOffset + kSub * kRows;
+  static constexpr size_t kDOffset = kMinsOffset + kSub * kRows;
+  static constexpr size_t kDminOffset = kDOffset + kRows * sizeof(uint16_t);
+  static constexpr size_t kBlockBytes = kDminOffset + kRows * sizeof(uint16_t);
+  static constexpr int kTokens = 8;
+  static constexpr int64_t kRuns = 8;
+  static constexpr bool kSignedScales = false;
+  static size_t scales_of(int64_t j) { return kScalesOffset + kRows * static_cast<size_t>(j); }
+
+  // The 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
+  static void scale_min(const Block& b, int j, uint8_t* scale, uint8_t* min) {
+    const uint8_t* q = b.scales;
+    *scale = static_cast<uint8_t>(j < 4 ? q[j] & 63 : (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *min = static_cast<uint8_t>(j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+
+  static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
+    for (int j = 0; j < kSub / 2; ++j) {
+      for (int k = 0; k < 8; ++k) std::memcpy(dst + 512 * j + 64 * k + 4 * r, src.qs + 32 * j + 4 * k, 4);
+    }
+    for (int j = 0; j < kSub; ++j) {
+      scale_min(src, j, &dst[scales_of(j) + r], &dst[kMinsOffset + 2 * kRows * (j / 2) + 2 * r + j % 2]);
+    }
+    std::memcpy(dst + kDOffset + r * sizeof(uint16_t), &src.d, sizeof(uint16_t));
+    std::memcpy(dst + kDminOffset + r * sizeof(uint16_t), &src.dmin, sizeof(uint16_t));
+  }
+
+  // The 8 vectors of levels (0..15) of sub-block j, for all 16 rows (Zmm) or rows 8h .. 8h+7.
+  template <typename Vec>
+  static void unpack(const uint8_t* block, int64_t j, int h, typename Vec::V* w) {
+    const uint8_t* chunks = block + 512 * (j / 2);
+    const auto mask = Vec::set1(0x0f);
+    for (int k = 0; k < 8; ++k) {
+      const auto v = Vec::load(chunks + 64 * k, h);
+      w[k] = Vec::and_(j % 2 ? Vec::template shift_right16<4>(v) : v, mask);
+    }
+  }
+
+  static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
+  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q4_K>(x, n_in, out); }
+
+  // sum_j min_j * sum(a_j) for the 16 rows: the mins widened to int16 pairs, times the token's
+  // pairs of sums, 4 vpdpwssd.
+  static __m512i min_sums(const uint8_t* block, const int32_t* pairs) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int p = 0; p < kSub / 2; ++p) {
+      const __m512i mins =
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kMinsOffset + 32 * p)));
+      sum = _mm512_dpwssd_epi32(sum, mins, _mm512_set1_epi32(pairs[p]));
+    }
+    return sum;
+  }
+
+  static int32_t start(const KActivationRow&, int64_t, int64_t) { return 0; }
+  // acc += (d_w * d_a) * float(sum_j scale_j * dot_j) - (dmin_w * d_a) * float(sum_j min_j * sum(a_j)).
+  static __m512 finish(__m512 acc, const uint8_t* block, float d_a, __m512i scaled, const KActivationRow& act,
+                       int64_t b) {
+    acc = accumulate(acc, row_scales(block + kDOffset), d_a, scaled);
+    const __m512 dmin = _mm512_mul_ps(row_scales(block + kDminOffset), _mm512_set1_ps(d_a));
+    return _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(min_sums(block, act.offsets + b * kSubBlocks)), acc);
+  }
+};
+
+}  // namespace
+
+RowGroupKernels q6_K_row_groups() { return make_row_groups<SuperBlockRows<Q6_KFormat>>(); }
+RowGroupKernels q4_K_row_groups() { return make_row_groups<SuperBlockRows<Q4_KFormat>>(); }
+
+}  // namespace okapi::quant::avx512
