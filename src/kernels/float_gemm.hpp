@@ -1,5 +1,5 @@
 // The float GEMM, one for training and inference: a packed register micro-kernel (per ISA tier:
-// 6 x 16 on AVX2+FMA, 8 x 32 on AVX-512) that multiplies rows of A by panels of B stored as
+// 6 x 16 on AVX2+FMA, 6 x 64 on AVX-512) that multiplies rows of A by panels of B stored as
 // NR columns per k step. Training calls it through gemm() with strided A and B (packed per
 // tile); inference calls it through the F32 / F16 / BF16 rows of the format table, whose
 // row-group kernels (float_row_groups) pack the weights at load into those same panels (in

@@ -4,7 +4,7 @@
 //
 // S provides: V (a float vector of S::kLanes), zero(), load(const float*), load_f16(const
 // uint16_t*), load_bf16(const uint16_t*), broadcast(const float*), fma(a, b, c), add(a, b),
-// store(float*, V), and the micro-kernel shape kMr (rows of A) x kNv (vectors of B).
+// store(float*, V), through_f16(V) (to fp16 and back, nearest even), and the micro-kernel shape kMr (rows of A) x kNv (vectors of B).
 //
 // B panels hold kNr = kNv * kLanes columns per k step: panel[p * kNr + j]. Every output element
 // is one lane's FMA chain over p in order (per kGemmBlockK block for gemm(), over all of k for
@@ -21,6 +21,7 @@ struct F32Panel {
   static constexpr DType kType = DType::F32;
   static V load(const float* p) { return S::load(p); }
   static float round_activation(float x) { return x; }
+  static int64_t round_activations(const float*, float*, int64_t) { return 0; }
   static Element from_storage(const void* row, int64_t i) {
     float f;
     std::memcpy(&f, static_cast<const uint8_t*>(row) + i * 4, 4);
@@ -33,6 +34,12 @@ struct F16Panel {
   static constexpr DType kType = DType::F16;
   static V load(const uint16_t* p) { return S::load_f16(p); }
   static float round_activation(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+  // F16C rounds to nearest even like fp32_to_fp16 (a NaN stays a NaN, its payload aside).
+  static int64_t round_activations(const float* x, float* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + S::kLanes <= n; i += S::kLanes) S::store(out + i, S::through_f16(S::load(x + i)));
+    return i;
+  }
   static Element from_storage(const void* row, int64_t i) {
     uint16_t h;
     std::memcpy(&h, static_cast<const uint8_t*>(row) + i * 2, 2);
@@ -45,6 +52,7 @@ struct BF16Panel {
   static constexpr DType kType = DType::BF16;
   static V load(const uint16_t* p) { return S::load_bf16(p); }
   static float round_activation(float x) { return bf16_to_fp32(fp32_to_bf16(x)); }
+  static int64_t round_activations(const float*, float*, int64_t) { return 0; }
   static Element from_storage(const void* row, int64_t i) { return F16Panel::from_storage(row, i); }
 };
 
@@ -212,7 +220,7 @@ struct RowGroups {
 
   static void prepare_activation(const float* x, int64_t n_in, void* a) {
     auto* out = static_cast<float*>(a);
-    for (int64_t i = 0; i < n_in; ++i) out[i] = B::round_activation(x[i]);
+    for (int64_t i = B::round_activations(x, out, n_in); i < n_in; ++i) out[i] = B::round_activation(x[i]);
   }
 
   // One token against G groups at once: G * kNv independent FMA chains hide the FMA latency

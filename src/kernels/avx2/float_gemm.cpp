@@ -27,6 +27,7 @@ struct S {
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V through_f16(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 };
 
 #include "kernels/float_gemm_tier.hpp"

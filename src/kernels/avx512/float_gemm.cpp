@@ -1,4 +1,4 @@
-// The float GEMM on AVX-512 F (kernels/float_gemm_tier.hpp): an 8 x 32 micro-kernel (16 zmm
+// The float GEMM on AVX-512 F (kernels/float_gemm_tier.hpp): a 6 x 64 micro-kernel (24 zmm
 // accumulators). Only after isa() >= Isa::avx512.
 #include <immintrin.h>
 
@@ -15,7 +15,7 @@ namespace {
 using V = __m512;
 
 struct S {
-  static constexpr int kLanes = 16, kNv = 2, kMr = 8;
+  static constexpr int kLanes = 16, kNv = 4, kMr = 6;
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   // The zero-masked forms: GCC 12 warns that the plain ones' "undefined" passthrough is uninitialized.
@@ -30,6 +30,9 @@ struct S {
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V through_f16(V v) {
+    return _mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
 };
 
 #include "kernels/float_gemm_tier.hpp"
