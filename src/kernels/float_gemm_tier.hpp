@@ -60,17 +60,32 @@ constexpr int64_t kNr = S::kNv * S::kLanes;
 constexpr int64_t kMr = S::kMr;
 static_assert(kGemmTileM % kMr == 0 && kGemmTileN % kNr == 0);
 
-// C[rows x cols] (rows == R, cols <= kNr) = (overwrite ? 0 : C) + sum_p A(r, p) * panel[p].
+// How a micro-kernel meets C: Overwrite: C = chain from 0; Add: C += chain from 0 (gemm()'s k
+// blocks); Continue: C = the chain continued from C's values (the row groups' k blocks: an fp32
+// store and load are exact, so the result is the one unbroken chain's).
+enum class Store { Overwrite, Add, Continue };
+
+// C[rows x cols] (rows == R, cols <= kNr) from sum_p A(r, p) * panel[p] as `mode` says.
 // A(r, p) = a[r * a_rs + p * a_ps]. Columns past `cols` are computed (the panel is zero-padded)
-// but not stored.
+// but neither read nor stored.
 template <class B, int R>
 void micro_kernel(int64_t kc, const float* a, int64_t a_rs, int64_t a_ps, const typename B::Element* panel, float* c,
-                  int64_t ldc, int64_t cols, bool overwrite) {
+                  int64_t ldc, int64_t cols, Store mode) {
   V acc[R][S::kNv];
+  alignas(64) float tmp[kNr];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
+    if (mode != Store::Continue) {
 #pragma GCC unroll 4
-    for (int v = 0; v < S::kNv; ++v) acc[r][v] = S::zero();
+      for (int v = 0; v < S::kNv; ++v) acc[r][v] = S::zero();
+    } else if (cols == kNr) {
+#pragma GCC unroll 4
+      for (int v = 0; v < S::kNv; ++v) acc[r][v] = S::load(c + r * ldc + v * S::kLanes);
+    } else {
+      for (int64_t j = 0; j < kNr; ++j) tmp[j] = j < cols ? c[r * ldc + j] : 0.0f;
+#pragma GCC unroll 4
+      for (int v = 0; v < S::kNv; ++v) acc[r][v] = S::load(tmp + v * S::kLanes);
+    }
   }
   for (int64_t p = 0; p < kc; ++p) {
     V b[S::kNv];
@@ -85,31 +100,31 @@ void micro_kernel(int64_t kc, const float* a, int64_t a_rs, int64_t a_ps, const 
     a += a_ps;
     panel += kNr;
   }
-  alignas(64) float tmp[kNr];
+  const bool add = mode == Store::Add;
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     float* out = c + r * ldc;
     if (cols == kNr) {
 #pragma GCC unroll 4
       for (int v = 0; v < S::kNv; ++v) {
-        S::store(out + v * S::kLanes, overwrite ? acc[r][v] : S::add(S::load(out + v * S::kLanes), acc[r][v]));
+        S::store(out + v * S::kLanes, add ? S::add(S::load(out + v * S::kLanes), acc[r][v]) : acc[r][v]);
       }
       continue;
     }
 #pragma GCC unroll 4
     for (int v = 0; v < S::kNv; ++v) S::store(tmp + v * S::kLanes, acc[r][v]);
-    for (int64_t j = 0; j < cols; ++j) out[j] = overwrite ? tmp[j] : out[j] + tmp[j];
+    for (int64_t j = 0; j < cols; ++j) out[j] = add ? out[j] + tmp[j] : tmp[j];
   }
 }
 
 // Any number of rows (<= R) through the kernel of that exact height (no wasted rows).
 template <class B, int R = kMr>
 void micro_rows(int64_t rows, int64_t kc, const float* a, int64_t a_rs, int64_t a_ps, const typename B::Element* panel,
-                float* c, int64_t ldc, int64_t cols, bool overwrite) {
+                float* c, int64_t ldc, int64_t cols, Store mode) {
   if constexpr (R > 1) {
-    if (rows < R) return micro_rows<B, R - 1>(rows, kc, a, a_rs, a_ps, panel, c, ldc, cols, overwrite);
+    if (rows < R) return micro_rows<B, R - 1>(rows, kc, a, a_rs, a_ps, panel, c, ldc, cols, mode);
   }
-  micro_kernel<B, R>(kc, a, a_rs, a_ps, panel, c, ldc, cols, overwrite);
+  micro_kernel<B, R>(kc, a, a_rs, a_ps, panel, c, ldc, cols, mode);
 }
 
 // ---- gemm(): one C tile over the whole k, A and B packed per kGemmBlockK block ----
@@ -182,11 +197,11 @@ inline void strided_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_
     float* packed_b = pb.data.data() + (cacheable ? (p0 / kGemmBlockK) * kBlockFloats : 0);
     pack_a(m, kc, a + p0 * a_cs, a_rs, a_cs, pa.data());
     if (!reuse) pack_b(n, kc, b + p0 * b_rs, b_rs, b_cs, packed_b);
-    const bool overwrite = p0 == 0 && !accumulate;
+    const Store mode = p0 == 0 && !accumulate ? Store::Overwrite : Store::Add;
     for (int64_t j0 = 0; j0 < n; j0 += kNr) {
       for (int64_t i0 = 0; i0 < m; i0 += kMr) {
         micro_rows<F32Panel>(std::min(kMr, m - i0), kc, pa.data() + i0 * kc, 1, kMr, packed_b + j0 * kc,
-                             c + i0 * ldc + j0, ldc, std::min(kNr, n - j0), overwrite);
+                             c + i0 * ldc + j0, ldc, std::min(kNr, n - j0), mode);
       }
     }
   }
@@ -283,12 +298,25 @@ struct RowGroups {
       }
       return;
     }
-    for (int64_t g = 0; g < n_groups; ++g) {
-      const E* panel = reinterpret_cast<const E*>(base + static_cast<size_t>(g) * g_bytes);
-      const int64_t cols = std::min(kNr, n_rows - g * kNr);
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += kMr) {
-        micro_rows<B>(std::min(kMr, n_tokens - t0), n_in, x + t0 * x_row, x_row, 1, panel, y + t0 * y_stride + g * kNr,
-                      y_stride, cols, true);
+    // k blocks of kGemmBlockK: each group's block of panel (kNr x 256 weights) stays in L1 while
+    // every token meets it; the tokens' blocks are interleaved per k (as gemm()'s A panels) so
+    // the broadcasts read one stream. Chains continue across blocks through y (Store::Continue).
+    thread_local std::vector<float> pa;
+    const int64_t token_panels = (n_tokens + kMr - 1) / kMr;
+    pa.resize(static_cast<size_t>(token_panels * kMr * kGemmBlockK));
+    for (int64_t p0 = 0; p0 < n_in; p0 += kGemmBlockK) {
+      const int64_t kc = std::min(kGemmBlockK, n_in - p0);
+      for (int64_t tp = 0; tp < token_panels; ++tp) {
+        pack_a(std::min(kMr, n_tokens - tp * kMr), kc, x + tp * kMr * x_row + p0, x_row, 1, pa.data() + tp * kMr * kc);
+      }
+      const Store mode = p0 == 0 ? Store::Overwrite : Store::Continue;
+      for (int64_t g = 0; g < n_groups; ++g) {
+        const E* panel = reinterpret_cast<const E*>(base + static_cast<size_t>(g) * g_bytes) + p0 * kNr;
+        const int64_t cols = std::min(kNr, n_rows - g * kNr);
+        for (int64_t tp = 0; tp < token_panels; ++tp) {
+          micro_rows<B>(std::min(kMr, n_tokens - tp * kMr), kc, pa.data() + tp * kMr * kc, 1, kMr, panel,
+                        y + tp * kMr * y_stride + g * kNr, y_stride, cols, mode);
+        }
       }
     }
   }

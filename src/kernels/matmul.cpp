@@ -141,7 +141,7 @@ void by_quantized_tiles(const Job& job, const uint8_t* a, avx2::Q8_KTileFn tile)
 }
 
 // Row-group kernels (quant.hpp RowGroupKernels) over the repacked weights: activations prepared
-// once per token, then units of kGroupsPerUnit row groups x kTokenTile tokens split over the
+// once per token, then units of whole row groups x kTokenTile tokens split over the
 // threads. One kernel serves every token count, so a batched token equals a lone one.
 void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
   const quant::RowGroupKernels& k = job.plan.format->row_groups;
@@ -155,8 +155,10 @@ void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
       job.n_tokens, [&](int64_t begin, int64_t end, int) {
         for (int64_t t = begin; t < end; ++t) k.prepare_activation(x + t * job.n_in, job.n_in, a + static_cast<size_t>(t) * a_row);
       });
-  constexpr int64_t kGroupsPerUnit = 4;
-  const int64_t rows_per_unit = kGroupsPerUnit * k.rows;
+  // Four groups per unit, but for decode at most 64 rows (1 group of the float GEMM's 64 on
+  // AVX-512): a 768-row matrix then still makes 12 units for the threads to share.
+  const int64_t groups_per_unit = job.n_tokens > 1 ? 4 : std::clamp<int64_t>(64 / k.rows, 1, 4);
+  const int64_t rows_per_unit = groups_per_unit * k.rows;
   const int64_t row_units = (job.n_out + rows_per_unit - 1) / rows_per_unit;
   const int64_t token_tiles = (job.n_tokens + kTokenTile - 1) / kTokenTile;
   job.run(row_units * token_tiles, [&](int64_t begin, int64_t end, int) {
