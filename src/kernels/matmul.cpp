@@ -155,9 +155,10 @@ void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
       job.n_tokens, [&](int64_t begin, int64_t end, int) {
         for (int64_t t = begin; t < end; ++t) k.prepare_activation(x + t * job.n_in, job.n_in, a + static_cast<size_t>(t) * a_row);
       });
-  // Four groups per unit, but for decode at most 64 rows (1 group of the float GEMM's 64 on
-  // AVX-512): a 768-row matrix then still makes 12 units for the threads to share.
-  const int64_t groups_per_unit = job.n_tokens > 1 ? 4 : std::clamp<int64_t>(64 / k.rows, 1, 4);
+  // Four groups per unit, but for decode at most 4 groups of 16 rows (the quantized formats)
+  // or 2 of the float GEMM's 64 (AVX-512): a 768-row matrix then still makes 6 units for the
+  // threads to share, each reading two groups side by side.
+  const int64_t groups_per_unit = job.n_tokens > 1 ? 4 : std::clamp<int64_t>(128 / k.rows, 1, 4);
   const int64_t rows_per_unit = groups_per_unit * k.rows;
   const int64_t row_units = (job.n_out + rows_per_unit - 1) / rows_per_unit;
   const int64_t token_tiles = (job.n_tokens + kTokenTile - 1) / kTokenTile;
