@@ -1,5 +1,6 @@
-// STREAM-like memory bandwidth (McCalpin's copy / scale / add / triad, plus a pure read, the
-// access pattern of a mat-vec) on arrays of 2^25 doubles (256 MiB each, far beyond the 32 MiB
+// STREAM-like memory bandwidth (McCalpin's copy / scale / add / triad, plus pure reads: one
+// stream per thread, and read8, eight interleaved streams per thread, the access pattern of a
+// decode GEMV over row groups, which reads several packed groups side by side) on arrays of 2^25 doubles (256 MiB each, far beyond the 32 MiB
 // L3), with 1 and 2 threads of okapi's ThreadPool. bytes_per_second counts STREAM's way: bytes
 // read plus bytes written, no write-allocate traffic. Wall-clock time (the work runs in the pool).
 //
@@ -40,7 +41,9 @@ Arrays& arrays() {
   return s;
 }
 
-enum class Kernel { Read, Copy, Scale, Add, Triad };
+enum class Kernel { Read, Read8, Copy, Scale, Add, Triad };
+
+constexpr int kStreams = 8;
 
 void run_stream(benchmark::State& state, Kernel kernel, int threads) {
   Arrays& s = arrays();
@@ -62,6 +65,22 @@ void run_stream(benchmark::State& state, Kernel kernel, int threads) {
           partial[index] = static_cast<double>(acc & 1u);
           break;
         }
+        case Kernel::Read8: {
+          // The chunk as kStreams consecutive parts, walked side by side.
+          const auto* bits = reinterpret_cast<const uint64_t*>(a);
+          const int64_t part = (end - begin) / kStreams;
+          uint64_t acc[kStreams] = {};
+          for (int64_t i = 0; i < part; i += 8) {
+            for (int st = 0; st < kStreams; ++st) {
+              const uint64_t* p = bits + begin + st * part + i;
+              for (int j = 0; j < 8; ++j) acc[st] ^= p[j];
+            }
+          }
+          uint64_t all = 0;
+          for (const uint64_t v : acc) all ^= v;
+          partial[index] = static_cast<double>(all & 1u);
+          break;
+        }
         case Kernel::Copy:
           for (int64_t i = begin; i < end; ++i) c[i] = a[i];
           break;
@@ -79,13 +98,13 @@ void run_stream(benchmark::State& state, Kernel kernel, int threads) {
     benchmark::ClobberMemory();
   }
   s.sink += partial[0] + partial[1];
-  const int64_t arrays_touched = kernel == Kernel::Read ? 1 : (kernel == Kernel::Add || kernel == Kernel::Triad ? 3 : 2);
+  const int64_t arrays_touched = kernel == Kernel::Read || kernel == Kernel::Read8 ? 1 : (kernel == Kernel::Add || kernel == Kernel::Triad ? 3 : 2);
   state.SetBytesProcessed(state.iterations() * kElements * arrays_touched * static_cast<int64_t>(sizeof(double)));
 }
 
 const bool registered = [] {
   const std::pair<const char*, Kernel> kernels[] = {
-      {"read", Kernel::Read}, {"copy", Kernel::Copy}, {"scale", Kernel::Scale}, {"add", Kernel::Add}, {"triad", Kernel::Triad}};
+      {"read", Kernel::Read}, {"read8", Kernel::Read8}, {"copy", Kernel::Copy}, {"scale", Kernel::Scale}, {"add", Kernel::Add}, {"triad", Kernel::Triad}};
   for (const auto& [name, kernel] : kernels) {
     for (int threads : {1, 2}) {
       const std::string title = std::string("BM_Stream/") + name + "/t" + std::to_string(threads);

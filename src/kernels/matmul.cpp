@@ -7,8 +7,9 @@
 //
 // Kernels, fastest first: the tier's row-group kernels over weights repacked once per tensor
 // (quant.hpp RowGroupKernels, kernels/weight_packs.hpp: AVX-512 VNNI for Q8_0, Q4_0, Q4_K and
-// Q6_K), which serve one token and many alike; AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0,
-// Q4_1/Q5_1 x Q8_1, Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K, F32/F16 x float), used for batches, whose
+// Q6_K; the float GEMM's panels for F32, F16 and BF16 on AVX2 and AVX-512), which serve one token
+// and many alike; AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x Q8_1,
+// Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K), used for batches, whose
 // per-token operations are those of the format's vec_dot; the table's vec_dot per (row, token);
 // and for formats without a vec_dot (IQ1_BN, IQ2_BN) dequantized rows dotted with the float
 // activations.
@@ -20,7 +21,6 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/avx2/gemm_float.hpp"
 #include "kernels/avx2/gemm_kquant.hpp"
 #include "kernels/avx2/gemm_kquant_low.hpp"
 #include "kernels/avx2/gemm_legacy.hpp"
@@ -140,15 +140,8 @@ void by_quantized_tiles(const Job& job, const uint8_t* a, avx2::Q8_KTileFn tile)
   });
 }
 
-void by_float_tiles(const Job& job, const float* x, avx2::FloatTileFn tile) {
-  job.for_each_tile([&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
-    tile(job.n_in, job.w_row(o0), job.n_in, o1 - o0, x + t0 * job.n_in, job.n_in, t1 - t0, job.plan.scale,
-         job.y + t0 * job.n_out + o0, job.n_out);
-  });
-}
-
 // Row-group kernels (quant.hpp RowGroupKernels) over the repacked weights: activations prepared
-// once per token, then units of kGroupsPerUnit row groups x kTokenTile tokens split over the
+// once per token, then units of whole row groups x kTokenTile tokens split over the
 // threads. One kernel serves every token count, so a batched token equals a lone one.
 void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
   const quant::RowGroupKernels& k = job.plan.format->row_groups;
@@ -162,8 +155,11 @@ void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
       job.n_tokens, [&](int64_t begin, int64_t end, int) {
         for (int64_t t = begin; t < end; ++t) k.prepare_activation(x + t * job.n_in, job.n_in, a + static_cast<size_t>(t) * a_row);
       });
-  constexpr int64_t kGroupsPerUnit = 4;
-  const int64_t rows_per_unit = kGroupsPerUnit * k.rows;
+  // Four groups per unit, but for decode at most 4 groups of 16 rows (the quantized formats)
+  // or 2 of the float GEMM's 64 (AVX-512): a 768-row matrix then still makes 6 units for the
+  // threads to share, each reading two groups side by side.
+  const int64_t groups_per_unit = job.n_tokens > 1 ? 4 : std::clamp<int64_t>(128 / k.rows, 1, 4);
+  const int64_t rows_per_unit = groups_per_unit * k.rows;
   const int64_t row_units = (job.n_out + rows_per_unit - 1) / rows_per_unit;
   const int64_t token_tiles = (job.n_tokens + kTokenTile - 1) / kTokenTile;
   job.run(row_units * token_tiles, [&](int64_t begin, int64_t end, int) {
@@ -174,15 +170,6 @@ void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
              job.n_out);
     }
   });
-}
-
-// x rounded to fp16 and back: what ggml's F16 x F16 dot multiplies, as floats.
-const float* fp16_rounded(const Job& job, const float* x) {
-  const uint8_t* halves = job.quantized_activations(x);
-  thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<size_t>(job.n_in * job.n_tokens));
-  job.plan.a_format->dequantize(halves, buffer.data(), job.n_in * job.n_tokens);
-  return buffer.data();
 }
 
 // The multi-token kernel for a weight format whose activations it reads as prepared, if any.
@@ -218,8 +205,6 @@ void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, 
   // Tiles only pay off with several tokens; one token (decode) streams each weight row once
   // through the table's vec_dot, whose per-row accumulators suit the hardware prefetcher better.
   if (n_tokens > 1 && tier >= Isa::avx2) {
-    if (w_type == DType::F32) return by_float_tiles(job, x, avx2::tile_f32);
-    if (w_type == DType::F16) return by_float_tiles(job, fp16_rounded(job, x), avx2::tile_f16);
     if (w_type == DType::Q4_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q4_0_q8_0);
     if (w_type == DType::Q8_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q8_0_q8_0);
     if (const avx2::Q8_KTileFn tile = quantized_tile(w_type, plan.a_type)) {

@@ -3,6 +3,7 @@
 
 #include "core/cpu.hpp"
 #include "core/error.hpp"
+#include "kernels/float_gemm.hpp"
 #include "quant/quant.hpp"
 
 namespace okapi::quant {
@@ -33,6 +34,10 @@ std::vector<Format> build_table(Isa tier) {
   }
   if (tier >= Isa::avx2) detail::use_avx2_kernels(table);
   if (tier >= Isa::avx512) detail::use_avx512_kernels(table);
+  // F32 / F16 / BF16 weights: the float GEMM's packed panels (shared with training).
+  for (auto& f : table) {
+    if (f.row_groups.rows == 0) f.row_groups = kernels::float_row_groups(f.type, tier);
+  }
   return table;
 }
 

@@ -20,11 +20,19 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t n_vocab) {
   return out;
 }
 
-// Seconds for one run of the test on a fresh cache.
-double time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
-                 const std::vector<int32_t>& tokens, std::vector<float>& logits) {
+struct Timed {
+  double seconds = 0;
+  int64_t tokens = 0;  // tokens the forward passes that ran consumed (decode: the passes themselves)
+};
+
+// One run of the test on a fresh cache, and the tokens its forward passes consumed (decode: one
+// pass per token), counted as they run: the rate divides by work done, not work asked for.
+// Decode stops early, between passes, on an interrupt.
+Timed time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
+                const std::vector<int32_t>& tokens, std::vector<float>& logits) {
   kv.truncate(0);
   std::vector<int32_t> positions;
+  Timed out;
   const double start = now_seconds();
   if (test.n_prompt > 0) {
     for (int64_t b = 0; b < test.n_prompt; b += batch_size) {
@@ -34,15 +42,18 @@ double time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t
       engine.model().forward(engine.ops(), kv,
                              std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b), static_cast<size_t>(size)),
                              positions, model::LogitRows::Last, logits.data());
+      out.tokens += size;
     }
   } else {
-    for (int64_t i = 0; i < test.n_gen; ++i) {
+    for (int64_t i = 0; i < test.n_gen && !interrupt_requested(); ++i) {
       const int32_t pos = static_cast<int32_t>(i);
       engine.model().forward(engine.ops(), kv, std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1),
                              std::span<const int32_t>(&pos, 1), model::LogitRows::Last, logits.data());
+      ++out.tokens;
     }
   }
-  return now_seconds() - start;
+  out.seconds = now_seconds() - start;
+  return out;
 }
 
 BenchSample run_bench_case_on(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
@@ -53,8 +64,9 @@ BenchSample run_bench_case_on(Engine& engine, kv::KvStore& kv, const BenchCase& 
   (void)time_once(engine, kv, test, batch_size, tokens, logits);  // warm-up: page in weights, caches
   BenchSample result;
   for (int r = 0; r < repetitions && !interrupt_requested(); ++r) {
-    const double seconds = time_once(engine, kv, test, batch_size, tokens, logits);
-    result.samples.push_back(static_cast<double>(n) / seconds);
+    const Timed run = time_once(engine, kv, test, batch_size, tokens, logits);
+    if (run.tokens < n) break;  // interrupted: a partial run is no sample
+    result.samples.push_back(static_cast<double>(run.tokens) / run.seconds);
   }
   const auto count = static_cast<double>(result.samples.size());
   if (count == 0) return result;

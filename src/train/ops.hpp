@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/gemm.hpp"
+#include "kernels/float_gemm.hpp"
 
 namespace okapi::train::ops {
 

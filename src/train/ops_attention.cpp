@@ -10,6 +10,8 @@
 
 namespace okapi::train::ops {
 
+using kernels::gemm;
+
 template <typename T>
 void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* probs, T* out,
                        ThreadPool* pool) {

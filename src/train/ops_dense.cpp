@@ -9,6 +9,7 @@
 namespace okapi::train::ops {
 
 using detail::for_range;
+using kernels::gemm;
 
 template <typename T>
 void linear_forward(const T* x, int64_t n, int64_t in, const T* w, int64_t out, T* y, bool accumulate,

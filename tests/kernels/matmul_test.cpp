@@ -214,19 +214,21 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulFormat, ::testing::ValuesIn(matmul_ty
                            return std::string(dtype_name(param_info.param));
                          });
 
-// Every quantized format (activations quantized to Q8_0 / Q8_1 / Q8_K): its batched and
-// single-token kernels share their code on every tier (quant/avx2/legacy_unpack.hpp,
-// kquant_unpack.hpp, kquant_low_unpack.hpp, gemm_q8_0.cpp's operations, the row-group kernels of
-// quant/avx512/), so every token of a batch, whatever its place in the token groups and tiles,
+// Every format with a dot product (quantized activations Q8_0 / Q8_1 / Q8_K, or float ones for
+// F32 / F16 / BF16): its batched and single-token kernels share their code on every tier
+// (quant/avx2/legacy_unpack.hpp, kquant_unpack.hpp, kquant_low_unpack.hpp, gemm_q8_0.cpp's
+// operations, the row-group kernels of quant/avx512/ and of the float GEMM), so every token of a batch, whatever its place in the token groups and tiles,
 // equals that token alone (decode) bit for bit. On the scalar tier both paths are the
 // reference vec_dot, which holds trivially. Speculative decoding's verification relies on it.
 TEST(Matmul, BatchedTokensEqualTheSameTokenAlone) {
   const int64_t n_out = 37, n_tokens = 71;
   for (DType type : quant::supported_types()) {
     const quant::Format& f = quant::format(type, Isa::scalar);
-    if (f.vec_dot_ref == nullptr || f.vec_dot_type == DType::F32 || f.vec_dot_type == DType::F16) continue;
-    // An odd number of 32-element blocks exercises the kernels' tail after the block pairs.
-    const int64_t n_in = layout(type).block_size == 32 ? 544 : 512;
+    if (f.vec_dot_ref == nullptr) continue;
+    // An odd number of 32-element blocks exercises the kernels' tail after the block pairs;
+    // float rows get an odd width.
+    const int64_t block = layout(type).block_size;
+    const int64_t n_in = block == 1 ? 301 : block == 32 ? 544 : 512;
     const std::vector<float> x = gaussian(static_cast<size_t>(n_in * n_tokens), 13);
     const Weights w = make_weights(type, n_in, n_out, 17);
     for (Isa tier : available_isas()) {

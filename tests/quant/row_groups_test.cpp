@@ -33,12 +33,13 @@ struct Tiered {
   DType type;
 };
 
-// Every (tier, format) pair with row-group kernels.
+// Every (tier, quantized format) pair with row-group kernels (the float formats' are the float
+// GEMM's: tests/kernels/float_row_groups_test.cpp).
 std::vector<Tiered> row_group_formats() {
   std::vector<Tiered> out;
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
-      if (format(type, tier).row_groups.rows > 0) out.push_back({tier, type});
+      if (format(type, tier).row_groups.rows > 0 && layout(type).block_size > 1) out.push_back({tier, type});
     }
   }
   return out;
@@ -328,13 +329,15 @@ INSTANTIATE_TEST_SUITE_P(Tiers, RowGroups, ::testing::ValuesIn(row_group_formats
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowGroups);
 
-// Which formats have row-group kernels where: none below avx512; Q8_0, Q4_0, Q6_K and Q4_K on
-// avx512.
+// Which formats have row-group kernels where: below avx512 only the float formats (from avx2 up);
+// Q8_0, Q4_0, Q6_K and Q4_K on avx512.
 TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
-      const bool expected = tier == Isa::avx512 &&
-                            (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q6_K || type == DType::Q4_K);
+      const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
+      const bool expected = (is_float && tier >= Isa::avx2) ||
+                            (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 ||
+                                                     type == DType::Q6_K || type == DType::Q4_K));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }
   }

@@ -2,7 +2,6 @@
 // qwen2, ...): expected splits follow the regexes' semantics as llama.cpp runs them.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -100,14 +99,15 @@ TEST(PreTokenizer, RandomBytesRoundTripThroughTheDecoder) {
   }
 }
 
-TEST(PreTokenizer, LargeInputIsFast) {
+// A 4 MiB input splits into words that join back to it (its speed: bench/tokenizer_scaling_bench.cpp).
+TEST(PreTokenizer, LargeInputSplitsCompletely) {
   std::string text;
   while (text.size() < (4u << 20)) text += "The quick brown fox, 12345 times!   \n\n\tÜber café 東京 🦙 'll ";
-  const auto start = std::chrono::steady_clock::now();
   const auto words = split("llama-bpe", text);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GT(words.size(), text.size() / 10);
-  EXPECT_LT(seconds, 10.0);
+  size_t joined = 0;
+  for (const auto& w : words) joined += w.size();
+  EXPECT_EQ(joined, text.size());
 }
 
 }  // namespace

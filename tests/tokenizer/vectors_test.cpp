@@ -86,7 +86,7 @@ TEST_P(Vectors, MatchLlamaCpp) {
   const fs::path shared = okapi::shared_dir();
   fs::path vocab_path = shared / "vocab" / name;
   if (name == "stories260K.gguf") vocab_path = shared / "golden" / "public" / "models" / name;
-  if (!fs::exists(vocab_path)) GTEST_SKIP() << "absent: " << vocab_path;
+  OKAPI_REQUIRE_DATA(vocab_path);
   const bool pending = kPending.count(name) > 0;
 
   std::unique_ptr<Tokenizer> tok;

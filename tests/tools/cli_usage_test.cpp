@@ -255,7 +255,7 @@ TEST(CliUsage, BenchWritesLlamaBenchFormats) {
   ASSERT_EQ(array.size(), 4u);
   for (const auto& rec : array)
     for (const char* key : {"model_filename", "model_size", "model_n_params", "n_threads", "n_prompt", "n_gen",
-                            "avg_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "type_k", "test"})
+                            "avg_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "type_k", "type_v", "test"})
       EXPECT_TRUE(rec.contains(key)) << key;
 
   const CommandResult jsonl = run_cli_stdout(base + "-o jsonl");
@@ -284,5 +284,5 @@ TEST(CliUsage, BenchWritesLlamaBenchFormats) {
   ASSERT_EQ(md.exit_code, 0);
   const auto md_lines = lines(md.output);
   ASSERT_EQ(md_lines.size(), 6u) << md.output;
-  EXPECT_EQ(md_lines[0], "| model | size | params | backend | threads | test | t/s |");
+  EXPECT_EQ(md_lines[0], "| model | size | params | backend | threads | type_k | type_v | test | t/s |");
 }

@@ -157,12 +157,18 @@ TEST(PerplexityCli, KlDivergenceAgainstItself) {
 TEST(BenchCli, PrintsMarkdownTable) {
   const auto r = run_cli("bench -m " + kModel + " -p 16 -n 8 -t 1,2 -r 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "| model | size | params | backend | threads | test | t/s |")) << r.output;
+  EXPECT_TRUE(contains(r.output, "| model | size | params | backend | threads | type_k | type_v | test | t/s |"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "| f16 | f16 | pp16 |")) << "llama-bench's default cache: " << r.output;
   EXPECT_TRUE(contains(r.output, "| pp16 |")) << r.output;
   EXPECT_TRUE(contains(r.output, "| tg8 |")) << r.output;
   const auto json = stdout_of(" bench -m " + kModel + " -p 16 -n 0 -r 1 --json");
   ASSERT_EQ(json.exit_code, 0) << json.output;
   EXPECT_GT(nlohmann::json::parse(json.output)["avg_ts"].get<double>(), 0.0);
+  EXPECT_EQ(nlohmann::json::parse(json.output)["type_k"], "f16");
+  const auto f32 = stdout_of(" bench -m " + kModel + " -p 0 -n 4 -r 1 -ctk f32 -ctv f32 --json");
+  ASSERT_EQ(f32.exit_code, 0) << f32.output;
+  EXPECT_EQ(nlohmann::json::parse(f32.output)["type_v"], "f32");
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-t 1,2] [-r 5] [-b 512] [-o md|csv|json|jsonl]
 //             [-ctk/-ctv] [--exact [--exact-attention ntt|direct]]
 // Prefill (ppN) and decode (tgN) throughput, mean ± sd over repetitions, in llama-bench's output
-// formats: md (the table: model, size, params, backend, threads, test, t/s), csv (a header, then
+// formats: md (the table: model, size, params, backend, threads, type_k, type_v, test, t/s), csv (a header, then
 // one row per test), json (one array of records), jsonl (one record per line). Records use
 // llama-bench's field names (model_filename, n_threads, avg_ts, samples_ns, ...) plus okapi's
-// `test` ("pp64") and `backend`.
+// `test` ("pp64") and `backend`. The KV cache is f16 unless told (-ctk/-ctv), as llama-bench's.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -35,8 +35,8 @@ struct BenchArgs {
   std::vector<int> threads{default_threads()};
   int repetitions = 5;
   int64_t batch_size = 512;
-  std::string cache_type_k = "f32";
-  std::string cache_type_v = "f32";
+  std::string cache_type_k = "f16";  // llama-bench's default: the numbers compare as they stand
+  std::string cache_type_v = "f16";
   bool exact = false;
   std::string exact_attention = "direct";
   std::string output = "md";
@@ -125,12 +125,13 @@ class ResultPrinter {
   void add(const nlohmann::ordered_json& r) {
     if (!begun_) begin();
     if (format_ == "md") {
-      std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n",
+      std::printf("| %s | %s | %s | %s | %d | %s | %s | %s | %.2f ± %.2f |\n",
                   std::filesystem::path(r["model_filename"].get<std::string>()).filename().string().c_str(),
                   human_size(r["model_size"].get<uint64_t>()).c_str(),
                   human_count(r["model_n_params"].get<uint64_t>()).c_str(), r["backends"].get<std::string>().c_str(),
-                  r["n_threads"].get<int>(), r["test"].get<std::string>().c_str(), r["avg_ts"].get<double>(),
-                  r["stddev_ts"].get<double>());
+                  r["n_threads"].get<int>(), r["type_k"].get<std::string>().c_str(),
+                  r["type_v"].get<std::string>().c_str(), r["test"].get<std::string>().c_str(),
+                  r["avg_ts"].get<double>(), r["stddev_ts"].get<double>());
     } else if (format_ == "csv") {
       std::string line;
       if (rows_ == 0) {
@@ -166,8 +167,8 @@ class ResultPrinter {
   void begin() {
     begun_ = true;
     if (format_ == "md") {
-      std::printf("| model | size | params | backend | threads | test | t/s |\n");
-      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+      std::printf("| model | size | params | backend | threads | type_k | type_v | test | t/s |\n");
+      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
     } else if (format_ == "json") {
       std::printf("[");
     }

@@ -1,15 +1,14 @@
-// Tile scheduling for the training GEMM and its scalar path (double, and float without AVX2).
-#include "train/gemm.hpp"
+// Tile scheduling of the float GEMM, its scalar path (double, and float on the scalar tier) and
+// the choice of tier (kernels/float_gemm.hpp).
+#include "kernels/float_gemm.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <vector>
 
-#include "core/cpu.hpp"
 #include "core/thread_pool.hpp"
-#include "train/avx2/gemm_f32.hpp"
 
-namespace okapi::train {
+namespace okapi::kernels {
 namespace {
 
 // One tile, scalar: row i of C accumulates A(i, p) * B(p, :) over p in order (an axpy per p, so
@@ -33,23 +32,8 @@ void gemm_tile_scalar(int64_t m, int64_t n, int64_t k, StridedMatrix<T> a, Strid
 std::atomic<uint64_t> next_call_id{1};
 
 template <typename T>
-void gemm_tile(int64_t m, int64_t n, int64_t k, StridedMatrix<T> a, StridedMatrix<T> b, T* c, int64_t ldc,
-               bool accumulate, uint64_t call_id) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (cpu_features().use_avx2()) {
-      avx2::gemm_tile_f32(m, n, k, a.data, a.row_stride, a.col_stride, b.data, b.row_stride, b.col_stride, c, ldc,
-                          accumulate, call_id);
-      return;
-    }
-  }
-  gemm_tile_scalar(m, n, k, a, b, c, ldc, accumulate);
-}
-
-}  // namespace
-
-template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, StridedMatrix<T> a, StridedMatrix<T> b, T* c, int64_t ldc,
-          bool accumulate, ThreadPool* pool) {
+void gemm_tiles(detail::FloatGemmTileFn simd_tile, int64_t m, int64_t n, int64_t k, StridedMatrix<T> a,
+                StridedMatrix<T> b, T* c, int64_t ldc, bool accumulate, ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   const int64_t tiles_m = (m + kGemmTileM - 1) / kGemmTileM, tiles_n = (n + kGemmTileN - 1) / kGemmTileN;
   const uint64_t call_id = next_call_id.fetch_add(1, std::memory_order_relaxed);
@@ -59,8 +43,15 @@ void gemm(int64_t m, int64_t n, int64_t k, StridedMatrix<T> a, StridedMatrix<T> 
       const int64_t i0 = (t % tiles_m) * kGemmTileM, j0 = (t / tiles_m) * kGemmTileN;
       const StridedMatrix<T> a_tile{a.data + i0 * a.row_stride, a.row_stride, a.col_stride};
       const StridedMatrix<T> b_tile{b.data + j0 * b.col_stride, b.row_stride, b.col_stride};
-      gemm_tile(std::min(kGemmTileM, m - i0), std::min(kGemmTileN, n - j0), k, a_tile, b_tile, c + i0 * ldc + j0,
-                ldc, accumulate, call_id);
+      const int64_t tm = std::min(kGemmTileM, m - i0), tn = std::min(kGemmTileN, n - j0);
+      if constexpr (std::is_same_v<T, float>) {
+        if (simd_tile != nullptr) {
+          simd_tile(tm, tn, k, a_tile.data, a.row_stride, a.col_stride, b_tile.data, b.row_stride, b.col_stride,
+                    c + i0 * ldc + j0, ldc, accumulate, call_id);
+          continue;
+        }
+      }
+      gemm_tile_scalar(tm, tn, k, a_tile, b_tile, c + i0 * ldc + j0, ldc, accumulate);
     }
   };
   const int64_t tiles = tiles_m * tiles_n;
@@ -71,9 +62,34 @@ void gemm(int64_t m, int64_t n, int64_t k, StridedMatrix<T> a, StridedMatrix<T> 
   }
 }
 
+detail::FloatGemmTileFn simd_tile(Isa tier) {
+  if (tier >= Isa::avx512) return avx512::float_gemm_tile;
+  if (tier >= Isa::avx2) return avx2::float_gemm_tile;
+  return nullptr;
+}
+
+}  // namespace
+
+template <typename T>
+void gemm(int64_t m, int64_t n, int64_t k, StridedMatrix<T> a, StridedMatrix<T> b, T* c, int64_t ldc,
+          bool accumulate, ThreadPool* pool) {
+  gemm_tiles<T>(std::is_same_v<T, float> ? simd_tile(isa()) : nullptr, m, n, k, a, b, c, ldc, accumulate, pool);
+}
+
+void gemm(Isa tier, int64_t m, int64_t n, int64_t k, StridedMatrix<float> a, StridedMatrix<float> b, float* c,
+          int64_t ldc, bool accumulate, ThreadPool* pool) {
+  gemm_tiles<float>(simd_tile(tier), m, n, k, a, b, c, ldc, accumulate, pool);
+}
+
 template void gemm<float>(int64_t, int64_t, int64_t, StridedMatrix<float>, StridedMatrix<float>, float*, int64_t,
                           bool, ThreadPool*);
 template void gemm<double>(int64_t, int64_t, int64_t, StridedMatrix<double>, StridedMatrix<double>, double*,
                            int64_t, bool, ThreadPool*);
 
-}  // namespace okapi::train
+quant::RowGroupKernels float_row_groups(DType type, Isa tier) {
+  if (tier >= Isa::avx512) return avx512::float_row_groups(type);
+  if (tier >= Isa::avx2) return avx2::float_row_groups(type);
+  return {};
+}
+
+}  // namespace okapi::kernels
