@@ -3,8 +3,8 @@
 //  * prepared activations hold the reference quantizer's levels and scales (Q8_0, Q8_K);
 //  * every (row, token) result equals, bit for bit, a scalar model of the kernels' arithmetic
 //    (per block in order: acc = fma(d_w * d_a, float(exact integer dot), acc); for Q6_K / Q4_K
-//    the integer dot of a super-block is sum_j scale_j * dot_j over its sub-blocks, and Q4_K
-//    then subtracts (dmin_w * d_a) * float(sum_j min_j * sum(a_j)) in a second FMA), for any
+//    the integer dot of a super-block is sum_j scale_j * dot_j over its sub-blocks, and Q4_K / Q5_K
+//    then subtract (dmin_w * d_a) * float(sum_j min_j * sum(a_j)) in a second FMA), for any
 //    number of rows (partial last group) and tokens (partial token groups), extreme levels
 //    included;
 //  * and agrees with the reference vec_dot within the tolerance of a reordered float sum.
@@ -59,15 +59,19 @@ int weight_level(DType type, const uint8_t* row, int64_t e) {
     const auto& b = reinterpret_cast<const block_q4_K*>(row)[e / QK_K];
     return (b.qs[(i / 64) * 32 + i % 32] >> (4 * ((i / 32) % 2))) & 0xF;
   }
+  if (type == DType::Q5_K) {  // ggml's dequantize_row_q5_K: qh bit i / 32 of byte i % 32 adds 16
+    const auto& b = reinterpret_cast<const block_q5_K*>(row)[e / QK_K];
+    const int low = (b.qs[(i / 64) * 32 + i % 32] >> (4 * ((i / 32) % 2))) & 0xF;
+    return low | (((b.qh[i % 32] >> (i / 32)) & 1) << 4);
+  }
   const auto& b = reinterpret_cast<const block_q6_K*>(row)[e / QK_K];
   const int h = i / 128, k = (i % 128) / 32, l = i % 32;
   const int low = (b.ql[h * 64 + (k % 2) * 32 + l] >> (4 * (k / 2))) & 0xF;
   return low | (((b.qh[h * 32 + l] >> (2 * k)) & 3) << 4);
 }
 
-// Q4_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
-std::pair<int, int> q4_K_scale_min(const block_q4_K& b, int j) {
-  const uint8_t* q = b.scales;
+// Q4_K's and Q5_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
+std::pair<int, int> k4_scale_min(const uint8_t* q, int j) {
   if (j < 4) return {q[j] & 63, q[j + 4] & 63};
   return {(q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)};
 }
@@ -96,8 +100,8 @@ struct Problem {
 };
 
 // Weights at the ends of their ranges: every Q8_0 level -128 (its quantizer never writes it),
-// Q4_0 blocks of all 0 or all 15, Q6_K levels all 63 with scales -128, Q4_K levels all 15 with
-// scales and mins 63.
+// Q4_0 blocks of all 0 or all 15, Q6_K levels all 63 with scales -128, Q4_K levels all 15 (Q5_K
+// 31) with scales and mins 63.
 void make_extreme(Problem& p) {
   const size_t block = layout(p.type).block_bytes;
   for (size_t b = 0; b < p.w.size() / block; ++b) {
@@ -114,6 +118,12 @@ void make_extreme(Problem& p) {
       auto* q4 = reinterpret_cast<block_q4_K*>(blk);
       std::memset(q4->qs, 0xff, sizeof(q4->qs));
       std::memset(q4->scales, 0xff, sizeof(q4->scales));
+    }
+    if (p.type == DType::Q5_K) {
+      auto* q5 = reinterpret_cast<block_q5_K*>(blk);
+      std::memset(q5->qs, 0xff, sizeof(q5->qs));
+      std::memset(q5->qh, 0xff, sizeof(q5->qh));
+      std::memset(q5->scales, 0xff, sizeof(q5->scales));
     }
   }
 }
@@ -145,9 +155,11 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
     return acc;
   }
   const auto* a = reinterpret_cast<const block_q8_K*>(p.act_at(t));
-  if (p.type == DType::Q4_K) {
+  if (p.type == DType::Q4_K || p.type == DType::Q5_K) {
+    // Both blocks start with d, dmin and the 12 bytes of scales and mins.
+    const size_t block_bytes = layout(p.type).block_bytes;
     for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
-      const auto& w = reinterpret_cast<const block_q4_K*>(row)[b];
+      const auto& w = *reinterpret_cast<const block_q4_K*>(row + static_cast<size_t>(b) * block_bytes);
       int32_t scaled = 0, mins = 0;
       for (int j = 0; j < QK_K / 32; ++j) {
         int32_t dot = 0, sum = 0;
@@ -155,7 +167,7 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
           dot += weight_level(p.type, row, b * QK_K + i) * a[b].qs[i];
           sum += a[b].qs[i];
         }
-        const auto [scale, min] = q4_K_scale_min(w, j);
+        const auto [scale, min] = k4_scale_min(w.scales, j);
         scaled += scale * dot;
         mins += min * sum;
       }
@@ -245,8 +257,9 @@ void check_q8_0_activations(const RowGroupKernels& k, DType type) {
   }
 }
 
-// Q8_K activations (Q6_K, Q4_K weights): levels, the float scale, and 16 words per super-block:
-// Q6_K -32 * each sum of 16 levels, Q4_K the int16 pairs of the sums of 32 (then zeros).
+// Q8_K activations (Q6_K, Q4_K, Q5_K weights): levels, the float scale, and 16 words per
+// super-block: Q6_K -32 * each sum of 16 levels, Q4_K and Q5_K the int16 pairs of the sums of 32
+// (then zeros).
 void check_q8_K_activations(const RowGroupKernels& k, DType type) {
   const Problem p = make_problem(type, 768, 1, 3, 3, false);
   const Packed packed = pack_all(k, p);
@@ -260,7 +273,7 @@ void check_q8_K_activations(const RowGroupKernels& k, DType type) {
       ASSERT_EQ(read_at<float>(row + nb * QK_K + b * 4), ref[b].d);
       for (int j = 0; j < QK_K / 16; ++j) {
         int32_t want = -32 * ref[b].bsums[j];
-        if (type == DType::Q4_K) {
+        if (type == DType::Q4_K || type == DType::Q5_K) {
           const auto sum32 = [&](int s32) {
             return static_cast<uint16_t>(ref[b].bsums[2 * s32] + ref[b].bsums[2 * s32 + 1]);
           };
@@ -330,14 +343,15 @@ INSTANTIATE_TEST_SUITE_P(Tiers, RowGroups, ::testing::ValuesIn(row_group_formats
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowGroups);
 
 // Which formats have row-group kernels where: below avx512 only the float formats (from avx2 up);
-// Q8_0, Q4_0, Q6_K and Q4_K on avx512.
+// Q8_0, Q4_0, Q6_K, Q4_K and Q5_K on avx512.
 TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
       const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
       const bool expected = (is_float && tier >= Isa::avx2) ||
                             (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 ||
-                                                     type == DType::Q6_K || type == DType::Q4_K));
+                                                     type == DType::Q6_K || type == DType::Q4_K ||
+                                                     type == DType::Q5_K));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }
   }

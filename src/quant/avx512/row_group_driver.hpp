@@ -52,6 +52,10 @@ struct Zmm {
   static V shift_right16(V a) {
     return _mm512_srli_epi16(a, kBits);
   }
+  template <int kBits>
+  static V shift_left16(V a) {
+    return _mm512_slli_epi16(a, kBits);
+  }
 };
 struct Ymm {
   using V = __m256i;
@@ -64,6 +68,10 @@ struct Ymm {
   template <int kBits>
   static V shift_right16(V a) {
     return _mm256_srli_epi16(a, kBits);
+  }
+  template <int kBits>
+  static V shift_left16(V a) {
+    return _mm256_slli_epi16(a, kBits);
   }
 };
 

@@ -1,6 +1,6 @@
 // AVX-512 VNNI kernels over weights repacked into groups of 16 interleaved rows (quant.hpp
 // RowGroupKernels): Q8_0 and Q4_0 weights against Q8_0-quantized activations (row_groups.cpp),
-// Q6_K and Q4_K against Q8_K (row_groups_kquant.cpp, which describes their layouts). Call only
+// Q6_K, Q4_K and Q5_K against Q8_K (row_groups_kquant.cpp, which describes their layouts). Call only
 // on the avx512 tier. Declarations only: no inline code shared with files of other tiers.
 //
 // Layout of one group of 16 rows (Q8_0, Q4_0), nb = n_in / 32 blocks back to back, padded to a
@@ -29,5 +29,6 @@ RowGroupKernels q8_0_row_groups();
 RowGroupKernels q4_0_row_groups();
 RowGroupKernels q6_K_row_groups();
 RowGroupKernels q4_K_row_groups();
+RowGroupKernels q5_K_row_groups();
 
 }  // namespace okapi::quant::avx512

@@ -4,8 +4,9 @@
 // `vpmulld` by the rows' sub-block scales; then a convert, a multiply and an FMA into the lane.
 //   Q6_K: 16 sub-blocks of 16, int8 scales; the level offset -32 enters through the activation
 //         (the dot starts from -32 * sum(a) of the sub-block).
-//   Q4_K: 8 sub-blocks of 32, 6-bit scales and mins; the mins term sum_j m_j * sum(a_j) is a
-//         second int32 sum (vpdpwssd of int16 pairs), subtracted with dmin in a second FMA.
+//   Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins; the mins term sum_j m_j * sum(a_j)
+//         is a second int32 sum (vpdpwssd of int16 pairs), subtracted with dmin in a second FMA.
+#include <type_traits>
 #include <vector>
 
 #include "quant/avx2/kernels.hpp"
@@ -219,19 +220,25 @@ struct Q6_KFormat {
   }
 };
 
-// ---- Q4_K ----
+// ---- Q4_K and Q5_K ----
 
-// Packed super-block of 16 rows, 2368 bytes (148 per row; a block_q4_K is 144): for each pair of
-// sub-blocks (2j, 2j+1), 8 chunks of 64 bytes, byte 4r + i of chunk k holding row r's level i of
-// run 16j + k (sub-block 2j) in its low nibble and of run 16j + 8 + k (sub-block 2j+1) in its high
-// one, as ggml's qs[32j + 4k + i]; then the 6-bit scales as bytes, [sub-block][row]; then the mins
-// as bytes, [pair p][row][2] (sub-blocks 2p, 2p+1: the int16 pairs of vpdpwssd once widened);
-// then the 16 fp16 d, then the 16 fp16 dmin.
-struct Q4_KFormat {
-  using Block = block_q4_K;
+// Packed super-block of 16 rows: for each pair of sub-blocks (2j, 2j+1), 8 chunks of 64 bytes,
+// byte 4r + i of chunk k holding row r's level i of run 16j + k (sub-block 2j) in its low nibble
+// and of run 16j + 8 + k (sub-block 2j+1) in its high one, as ggml's qs[32j + 4k + i]; Q5_K then
+// adds 2 chunks of the fifth bits: byte 4r + i of chunk c holds, for the runs k = 4c + m
+// (m = 0..3), the fifth bit of sub-block 2j's level 4k + i in bit 2m and of sub-block 2j+1's in
+// bit 2m + 1 (as ggml's qh[4k + i] bits 2j, 2j+1). After the pairs: the 6-bit scales as bytes,
+// [sub-block][row]; the mins as bytes, [pair p][row][2] (sub-blocks 2p, 2p+1: the int16 pairs of
+// vpdpwssd once widened); the 16 fp16 d; the 16 fp16 dmin. 148 bytes per row (a block_q4_K is
+// 144), 180 for Q5_K (176).
+template <typename B>
+struct KMinFormat {
+  using Block = B;
+  static constexpr bool kFifthBit = std::is_same_v<B, block_q5_K>;
   static constexpr int64_t kBlockElems = QK_K;
   static constexpr int64_t kSub = QK_K / 32;
-  static constexpr size_t kScalesOffset = kSub / 2 * 8 * 64;
+  static constexpr size_t kPairBytes = 8 * 64 + (kFifthBit ? 2 * 64 : 0);
+  static constexpr size_t kScalesOffset = kSub / 2 * kPairBytes;
   static constexpr size_t kMinsOffset = kScalesOffset + kSub * kRows;
   static constexpr size_t kDOffset = kMinsOffset + kSub * kRows;
   static constexpr size_t kDminOffset = kDOffset + kRows * sizeof(uint16_t);
@@ -250,7 +257,16 @@ struct Q4_KFormat {
 
   static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
     for (int j = 0; j < kSub / 2; ++j) {
-      for (int k = 0; k < 8; ++k) std::memcpy(dst + 512 * j + 64 * k + 4 * r, src.qs + 32 * j + 4 * k, 4);
+      uint8_t* pair = dst + kPairBytes * j;
+      for (int k = 0; k < 8; ++k) std::memcpy(pair + 64 * k + 4 * r, src.qs + 32 * j + 4 * k, 4);
+      if constexpr (kFifthBit) {
+        for (int k = 0; k < 8; ++k) {
+          for (int i = 0; i < 4; ++i) {
+            const int bits = (src.qh[4 * k + i] >> (2 * j)) & 3;
+            pair[512 + 64 * (k / 4) + 4 * r + i] |= static_cast<uint8_t>(bits << (2 * (k % 4)));
+          }
+        }
+      }
     }
     for (int j = 0; j < kSub; ++j) {
       scale_min(src, j, &dst[scales_of(j) + r], &dst[kMinsOffset + 2 * kRows * (j / 2) + 2 * r + j % 2]);
@@ -259,15 +275,44 @@ struct Q4_KFormat {
     std::memcpy(dst + kDminOffset + r * sizeof(uint16_t), &src.dmin, sizeof(uint16_t));
   }
 
-  // The 8 vectors of levels (0..15) of sub-block j, for all 16 rows (Zmm) or rows 8h .. 8h+7.
+  // Bit `kBit` of every byte of v moved to bit 4 (16-bit shifts: the mask drops what the
+  // neighbouring byte shifts in).
+  template <typename Vec, int kBit>
+  static typename Vec::V fifth_bit(typename Vec::V v) {
+    if constexpr (kBit < 4) v = Vec::template shift_left16<4 - kBit>(v);
+    if constexpr (kBit > 4) v = Vec::template shift_right16<kBit - 4>(v);
+    return Vec::and_(v, Vec::set1(0x10));
+  }
+
+  // The 8 vectors of levels (0..15, Q5_K 0..31) of sub-block j, for all 16 rows (Zmm) or rows
+  // 8h .. 8h+7 (Ymm).
   template <typename Vec>
   static void unpack(const uint8_t* block, int64_t j, int h, typename Vec::V* w) {
-    const uint8_t* chunks = block + 512 * (j / 2);
+    const uint8_t* pair = block + kPairBytes * static_cast<size_t>(j / 2);
     const auto mask = Vec::set1(0x0f);
     for (int k = 0; k < 8; ++k) {
-      const auto v = Vec::load(chunks + 64 * k, h);
+      const auto v = Vec::load(pair + 64 * k, h);
       w[k] = Vec::and_(j % 2 ? Vec::template shift_right16<4>(v) : v, mask);
     }
+    if constexpr (kFifthBit) {
+      const typename Vec::V high[2] = {Vec::load(pair + 512, h), Vec::load(pair + 576, h)};
+      if (j % 2 == 0) {
+        with_fifth_bits<Vec, 0>(high, w);
+      } else {
+        with_fifth_bits<Vec, 1>(high, w);
+      }
+    }
+  }
+  template <typename Vec, int kOdd>
+  static void with_fifth_bits(const typename Vec::V* high, typename Vec::V* w) {
+    w[0] = Vec::or_(w[0], fifth_bit<Vec, 0 + kOdd>(high[0]));
+    w[1] = Vec::or_(w[1], fifth_bit<Vec, 2 + kOdd>(high[0]));
+    w[2] = Vec::or_(w[2], fifth_bit<Vec, 4 + kOdd>(high[0]));
+    w[3] = Vec::or_(w[3], fifth_bit<Vec, 6 + kOdd>(high[0]));
+    w[4] = Vec::or_(w[4], fifth_bit<Vec, 0 + kOdd>(high[1]));
+    w[5] = Vec::or_(w[5], fifth_bit<Vec, 2 + kOdd>(high[1]));
+    w[6] = Vec::or_(w[6], fifth_bit<Vec, 4 + kOdd>(high[1]));
+    w[7] = Vec::or_(w[7], fifth_bit<Vec, 6 + kOdd>(high[1]));
   }
 
   static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
@@ -298,6 +343,7 @@ struct Q4_KFormat {
 }  // namespace
 
 RowGroupKernels q6_K_row_groups() { return make_row_groups<SuperBlockRows<Q6_KFormat>>(); }
-RowGroupKernels q4_K_row_groups() { return make_row_groups<SuperBlockRows<Q4_KFormat>>(); }
+RowGroupKernels q4_K_row_groups() { return make_row_groups<SuperBlockRows<KMinFormat<block_q4_K>>>(); }
+RowGroupKernels q5_K_row_groups() { return make_row_groups<SuperBlockRows<KMinFormat<block_q5_K>>>(); }
 
 }  // namespace okapi::quant::avx512
