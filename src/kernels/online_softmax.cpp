@@ -8,11 +8,13 @@
 
 namespace okapi::kernels {
 
-float exp_minus_tile_max(float* x, int64_t n, float* sum) {
+float softmax_tile(float* x, int64_t n, float* sum) {
   static const bool use_avx2 = cpu_features().use_avx2();
   if (use_avx2) {
     const float max = avx2::max(x, n);
-    *sum = static_cast<float>(avx2::exp_minus_max(x, n, max));
+    const double total = avx2::exp_minus_max(x, n, max);
+    avx2::scale_in_place(x, n, static_cast<float>(1.0 / total));
+    *sum = static_cast<float>(total);
     return max;
   }
   const float max = *std::max_element(x, x + n);
@@ -21,6 +23,8 @@ float exp_minus_tile_max(float* x, int64_t n, float* sum) {
     x[i] = std::exp(x[i] - max);
     total += static_cast<double>(x[i]);
   }
+  const auto inv = static_cast<float>(1.0 / total);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
   *sum = static_cast<float>(total);
   return max;
 }
@@ -33,9 +37,10 @@ void merge_softmax_partial(float* m, float* l, float* acc, float m_t, float l_t,
     return;
   }
   const float m_new = std::max(*m, m_t);
-  const float a = std::exp(*m - m_new), b = std::exp(m_t - m_new);
+  const float wa = *l * std::exp(*m - m_new), wb = l_t * std::exp(m_t - m_new);
   *m = m_new;
-  *l = *l * a + l_t * b;
+  *l = wa + wb;
+  const float a = wa / *l, b = wb / *l;
   for (int64_t i = 0; i < dim; ++i) acc[i] = acc[i] * a + acc_t[i] * b;
 }
 

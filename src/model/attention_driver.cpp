@@ -129,19 +129,15 @@ class TiledAttention {
       } else {
         for (int64_t j = 0; j < count; ++j) x[j] *= c_.scale;
       }
-      m[r] = kernels::exp_minus_tile_max(x, count, &l[r]);
+      m[r] = kernels::softmax_tile(x, count, &l[r]);
     }
     std::fill(acc, acc + n * c_.head_dim_v, 0.0f);
     kv_.tile_accumulate(c_.layer, kv_head, qs, c0, s.scores.data(), kAttentionTile, acc);
   }
 
-  // out row r = acc[r] / l[r].
-  static void finish(const QueryRows& rows, const float* l, const float* acc, int64_t dim) {
-    for (int r = 0; r < rows.n(); ++r) {
-      const float inv = 1.0f / l[r];
-      float* out = rows.out[static_cast<size_t>(r)];
-      for (int64_t d = 0; d < dim; ++d) out[d] = acc[r * dim + d] * inv;
-    }
+  // out row r = acc[r] (normalized already).
+  static void finish(const QueryRows& rows, const float* acc, int64_t dim) {
+    for (int r = 0; r < rows.n(); ++r) std::copy(acc + r * dim, acc + (r + 1) * dim, rows.out[static_cast<size_t>(r)]);
   }
 
   int64_t kv_head_of(int64_t unit) const { return unit % c_.n_head_kv; }
@@ -218,7 +214,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
         state.reset(rows.n(), dim);
         for (int64_t task = task_start[static_cast<size_t>(u)]; task < task_start[static_cast<size_t>(u + 1)]; ++task)
           state.merge(rows.n(), dim, m_of(task), l_of(task), acc_of(task));
-        TiledAttention::finish(rows, state.l.data(), state.acc.data(), dim);
+        TiledAttention::finish(rows, state.acc.data(), dim);
       }
     });
     return;
@@ -237,7 +233,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
         attn.tile_partial(rows, attn.kv_head_of(u), tile, scratch, m_t.data(), l_t.data(), acc_t.data());
         state.merge(rows.n(), dim, m_t.data(), l_t.data(), acc_t.data());
       }
-      TiledAttention::finish(rows, state.l.data(), state.acc.data(), dim);
+      TiledAttention::finish(rows, state.acc.data(), dim);
     }
   });
 }
