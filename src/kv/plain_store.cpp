@@ -125,13 +125,17 @@ void PlainStore<KElem, VElem>::tile_scores(int64_t layer, int64_t kv_head, const
     tile::kernels().scores_f32(qs, k, first, out, out_stride);
   } else {
     // q rounded to fp16 (as ggml converts src1 to K's vec_dot type), kept as floats.
+    const quant::Format& f16 = quant::format(DType::F16);
     thread_local std::vector<float> rounded;
+    thread_local std::vector<uint16_t> halves;
     thread_local std::vector<const float*> rows;
     rounded.resize(static_cast<size_t>(qs.n * d));
+    halves.resize(static_cast<size_t>(d));
     rows.resize(static_cast<size_t>(qs.n));
     for (int r = 0; r < qs.n; ++r) {
       float* dst = rounded.data() + r * d;
-      for (int64_t i = 0; i < d; ++i) dst[i] = round_like(qs.q[r][i], KElem{});
+      f16.quantize(qs.q[r], halves.data(), d);
+      f16.dequantize(halves.data(), dst, d);
       rows[static_cast<size_t>(r)] = dst;
     }
     tile::Queries rounded_qs = qs;
@@ -149,15 +153,7 @@ void PlainStore<KElem, VElem>::tile_accumulate(int64_t layer, int64_t kv_head, c
   if constexpr (std::is_same_v<VElem, float>) {
     tile::kernels().accumulate_f32(qs, v, first, probs, p_stride, acc);
   } else {
-    // Probabilities rounded to fp16 before they weight V, as in accumulate_values.
-    thread_local std::vector<float> rounded;
-    rounded.resize(static_cast<size_t>(qs.n * p_stride));
-    for (int r = 0; r < qs.n; ++r)
-      for (int64_t j = qs.begin[r]; j < qs.end[r]; ++j) {
-        const int64_t i = r * p_stride + (j - first);
-        rounded[static_cast<size_t>(i)] = round_like(probs[i], VElem{});
-      }
-    tile::kernels().accumulate_f16(qs, v, first, rounded.data(), p_stride, acc);
+    tile::kernels().accumulate_f16(qs, v, first, probs, p_stride, acc);  // rounds probs to fp16 first
   }
 }
 

@@ -9,6 +9,9 @@ namespace {
 
 float to_float(float x) { return x; }
 float to_float(uint16_t h) { return fp16_to_fp32(h); }
+// How a probability meets a V element of this type.
+float weight_for(float p, float) { return p; }
+float weight_for(float p, uint16_t) { return fp16_to_fp32(fp32_to_fp16(p)); }
 
 template <typename Elem>
 void scores_ref(const Queries& qs, Rows<Elem> k, int64_t first, float* scores, int64_t out_stride) {
@@ -29,7 +32,7 @@ void accumulate_ref(const Queries& qs, Rows<Elem> v, int64_t first, const float*
     float* out = acc + r * v.dim;
     for (int64_t j = qs.begin[r]; j < qs.end[r]; ++j) {
       const Elem* row = v.base + j * v.stride;
-      const float p = probs[r * p_stride + (j - first)];
+      const float p = weight_for(probs[r * p_stride + (j - first)], Elem{});
       for (int64_t d = 0; d < v.dim; ++d) out[d] += p * to_float(row[d]);
     }
   }

@@ -34,7 +34,8 @@ struct Queries {
 using ScoresF32Fn = void (*)(const Queries& qs, Rows<float> k, int64_t first, float* scores, int64_t out_stride);
 using ScoresF16Fn = void (*)(const Queries& qs, Rows<uint16_t> k, int64_t first, float* scores, int64_t out_stride);
 // acc[r * dim + d] += sum_{j in [begin[r], end[r])} probs[r * p_stride + (j - first)] * V[j][d], in
-// cell order. For fp16 V the probabilities are used as given (round them first to mirror ggml).
+// cell order. For fp16 V each probability is first rounded to fp16 (as ggml converts the f32
+// operand of an f16 mat-mul).
 using AccumulateF32Fn = void (*)(const Queries& qs, Rows<float> v, int64_t first, const float* probs,
                                  int64_t p_stride, float* acc);
 using AccumulateF16Fn = void (*)(const Queries& qs, Rows<uint16_t> v, int64_t first, const float* probs,

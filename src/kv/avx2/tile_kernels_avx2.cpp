@@ -29,6 +29,12 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// How a probability meets a V element of this type (fp16: rounded to fp16 first).
+float weight_for(float p, float) { return p; }
+float weight_for(float p, uint16_t) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(p), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+}
+
 // The cells some query of the tile sees: [lo, hi).
 void span_of(const Queries& qs, int64_t* lo, int64_t* hi) {
   *lo = INT64_MAX;
@@ -70,7 +76,7 @@ void accumulate(const Queries& qs, Rows<Elem> v, int64_t first, const float* pro
     widen(v.base + j * v.stride, v.dim, row);
     for (int r = 0; r < qs.n; ++r) {
       if (j < qs.begin[r] || j >= qs.end[r]) continue;
-      const float p = probs[r * p_stride + (j - first)];
+      const float p = weight_for(probs[r * p_stride + (j - first)], Elem{});
       const __m256 pv = _mm256_set1_ps(p);
       float* out = acc + r * v.dim;
       for (int64_t d = 0; d < vec; d += 8)

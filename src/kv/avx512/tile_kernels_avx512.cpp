@@ -1,11 +1,15 @@
 // AVX-512 tile kernels: each key / value row is converted to float once per call into a small
 // buffer and then met by every query of the tile (a GQA group, several prefill tokens).
 // GCC 12's intrinsic headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* values.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include <climits>
 
@@ -25,6 +29,12 @@ void widen(const float* row, int64_t dim, float* buf) {
 void widen(const uint16_t* row, int64_t dim, float* buf) {
   for (int64_t d = 0; d < dim; d += 16)
     _mm512_store_ps(buf + d, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(dim - d), row + d)));
+}
+
+// How a probability meets a V element of this type (fp16: rounded to fp16 first).
+float weight_for(float p, float) { return p; }
+float weight_for(float p, uint16_t) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(p), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
 }
 
 // The cells some query of the tile sees: [lo, hi).
@@ -65,7 +75,7 @@ void accumulate(const Queries& qs, Rows<Elem> v, int64_t first, const float* pro
     widen(v.base + j * v.stride, v.dim, row);
     for (int r = 0; r < qs.n; ++r) {
       if (j < qs.begin[r] || j >= qs.end[r]) continue;
-      const __m512 p = _mm512_set1_ps(probs[r * p_stride + (j - first)]);
+      const __m512 p = _mm512_set1_ps(weight_for(probs[r * p_stride + (j - first)], Elem{}));
       float* out = acc + r * v.dim;
       for (int64_t d = 0; d < v.dim; d += 16) {
         const __mmask16 m = tail_mask(v.dim - d);
