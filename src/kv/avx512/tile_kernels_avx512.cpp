@@ -37,6 +37,16 @@ float weight_for(float p, uint16_t) {
   return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(p), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
 }
 
+// Rows ahead of the one in use to ask the memory for: the rows of one head are strided (the
+// other heads lie between them), which the hardware prefetcher follows poorly at long context.
+constexpr int64_t kPrefetchAhead = 8;
+
+template <typename Elem>
+void prefetch_row(const Elem* row, int64_t dim) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t b = 0; b < dim * static_cast<int64_t>(sizeof(Elem)); b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
 // The cells some query of the tile sees: [lo, hi).
 void span_of(const Queries& qs, int64_t* lo, int64_t* hi) {
   *lo = INT64_MAX;
@@ -54,6 +64,7 @@ void scores(const Queries& qs, Rows<Elem> k, int64_t first, float* out, int64_t 
   int64_t lo = 0, hi = 0;
   span_of(qs, &lo, &hi);
   for (int64_t j = lo; j < hi; ++j) {
+    if (j + kPrefetchAhead < hi) prefetch_row(k.base + (j + kPrefetchAhead) * k.stride, k.dim);
     widen(k.base + j * k.stride, k.dim, row);
     for (int r = 0; r < qs.n; ++r) {
       if (j < qs.begin[r] || j >= qs.end[r]) continue;
@@ -72,6 +83,7 @@ void accumulate(const Queries& qs, Rows<Elem> v, int64_t first, const float* pro
   int64_t lo = 0, hi = 0;
   span_of(qs, &lo, &hi);
   for (int64_t j = lo; j < hi; ++j) {
+    if (j + kPrefetchAhead < hi) prefetch_row(v.base + (j + kPrefetchAhead) * v.stride, v.dim);
     widen(v.base + j * v.stride, v.dim, row);
     for (int r = 0; r < qs.n; ++r) {
       if (j < qs.begin[r] || j >= qs.end[r]) continue;
