@@ -8,6 +8,8 @@
 #include <span>
 #include <string_view>
 
+#include "kv/tile_kernels.hpp"
+
 namespace okapi::kv {
 
 struct KvShape {
@@ -38,6 +40,15 @@ class KvStore {
   // out[d] = sum_{j in [first, last)} probs[j - first] * V[j][d] of one kv head (overwrites out).
   virtual void accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
                                  float* out) const = 0;
+  // Attention tiles: several queries of one kv head (a GQA group, several prefill tokens), query r
+  // over cells [qs.begin[r], qs.end[r]) of a tile starting at cell `first`. A store reads each K
+  // and V row once for all of them; the defaults below call the per-head methods per query.
+  // out[r * out_stride + (j - first)] = q[r] · K[j].
+  virtual void tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
+                           int64_t out_stride) const;
+  // acc[r * head_dim_v + d] += sum_j probs[r * p_stride + (j - first)] * V[j][d] (adds, in cell order).
+  virtual void tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
+                               const float* probs, int64_t p_stride, float* acc) const;
   // Forgets everything from `position` on (a new prompt, or a rejected draft).
   virtual void truncate(int64_t position) { (void)position; }
 

@@ -45,6 +45,25 @@ void KvStore::append_tokens(int64_t layer, std::span<const int32_t> positions, c
   }
 }
 
+void KvStore::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
+                          int64_t out_stride) const {
+  for (int r = 0; r < qs.n; ++r)
+    if (qs.begin[r] < qs.end[r])
+      scores(layer, kv_head, qs.q[r], qs.begin[r], qs.end[r], out + r * out_stride + (qs.begin[r] - first));
+}
+
+void KvStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
+                              const float* probs, int64_t p_stride, float* acc) const {
+  const int64_t d = shape_.head_dim_v;
+  std::vector<float> sum(static_cast<size_t>(d));
+  for (int r = 0; r < qs.n; ++r) {
+    if (qs.begin[r] >= qs.end[r]) continue;
+    accumulate_values(layer, kv_head, probs + r * p_stride + (qs.begin[r] - first), qs.begin[r], qs.end[r],
+                      sum.data());
+    for (int64_t i = 0; i < d; ++i) acc[r * d + i] += sum[static_cast<size_t>(i)];
+  }
+}
+
 void KvStore::check_position(int64_t layer, int64_t position) const {
   if (layer < 0 || layer >= shape_.n_layer) throw_error("KV store: layer {} out of range ({} layers)", layer, shape_.n_layer);
   if (position < 0 || position >= shape_.n_ctx)
@@ -93,6 +112,48 @@ void PlainStore<KElem, VElem>::accumulate_values(int64_t layer, int64_t kv_head,
     } else {
       kernels::axpy_f16(round_like(probs[j - first], VElem{}), &v_[v_offset(layer, j, kv_head)], d, out);
     }
+  }
+}
+
+template <typename KElem, typename VElem>
+void PlainStore<KElem, VElem>::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
+                                           float* out, int64_t out_stride) const {
+  const int64_t d = shape_.head_dim_k;
+  if (d > tile::kMaxDim) return KvStore::tile_scores(layer, kv_head, qs, first, out, out_stride);
+  const tile::Rows<KElem> k{&k_[k_offset(layer, 0, kv_head)], shape_.n_head_kv * d, d};
+  if constexpr (std::is_same_v<KElem, float>) {
+    tile::kernels().scores_f32(qs, k, first, out, out_stride);
+  } else {
+    // q rounded to fp16 (as ggml converts src1 to K's vec_dot type), kept as floats.
+    const quant::Format& f16 = quant::format(DType::F16);
+    thread_local std::vector<float> rounded;
+    thread_local std::vector<uint16_t> halves;
+    thread_local std::vector<const float*> rows;
+    rounded.resize(static_cast<size_t>(qs.n * d));
+    halves.resize(static_cast<size_t>(d));
+    rows.resize(static_cast<size_t>(qs.n));
+    for (int r = 0; r < qs.n; ++r) {
+      float* dst = rounded.data() + r * d;
+      f16.quantize(qs.q[r], halves.data(), d);
+      f16.dequantize(halves.data(), dst, d);
+      rows[static_cast<size_t>(r)] = dst;
+    }
+    tile::Queries rounded_qs = qs;
+    rounded_qs.q = rows.data();
+    tile::kernels().scores_f16(rounded_qs, k, first, out, out_stride);
+  }
+}
+
+template <typename KElem, typename VElem>
+void PlainStore<KElem, VElem>::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
+                                               const float* probs, int64_t p_stride, float* acc) const {
+  const int64_t d = shape_.head_dim_v;
+  if (d > tile::kMaxDim) return KvStore::tile_accumulate(layer, kv_head, qs, first, probs, p_stride, acc);
+  const tile::Rows<VElem> v{&v_[v_offset(layer, 0, kv_head)], shape_.n_head_kv * d, d};
+  if constexpr (std::is_same_v<VElem, float>) {
+    tile::kernels().accumulate_f32(qs, v, first, probs, p_stride, acc);
+  } else {
+    tile::kernels().accumulate_f16(qs, v, first, probs, p_stride, acc);  // rounds probs to fp16 first
   }
 }
 

@@ -21,6 +21,10 @@ class PlainStore final : public KvStore {
   void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const override;
   void accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
                          float* out) const override;
+  void tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
+                   int64_t out_stride) const override;
+  void tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, const float* probs,
+                       int64_t p_stride, float* acc) const override;
 
  private:
   size_t k_offset(int64_t layer, int64_t cell, int64_t head) const {

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/gelu_table.hpp"
+#include "model/attention_driver.hpp"
 #include "kv/kv_store.hpp"
 #include "quant/quant.hpp"
 
@@ -17,14 +18,6 @@ namespace {
 
 // Below this many float operations a loop runs faster on the calling thread than handed out.
 constexpr int64_t kMinParallelWork = int64_t{1} << 15;
-
-// Attention task i (of n_tokens * n_head) -> (token, head). Tokens are visited in the order
-// 0, T-1, 1, T-2, ... so that contiguous chunks of tasks get similar causal work.
-void attention_task(int64_t i, int64_t n_tokens, int64_t n_head, int64_t* t, int64_t* h) {
-  const int64_t j = i / n_head;
-  *h = i % n_head;
-  *t = (j % 2 == 0) ? j / 2 : n_tokens - 1 - j / 2;
-}
 
 }  // namespace
 
@@ -73,29 +66,7 @@ void CpuOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const floa
 
 void CpuOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,
                        std::span<const int32_t> positions, float* out) {
-  const auto n_tokens = static_cast<int64_t>(positions.size());
-  const int64_t group = c.n_head / c.n_head_kv;
-  // One task per (token, head): each output row is computed by exactly one task.
-  int64_t cells = 0;  // keys visited over all tokens, for the work estimate
-  for (const int32_t pos : positions)
-    cells += c.sliding_window > 0 ? std::min<int64_t>(pos + 1, c.sliding_window) : pos + 1;
-  const int64_t work = cells * c.n_head * (c.head_dim_k + c.head_dim_v) * 2;
-  parallel(n_tokens * c.n_head, work, [&](int64_t begin, int64_t end) {
-    std::vector<float> probs;
-    for (int64_t task = begin; task < end; ++task) {
-      int64_t t = 0, h = 0;
-      attention_task(task, n_tokens, c.n_head, &t, &h);
-      const int64_t pos = positions[static_cast<size_t>(t)];
-      const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
-      const int64_t last = pos + 1;
-      probs.resize(static_cast<size_t>(last - first));
-      kv.scores(c.layer, h / group, q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
-      // As ggml: scale (and soft-cap) the scores, then a max-subtracted softmax.
-      for (float& s : probs) s = c.softcap > 0.0f ? c.softcap * std::tanh(s * c.scale / c.softcap) : s * c.scale;
-      kernels::softmax(probs.data(), last - first);
-      kv.accumulate_values(c.layer, h / group, probs.data(), first, last, out + (t * c.n_head + h) * c.head_dim_v);
-    }
-  });
+  tiled_attention(kv, c, q, positions, out, pool_);
 }
 
 void CpuOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kv/exact_store.hpp"
+#include "model/attention_driver.hpp"
 #include "model/exact_islands.hpp"
 #include "quant/quant.hpp"
 
@@ -31,12 +32,6 @@ struct EncodedWeight {
   std::vector<int16_t> values;
   std::vector<double> scales;
 };
-
-void attention_task(int64_t i, int64_t n_tokens, int64_t n_head, int64_t* t, int64_t* h) {
-  const int64_t j = i / n_head;
-  *h = i % n_head;
-  *t = (j % 2 == 0) ? j / 2 : n_tokens - 1 - j / 2;  // mix long and short causal rows per chunk
-}
 
 // Row r of a weight dequantized with the scalar reference dequantizer (never the SIMD one).
 class RowReader {
@@ -183,30 +178,7 @@ void ExactOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const fl
 
 void ExactOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,
                          std::span<const int32_t> positions, float* out) {
-  if (!kv::is_exact_store(kv))
-    throw_error("exact mode: attention needs an exact KV store (exact-ntt or exact-direct), got '{}'",
-                kv.type_name());
-  const auto n_tokens = static_cast<int64_t>(positions.size());
-  const int64_t group = c.n_head / c.n_head_kv;
-  int64_t cells = 0;
-  for (const int32_t pos : positions)
-    cells += c.sliding_window > 0 ? std::min<int64_t>(pos + 1, c.sliding_window) : pos + 1;
-  const int64_t work = cells * c.n_head * (c.head_dim_k + c.head_dim_v) * 2;
-  state_->parallel(n_tokens * c.n_head, work, [&](int64_t begin, int64_t end) {
-    std::vector<float> probs;
-    std::vector<double> scratch;
-    for (int64_t task = begin; task < end; ++task) {
-      int64_t t = 0, h = 0;
-      attention_task(task, n_tokens, c.n_head, &t, &h);
-      const int64_t pos = positions[static_cast<size_t>(t)];
-      const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
-      const int64_t last = pos + 1;
-      probs.resize(static_cast<size_t>(last - first));
-      kv.scores(c.layer, h / group, q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
-      exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, scratch);
-      kv.accumulate_values(c.layer, h / group, probs.data(), first, last, out + (t * c.n_head + h) * c.head_dim_v);
-    }
-  });
+  exact_attention(kv, c, q, positions, out, state_->pool);
 }
 
 void ExactOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {

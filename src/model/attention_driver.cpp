@@ -1,0 +1,264 @@
+#include "model/attention_driver.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/online_softmax.hpp"
+#include "kv/exact_store.hpp"
+#include "kv/kv_store.hpp"
+#include "model/exact_islands.hpp"
+
+namespace okapi::model {
+
+namespace {
+
+// Below this many float operations a loop runs faster on the calling thread than handed out.
+constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+// Prefill tokens whose queries meet a tile together (with the heads of their GQA group).
+constexpr int64_t kBlockTokens = 8;
+
+void run_parallel(ThreadPool* pool, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool && pool->size() > 1 && n > 1 && work >= kMinParallelWork) {
+    pool->parallel_for(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+  } else {
+    fn(0, n);
+  }
+}
+
+// The cells position `pos` sees: [first_visible, pos + 1).
+int64_t first_visible(const AttentionConfig& c, int64_t pos) {
+  return c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
+}
+
+// Float operations of the whole call, for the decision to go parallel.
+int64_t attention_work(const AttentionConfig& c, std::span<const int32_t> positions) {
+  int64_t cells = 0;
+  for (const int32_t pos : positions) cells += pos + 1 - first_visible(c, pos);
+  return cells * c.n_head * (c.head_dim_k + c.head_dim_v) * 2;
+}
+
+// 0, n-1, 1, n-2, ...: contiguous chunks of tasks mix long and short causal rows.
+int64_t zigzag(int64_t j, int64_t n) { return (j % 2 == 0) ? j / 2 : n - 1 - j / 2; }
+
+// The query rows of one kv head and one block of tokens (token-major, then the heads of the
+// group), with the cells each sees and the tiles they touch.
+struct QueryRows {
+  std::vector<const float*> q;
+  std::vector<float*> out;
+  std::vector<int64_t> first, last;
+  int64_t tile_lo = 0, tile_hi = 0;  // tiles [tile_lo, tile_hi)
+  int n() const { return static_cast<int>(q.size()); }
+};
+
+// Per-thread buffers of one tile: scores / probabilities, the rows' ranges within the tile.
+struct TileScratch {
+  std::vector<float> scores;
+  std::vector<int64_t> begin, end;
+};
+
+class TiledAttention {
+ public:
+  TiledAttention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
+                 float* out)
+      : kv_(kv), c_(c), q_(q), positions_(positions), out_(out), group_(c.n_head / c.n_head_kv) {
+    n_tokens_ = static_cast<int64_t>(positions.size());
+    n_blocks_ = (n_tokens_ + kBlockTokens - 1) / kBlockTokens;
+    max_rows_ = static_cast<int>(std::min(kBlockTokens, n_tokens_) * group_);
+  }
+  int64_t n_units() const { return n_blocks_ * c_.n_head_kv; }  // (block, kv head) pairs
+  int max_rows() const { return max_rows_; }
+  int64_t dim_v() const { return c_.head_dim_v; }
+
+  // Unit u: block zigzag(u / n_head_kv), kv head u % n_head_kv.
+  void rows_of(int64_t unit, QueryRows& rows) const {
+    const int64_t kv_head = unit % c_.n_head_kv;
+    const int64_t block = zigzag(unit / c_.n_head_kv, n_blocks_);
+    const int64_t t0 = block * kBlockTokens, t1 = std::min(n_tokens_, t0 + kBlockTokens);
+    rows.q.clear();
+    rows.out.clear();
+    rows.first.clear();
+    rows.last.clear();
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pos = positions_[static_cast<size_t>(t)];
+      for (int64_t h = kv_head * group_; h < (kv_head + 1) * group_; ++h) {
+        rows.q.push_back(q_ + (t * c_.n_head + h) * c_.head_dim_k);
+        rows.out.push_back(out_ + (t * c_.n_head + h) * c_.head_dim_v);
+        rows.first.push_back(first_visible(c_, pos));
+        rows.last.push_back(pos + 1);
+      }
+      lo = std::min(lo, first_visible(c_, pos));
+      hi = std::max(hi, pos + 1);
+    }
+    rows.tile_lo = lo / kAttentionTile;
+    rows.tile_hi = (hi + kAttentionTile - 1) / kAttentionTile;
+  }
+
+  // The partial of tile `tile` for every row: max m[r], sum l[r] (-1: the row sees none of the
+  // tile), accumulator acc[r * dim_v]. Depends only on each row's own query and range.
+  void tile_partial(const QueryRows& rows, int64_t kv_head, int64_t tile, TileScratch& s, float* m, float* l,
+                    float* acc) const {
+    const int n = rows.n();
+    const int64_t c0 = tile * kAttentionTile, c1 = c0 + kAttentionTile;
+    s.scores.resize(static_cast<size_t>(n * kAttentionTile));
+    s.begin.resize(static_cast<size_t>(n));
+    s.end.resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<size_t>(r);
+      s.begin[i] = std::max(c0, rows.first[i]);
+      s.end[i] = std::min(c1, rows.last[i]);
+      if (s.begin[i] >= s.end[i]) s.begin[i] = s.end[i] = c0;
+    }
+    const kv::tile::Queries qs{rows.q.data(), n, s.begin.data(), s.end.data()};
+    kv_.tile_scores(c_.layer, kv_head, qs, c0, s.scores.data(), kAttentionTile);
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<size_t>(r);
+      const int64_t count = s.end[i] - s.begin[i];
+      if (count == 0) {
+        l[r] = -1.0f;
+        continue;
+      }
+      float* x = s.scores.data() + r * kAttentionTile + (s.begin[i] - c0);
+      // As ggml: scale (and soft-cap) the scores before the softmax.
+      if (c_.softcap > 0.0f) {
+        for (int64_t j = 0; j < count; ++j) x[j] = c_.softcap * std::tanh(x[j] * c_.scale / c_.softcap);
+      } else {
+        for (int64_t j = 0; j < count; ++j) x[j] *= c_.scale;
+      }
+      m[r] = kernels::softmax_tile(x, count, &l[r]);
+    }
+    std::fill(acc, acc + n * c_.head_dim_v, 0.0f);
+    kv_.tile_accumulate(c_.layer, kv_head, qs, c0, s.scores.data(), kAttentionTile, acc);
+  }
+
+  // out row r = acc[r] (normalized already).
+  static void finish(const QueryRows& rows, const float* acc, int64_t dim) {
+    for (int r = 0; r < rows.n(); ++r) std::copy(acc + r * dim, acc + (r + 1) * dim, rows.out[static_cast<size_t>(r)]);
+  }
+
+  int64_t kv_head_of(int64_t unit) const { return unit % c_.n_head_kv; }
+
+ private:
+  const kv::KvStore& kv_;
+  const AttentionConfig& c_;
+  const float* q_;
+  std::span<const int32_t> positions_;
+  float* out_;
+  int64_t group_, n_tokens_ = 0, n_blocks_ = 0;
+  int max_rows_ = 0;
+};
+
+// The running state of every row of a unit, merged from tile partials in tile order.
+struct RunningState {
+  std::vector<float> m, l, acc;
+  void reset(int n, int64_t dim) {
+    m.assign(static_cast<size_t>(n), 0.0f);
+    l.assign(static_cast<size_t>(n), -1.0f);
+    acc.assign(static_cast<size_t>(n * dim), 0.0f);
+  }
+  void merge(int n, int64_t dim, const float* m_t, const float* l_t, const float* acc_t) {
+    for (int r = 0; r < n; ++r)
+      if (l_t[r] >= 0.0f)
+        kernels::merge_softmax_partial(&m[static_cast<size_t>(r)], &l[static_cast<size_t>(r)], acc.data() + r * dim,
+                                       m_t[r], l_t[r], acc_t + r * dim, dim);
+  }
+};
+
+}  // namespace
+
+void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
+                     float* out, ThreadPool* pool) {
+  if (positions.empty()) return;
+  const TiledAttention attn(kv, c, q, positions, out);
+  const int64_t work = attention_work(c, positions);
+  const int64_t dim = c.head_dim_v;
+  const int rows_max = attn.max_rows();
+  const int64_t n_units = attn.n_units();
+  const int threads = pool ? pool->size() : 1;
+  int64_t max_pos = 0;
+  for (const int32_t pos : positions) max_pos = std::max<int64_t>(max_pos, pos);
+
+  // Split-K: too few units to keep the threads busy, and long enough rows to split.
+  if (threads > 1 && n_units < 4 * threads && max_pos >= kAttentionTile && work >= kMinParallelWork) {
+    // Pass 1: one task per (unit, tile), partials kept; pass 2: per unit, merge in tile order.
+    std::vector<QueryRows> units(static_cast<size_t>(n_units));
+    std::vector<int64_t> task_start(static_cast<size_t>(n_units + 1), 0);
+    for (int64_t u = 0; u < n_units; ++u) {
+      attn.rows_of(u, units[static_cast<size_t>(u)]);
+      const QueryRows& rows = units[static_cast<size_t>(u)];
+      task_start[static_cast<size_t>(u + 1)] = task_start[static_cast<size_t>(u)] + rows.tile_hi - rows.tile_lo;
+    }
+    const int64_t n_tasks = task_start.back();
+    const int64_t stride = rows_max * (dim + 2);  // per task: m[rows], l[rows], acc[rows][dim]
+    std::vector<float> partials(static_cast<size_t>(n_tasks * stride));
+    auto m_of = [&](int64_t task) { return partials.data() + task * stride; };
+    auto l_of = [&](int64_t task) { return partials.data() + task * stride + rows_max; };
+    auto acc_of = [&](int64_t task) { return partials.data() + task * stride + 2 * rows_max; };
+    run_parallel(pool, n_tasks, work, [&](int64_t begin, int64_t end) {
+      TileScratch scratch;
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t u = std::upper_bound(task_start.begin(), task_start.end(), task) - task_start.begin() - 1;
+        const QueryRows& rows = units[static_cast<size_t>(u)];
+        const int64_t tile = rows.tile_lo + (task - task_start[static_cast<size_t>(u)]);
+        attn.tile_partial(rows, attn.kv_head_of(u), tile, scratch, m_of(task), l_of(task), acc_of(task));
+      }
+    });
+    run_parallel(pool, n_units, n_tasks * stride, [&](int64_t begin, int64_t end) {
+      RunningState state;
+      for (int64_t u = begin; u < end; ++u) {
+        const QueryRows& rows = units[static_cast<size_t>(u)];
+        state.reset(rows.n(), dim);
+        for (int64_t task = task_start[static_cast<size_t>(u)]; task < task_start[static_cast<size_t>(u + 1)]; ++task)
+          state.merge(rows.n(), dim, m_of(task), l_of(task), acc_of(task));
+        TiledAttention::finish(rows, state.acc.data(), dim);
+      }
+    });
+    return;
+  }
+
+  run_parallel(pool, n_units, work, [&](int64_t begin, int64_t end) {
+    QueryRows rows;
+    TileScratch scratch;
+    RunningState state;
+    std::vector<float> m_t(static_cast<size_t>(rows_max)), l_t(static_cast<size_t>(rows_max));
+    std::vector<float> acc_t(static_cast<size_t>(rows_max * dim));
+    for (int64_t u = begin; u < end; ++u) {
+      attn.rows_of(u, rows);
+      state.reset(rows.n(), dim);
+      for (int64_t tile = rows.tile_lo; tile < rows.tile_hi; ++tile) {
+        attn.tile_partial(rows, attn.kv_head_of(u), tile, scratch, m_t.data(), l_t.data(), acc_t.data());
+        state.merge(rows.n(), dim, m_t.data(), l_t.data(), acc_t.data());
+      }
+      TiledAttention::finish(rows, state.acc.data(), dim);
+    }
+  });
+}
+
+void exact_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
+                     float* out, ThreadPool* pool) {
+  if (!kv::is_exact_store(kv))
+    throw_error("exact mode: attention needs an exact KV store (exact-ntt or exact-direct), got '{}'",
+                kv.type_name());
+  const auto n_tokens = static_cast<int64_t>(positions.size());
+  const int64_t group = c.n_head / c.n_head_kv;
+  // One task per (token, head); each output row is computed by exactly one task.
+  run_parallel(pool, n_tokens * c.n_head, attention_work(c, positions), [&](int64_t begin, int64_t end) {
+    std::vector<float> probs;
+    std::vector<double> scratch;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t t = zigzag(task / c.n_head, n_tokens), h = task % c.n_head;
+      const int64_t pos = positions[static_cast<size_t>(t)];
+      const int64_t first = first_visible(c, pos), last = pos + 1;
+      probs.resize(static_cast<size_t>(last - first));
+      kv.scores(c.layer, h / group, q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
+      exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, scratch);
+      kv.accumulate_values(c.layer, h / group, probs.data(), first, last, out + (t * c.n_head + h) * c.head_dim_v);
+    }
+  });
+}
+
+}  // namespace okapi::model
