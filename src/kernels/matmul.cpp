@@ -14,7 +14,6 @@
 // activations.
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 #include "core/cpu.hpp"
@@ -38,7 +37,16 @@ constexpr int64_t kTokenTile = 64;
 // Below this many multiply-adds a call is faster on one thread than waking the pool.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
-using TileBody = std::function<void(int64_t o0, int64_t o1, int64_t t0, int64_t t1)>;
+// fn(begin, end, thread) over [0, n) on `pool`, or on the calling thread without one. The pool's
+// std::function holds only a reference to fn (no allocation per call).
+template <typename Fn>
+void run_on(ThreadPool* pool, int64_t n, const Fn& fn) {
+  if (pool != nullptr) {
+    pool->parallel_for(n, [&fn](int64_t begin, int64_t end, int thread) { fn(begin, end, thread); });
+  } else if (n > 0) {
+    fn(int64_t{0}, n, 0);
+  }
+}
 
 struct Job {
   const detail::MatmulPlan& plan;
@@ -47,16 +55,14 @@ struct Job {
   float* y;
   ThreadPool* pool;  // null: run on the calling thread
 
-  void run(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) const {
-    if (pool != nullptr) {
-      pool->parallel_for(n, fn);
-    } else if (n > 0) {
-      fn(0, n, 0);
-    }
+  template <typename Fn>
+  void run(int64_t n, const Fn& fn) const {
+    run_on(pool, n, fn);
   }
 
-  // Calls body on every tile, tiles split over the threads.
-  void for_each_tile(const TileBody& body) const {
+  // Calls body(o0, o1, t0, t1) on every tile, tiles split over the threads.
+  template <typename Body>
+  void for_each_tile(const Body& body) const {
     const int64_t row_tiles = (n_out + kRowTile - 1) / kRowTile, token_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
     run(row_tiles * token_tiles, [&](int64_t begin, int64_t end, int) {
       for (int64_t unit = begin; unit < end; ++unit) {
@@ -171,11 +177,7 @@ const uint8_t* prepared_activations(const quant::RowGroupKernels& k, int64_t n_i
   const auto body = [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) k.prepare_activation(x + t * n_in, n_in, a + static_cast<size_t>(t) * a_row);
   };
-  if (pool != nullptr && n_tokens > 1) {
-    pool->parallel_for(n_tokens, body);
-  } else {
-    body(0, n_tokens, 0);
-  }
+  run_on(n_tokens > 1 ? pool : nullptr, n_tokens, body);
   return a;
 }
 
@@ -200,11 +202,7 @@ void run_row_groups(std::span<const RowGroupWeight> weights, int64_t n_in, const
              w.n_out);
     }
   };
-  if (pool != nullptr) {
-    pool->parallel_for(units, body);
-  } else if (units > 0) {
-    body(0, units, 0);
-  }
+  run_on(pool, units, body);
 }
 
 void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
