@@ -54,4 +54,21 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
+// Below this much work (float operations, roughly) a loop runs faster on the calling thread than
+// handed out to the pool.
+inline constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+
+// The parallel-for every backend uses: fn(begin, end) over chunks of [0, n) on `pool`, or one
+// call fn(0, n) on the calling thread when there is no pool, one thread, one element, or less
+// than `min_work` of `work`. A template so that the caller's lambda is called directly; only the
+// hand-off to the pool goes through one std::function (of one reference: no allocation).
+template <typename Fn>
+void parallel_for(ThreadPool* pool, int64_t n, int64_t work, Fn&& fn, int64_t min_work = kMinParallelWork) {
+  if (pool != nullptr && pool->size() > 1 && n > 1 && work >= min_work) {
+    pool->parallel_for(n, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); });
+  } else if (n > 0) {
+    fn(int64_t{0}, n);
+  }
+}
+
 }  // namespace okapi

@@ -4,6 +4,7 @@
 // (n_out rows of n_in elements, any quant format).
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "core/cpu.hpp"
 #include "core/dtype.hpp"
@@ -33,8 +34,28 @@ void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const floa
 void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens,
             float* y, ThreadPool* pool);
 
+// One weight of matmul_group: y[t][o] = W[o] · x[t] for o < n_out.
+struct MatmulOutput {
+  DType w_type = DType::F32;
+  const void* w = nullptr;
+  int64_t n_out = 0;
+  float* y = nullptr;
+};
+// matmul() of one x ([n_tokens x n_in]) by several weights. When they all go through row-group
+// kernels that take the same activation layout (Q/K/V or gate/up of one format family), x is
+// prepared once and all their row groups run as one parallel loop: two barriers for the group
+// instead of two per weight. Every y is the same bits as matmul() gives it.
+void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const float* x, int64_t n_tokens,
+                  ThreadPool* pool);
+
+// Packs `w` now for the kernels of the tier in use when it lies in bytes registered with a
+// kernels::WeightPacks (weight_packs.hpp) and its format has row-group kernels on this tier
+// (no-op otherwise): load time pays for the repacking instead of the first token.
+void prepare_weight(DType w_type, const void* w, int64_t n_in, int64_t n_out, ThreadPool* pool);
+
 // y = x / sqrt(mean(x^2) + eps) * weight (weight may be null: no scaling). One row of n.
-// As ggml: squares summed in double, then (x * scale) * weight in float.
+// As ggml: squares summed in double, then (x * scale) * weight in float. x and y may be the same
+// row (each y[i] is written from x[i] after the sum).
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 
 struct RopeConfig {

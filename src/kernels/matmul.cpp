@@ -15,7 +15,6 @@
 // activations.
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 #include "core/cpu.hpp"
@@ -38,7 +37,16 @@ constexpr int64_t kTokenTile = 64;
 // Below this many multiply-adds a call is faster on one thread than waking the pool.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
-using TileBody = std::function<void(int64_t o0, int64_t o1, int64_t t0, int64_t t1)>;
+// fn(begin, end, thread) over [0, n) on `pool`, or on the calling thread without one. The pool's
+// std::function holds only a reference to fn (no allocation per call).
+template <typename Fn>
+void run_on(ThreadPool* pool, int64_t n, const Fn& fn) {
+  if (pool != nullptr) {
+    pool->parallel_for(n, [&fn](int64_t begin, int64_t end, int thread) { fn(begin, end, thread); });
+  } else if (n > 0) {
+    fn(int64_t{0}, n, 0);
+  }
+}
 
 struct Job {
   const detail::MatmulPlan& plan;
@@ -47,16 +55,14 @@ struct Job {
   float* y;
   ThreadPool* pool;  // null: run on the calling thread
 
-  void run(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) const {
-    if (pool != nullptr) {
-      pool->parallel_for(n, fn);
-    } else if (n > 0) {
-      fn(0, n, 0);
-    }
+  template <typename Fn>
+  void run(int64_t n, const Fn& fn) const {
+    run_on(pool, n, fn);
   }
 
-  // Calls body on every tile, tiles split over the threads.
-  void for_each_tile(const TileBody& body) const {
+  // Calls body(o0, o1, t0, t1) on every tile, tiles split over the threads.
+  template <typename Body>
+  void for_each_tile(const Body& body) const {
     const int64_t row_tiles = (n_out + kRowTile - 1) / kRowTile, token_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
     run(row_tiles * token_tiles, [&](int64_t begin, int64_t end, int) {
       for (int64_t unit = begin; unit < end; ++unit) {
@@ -141,35 +147,76 @@ void by_quantized_tiles(const Job& job, const uint8_t* a, avx2::Q8_KTileFn tile)
 }
 
 // Row-group kernels (quant.hpp RowGroupKernels) over the repacked weights: activations prepared
-// once per token, then units of whole row groups x kTokenTile tokens split over the
-// threads. One kernel serves every token count, so a batched token equals a lone one.
+// once per token, then units of a few row groups x kTokenTile tokens split over the threads. One
+// kernel serves every token count, so a batched token equals a lone one. A group of weights with
+// the same activation layout shares the prepared activations and one loop over all their units
+// (matmul_group).
+struct RowGroupWeight {
+  const quant::RowGroupKernels* k = nullptr;
+  const uint8_t* packed = nullptr;
+  int64_t n_out = 0;
+  float* y = nullptr;
+  int64_t rows_per_unit(int64_t n_tokens) const { return groups_per_unit(n_tokens) * k->rows; }
+  int64_t row_units(int64_t n_tokens) const { return (n_out + rows_per_unit(n_tokens) - 1) / rows_per_unit(n_tokens); }
+
+ private:
+  // Four groups per unit, but for decode at most 4 groups of 16 rows (the quantized formats) or 2
+  // of the float GEMM's 64 (AVX-512): a 768-row matrix then still makes 6 units for the threads
+  // to share, each reading two groups side by side.
+  int64_t groups_per_unit(int64_t n_tokens) const {
+    return n_tokens > 1 ? 4 : std::clamp<int64_t>(128 / k->rows, 1, 4);
+  }
+};
+
+const uint8_t* prepared_activations(const quant::RowGroupKernels& k, int64_t n_in, const float* x, int64_t n_tokens,
+                                    ThreadPool* pool) {
+  const size_t a_row = k.activation_bytes(n_in);
+  thread_local std::vector<uint8_t> buffer;  // the caller's: the workers read it through `a`
+  if (buffer.size() < a_row * static_cast<size_t>(n_tokens)) buffer.resize(a_row * static_cast<size_t>(n_tokens));
+  uint8_t* a = buffer.data();
+  const auto body = [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) k.prepare_activation(x + t * n_in, n_in, a + static_cast<size_t>(t) * a_row);
+  };
+  run_on(n_tokens > 1 ? pool : nullptr, n_tokens, body);
+  return a;
+}
+
+void run_row_groups(std::span<const RowGroupWeight> weights, int64_t n_in, const uint8_t* a, int64_t n_tokens,
+                    ThreadPool* pool) {
+  const quant::RowGroupKernels& k0 = *weights.front().k;
+  const size_t a_row = k0.activation_bytes(n_in);
+  const int64_t token_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
+  int64_t units = 0;
+  for (const RowGroupWeight& w : weights) units += w.row_units(n_tokens) * token_tiles;
+  const auto body = [&](int64_t begin, int64_t end, int) {
+    size_t i = 0;
+    int64_t first = 0;  // the first unit of weights[i]
+    for (int64_t unit = begin; unit < end; ++unit) {
+      while (unit >= first + weights[i].row_units(n_tokens) * token_tiles) {
+        first += weights[i++].row_units(n_tokens) * token_tiles;
+      }
+      const RowGroupWeight& w = weights[i];
+      const quant::RowGroupKernels& k = *w.k;
+      const int64_t rows_per_unit = w.rows_per_unit(n_tokens), local = unit - first;
+      const int64_t o0 = local / token_tiles * rows_per_unit, t0 = local % token_tiles * kTokenTile;
+      k.gemm(n_in, w.packed + static_cast<size_t>(o0 / k.rows) * k.group_bytes(n_in), std::min(rows_per_unit, w.n_out - o0),
+             a + static_cast<size_t>(t0) * a_row, a_row, std::min(kTokenTile, n_tokens - t0), w.y + t0 * w.n_out + o0,
+             w.n_out);
+    }
+  };
+  run_on(pool, units, body);
+}
+
 void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
   const quant::RowGroupKernels& k = job.plan.format->row_groups;
   const detail::PackKey key{job.w, tier, w_type, job.n_in, job.n_out};
-  const uint8_t* packed = detail::packed_weight(key, job.plan.w_row_bytes, job.pool);
-  const size_t a_row = k.activation_bytes(job.n_in), group_bytes = k.group_bytes(job.n_in);
-  thread_local std::vector<uint8_t> buffer;  // the caller's: the workers read it through `a`
-  buffer.resize(a_row * static_cast<size_t>(job.n_tokens));
-  uint8_t* a = buffer.data();
-  Job{job.plan, job.w, job.n_in, job.n_out, job.n_tokens, job.y, job.n_tokens > 1 ? job.pool : nullptr}.run(
-      job.n_tokens, [&](int64_t begin, int64_t end, int) {
-        for (int64_t t = begin; t < end; ++t) k.prepare_activation(x + t * job.n_in, job.n_in, a + static_cast<size_t>(t) * a_row);
-      });
-  // Four groups per unit, but for decode at most 4 groups of 16 rows (the quantized formats)
-  // or 2 of the float GEMM's 64 (AVX-512): a 768-row matrix then still makes 6 units for the
-  // threads to share, each reading two groups side by side.
-  const int64_t groups_per_unit = job.n_tokens > 1 ? 4 : std::clamp<int64_t>(128 / k.rows, 1, 4);
-  const int64_t rows_per_unit = groups_per_unit * k.rows;
-  const int64_t row_units = (job.n_out + rows_per_unit - 1) / rows_per_unit;
-  const int64_t token_tiles = (job.n_tokens + kTokenTile - 1) / kTokenTile;
-  job.run(row_units * token_tiles, [&](int64_t begin, int64_t end, int) {
-    for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t o0 = unit / token_tiles * rows_per_unit, t0 = unit % token_tiles * kTokenTile;
-      k.gemm(job.n_in, packed + static_cast<size_t>(o0 / k.rows) * group_bytes, std::min(rows_per_unit, job.n_out - o0),
-             a + static_cast<size_t>(t0) * a_row, a_row, std::min(kTokenTile, job.n_tokens - t0), job.y + t0 * job.n_out + o0,
-             job.n_out);
-    }
-  });
+  const RowGroupWeight weight{&k, detail::packed_weight(key, job.plan.w_row_bytes, job.pool), job.n_out, job.y};
+  const uint8_t* a = prepared_activations(k, job.n_in, x, job.n_tokens, job.pool);
+  run_row_groups(std::span<const RowGroupWeight>(&weight, 1), job.n_in, a, job.n_tokens, job.pool);
+}
+
+bool uses_row_groups(const detail::MatmulPlan& plan) {
+  return !plan.dequantize_path && plan.format->row_groups.rows > 0 && plan.scale == 1.0f;
 }
 
 // The multi-token kernel for a weight format whose activations it reads as prepared, if any.
@@ -201,7 +248,7 @@ void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, 
   const Job job{plan, static_cast<const uint8_t*>(w), n_in, n_out, n_tokens, y, pool};
 
   if (plan.dequantize_path) return by_dequantized_rows(job, x);
-  if (plan.format->row_groups.rows > 0 && plan.scale == 1.0f) return by_row_groups(job, tier, w_type, x);
+  if (uses_row_groups(plan)) return by_row_groups(job, tier, w_type, x);
   // Tiles only pay off with several tokens; one token (decode) streams each weight row once
   // through the table's vec_dot, whose per-row accumulators suit the hardware prefetcher better.
   if (n_tokens > 1 && tier >= Isa::avx2) {
@@ -212,6 +259,49 @@ void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, 
     }
   }
   by_vec_dot(job, plan.float_activations ? reinterpret_cast<const uint8_t*>(x) : job.quantized_activations(x));
+}
+
+void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const float* x, int64_t n_tokens,
+                  ThreadPool* pool) {
+  if (outputs.empty() || n_tokens == 0) return;
+  const Isa tier = isa();
+  const auto one_by_one = [&] {
+    for (const MatmulOutput& o : outputs) matmul(tier, o.w_type, o.w, n_in, o.n_out, x, n_tokens, o.y, pool);
+  };
+  constexpr size_t kMaxGroup = 8;  // Q/K/V, gate/up: groups are small (and kept off the heap)
+  if (outputs.size() > kMaxGroup) return one_by_one();
+  // The group shares its prepared activations only when every weight takes the same layout.
+  RowGroupWeight weights[kMaxGroup];
+  size_t w_rows[kMaxGroup];
+  int64_t work = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const MatmulOutput& out = outputs[i];
+    const detail::MatmulPlan plan = detail::plan_matmul(tier, out.w_type, out.w, n_in, out.n_out, n_tokens);
+    const quant::RowGroupKernels& k = plan.format->row_groups;
+    const quant::RowGroupKernels& k0 = i == 0 ? k : *weights[0].k;
+    if (!uses_row_groups(plan) || out.n_out == 0 || k.prepare_activation != k0.prepare_activation ||
+        k.activation_bytes(n_in) != k0.activation_bytes(n_in))
+      return one_by_one();
+    weights[i] = {&k, static_cast<const uint8_t*>(out.w), out.n_out, out.y};
+    w_rows[i] = plan.w_row_bytes;
+    work += n_in * out.n_out * n_tokens;
+  }
+  if (pool != nullptr && (pool->size() == 1 || work < kMinParallelWork)) pool = nullptr;
+  // Weights packed per call share one scratch buffer, so only registered copies can be grouped.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const detail::PackKey key{weights[i].packed, tier, outputs[i].w_type, n_in, outputs[i].n_out};
+    weights[i].packed = detail::registered_packed_weight(key, w_rows[i], pool);
+    if (weights[i].packed == nullptr) return one_by_one();
+  }
+  const uint8_t* a = prepared_activations(*weights[0].k, n_in, x, n_tokens, pool);
+  run_row_groups(std::span<const RowGroupWeight>(weights, outputs.size()), n_in, a, n_tokens, pool);
+}
+
+void prepare_weight(DType w_type, const void* w, int64_t n_in, int64_t n_out, ThreadPool* pool) {
+  const Isa tier = isa();
+  const detail::MatmulPlan plan = detail::plan_matmul(tier, w_type, w, n_in, n_out, 1);
+  if (n_out == 0 || !uses_row_groups(plan)) return;
+  (void)detail::packed_weight({w, tier, w_type, n_in, n_out}, plan.w_row_bytes, pool);
 }
 
 }  // namespace okapi::kernels

@@ -147,25 +147,28 @@ size_t WeightPacks::packed_tensors() const {
 
 namespace detail {
 
-const uint8_t* packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool) {
+const uint8_t* registered_packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool) {
   const size_t original_bytes = static_cast<size_t>(key.n_out) * w_row;
-  {
-    const std::lock_guard lock(registry_mutex());
-    for (WeightPacks::Impl* impl : registry()) {
-      if (!impl->holds(key.w, original_bytes)) continue;
-      for (const Pack& p : impl->packs) {
-        if (p.key == key) return p.bytes.data.get();
-      }
-      Pack pack{key, {}};
-      pack.bytes.reserve(packed_size(key));
-      // Pages of the original are dropped slice by slice as they are packed (then once more for
-      // the whole range, for the pages two slices shared): about one copy stays resident.
-      pack_into(key, w_row, pack.bytes.data.get(), pool, [&](const uint8_t* p, size_t n) { impl->release(p, n); });
-      impl->release(key.w, original_bytes);
-      impl->packs.push_back(std::move(pack));
-      return impl->packs.back().bytes.data.get();
+  const std::lock_guard lock(registry_mutex());
+  for (WeightPacks::Impl* impl : registry()) {
+    if (!impl->holds(key.w, original_bytes)) continue;
+    for (const Pack& p : impl->packs) {
+      if (p.key == key) return p.bytes.data.get();
     }
+    Pack pack{key, {}};
+    pack.bytes.reserve(packed_size(key));
+    // Pages of the original are dropped slice by slice as they are packed (then once more for
+    // the whole range, for the pages two slices shared): about one copy stays resident.
+    pack_into(key, w_row, pack.bytes.data.get(), pool, [&](const uint8_t* p, size_t n) { impl->release(p, n); });
+    impl->release(key.w, original_bytes);
+    impl->packs.push_back(std::move(pack));
+    return impl->packs.back().bytes.data.get();
   }
+  return nullptr;
+}
+
+const uint8_t* packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool) {
+  if (const uint8_t* packed = registered_packed_weight(key, w_row, pool)) return packed;
   thread_local AlignedBytes scratch;
   scratch.reserve(packed_size(key));
   pack_into(key, w_row, scratch.data.get(), pool, [](const uint8_t*, size_t) {});

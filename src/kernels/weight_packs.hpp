@@ -1,8 +1,8 @@
-// Weights repacked for the format table's row-group kernels (quant.hpp RowGroupKernels), owned by
-// the matmul layer. Whoever owns a set of weights (a model: its mapped GGUF file) registers their
-// bytes with a WeightPacks object for as long as they stay unchanged; the first matmul with a
-// weight inside a registered range packs it once (with the kernels of the tier it runs on), and
-// later calls reuse the copy. Weights outside every registered range are packed on the fly, on
+// Weights repacked for the format table's row-group kernels (quant.hpp RowGroupKernels). A
+// backend that prepares a set of weights (model::CpuOps::prepare: a model's mapped GGUF file)
+// registers their bytes with a WeightPacks object it owns, for as long as they stay unchanged, and
+// packs each weight at load (kernels::prepare_weight); a matmul with a weight inside a registered
+// range uses its copy (packing it then if it was not prepared). Weights outside every registered range are packed on the fly, on
 // each call, into a scratch buffer (tests, tools that build weights in memory).
 //
 // Memory: a packed copy is as large as the original (Q8_0, Q4_0, Q6_K; Q4_K +3%), padded to whole
@@ -61,6 +61,9 @@ struct PackKey {
 // or, for a weight outside every registered range, a copy packed into the calling thread's
 // scratch buffer (valid until that thread's next call). `pool` (may be null) packs in parallel.
 const uint8_t* packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool);
+// The registered copy only (packed now if it is the first call); null for a weight outside every
+// registered range.
+const uint8_t* registered_packed_weight(const PackKey& key, size_t w_row, ThreadPool* pool);
 
 }  // namespace detail
 

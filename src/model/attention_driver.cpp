@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -16,18 +15,8 @@ namespace okapi::model {
 
 namespace {
 
-// Below this many float operations a loop runs faster on the calling thread than handed out.
-constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 // Prefill tokens whose queries meet a tile together (with the heads of their GQA group).
 constexpr int64_t kBlockTokens = 8;
-
-void run_parallel(ThreadPool* pool, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool && pool->size() > 1 && n > 1 && work >= kMinParallelWork) {
-    pool->parallel_for(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
-  } else {
-    fn(0, n);
-  }
-}
 
 // The cells position `pos` sees: [first_visible, pos + 1).
 int64_t first_visible(const AttentionConfig& c, int64_t pos) {
@@ -198,7 +187,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
     auto m_of = [&](int64_t task) { return partials.data() + task * stride; };
     auto l_of = [&](int64_t task) { return partials.data() + task * stride + rows_max; };
     auto acc_of = [&](int64_t task) { return partials.data() + task * stride + 2 * rows_max; };
-    run_parallel(pool, n_tasks, work, [&](int64_t begin, int64_t end) {
+    parallel_for(pool, n_tasks, work, [&](int64_t begin, int64_t end) {
       TileScratch scratch;
       for (int64_t task = begin; task < end; ++task) {
         const int64_t u = std::upper_bound(task_start.begin(), task_start.end(), task) - task_start.begin() - 1;
@@ -207,7 +196,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
         attn.tile_partial(rows, attn.kv_head_of(u), tile, scratch, m_of(task), l_of(task), acc_of(task));
       }
     });
-    run_parallel(pool, n_units, n_tasks * stride, [&](int64_t begin, int64_t end) {
+    parallel_for(pool, n_units, n_tasks * stride, [&](int64_t begin, int64_t end) {
       RunningState state;
       for (int64_t u = begin; u < end; ++u) {
         const QueryRows& rows = units[static_cast<size_t>(u)];
@@ -220,7 +209,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
     return;
   }
 
-  run_parallel(pool, n_units, work, [&](int64_t begin, int64_t end) {
+  parallel_for(pool, n_units, work, [&](int64_t begin, int64_t end) {
     QueryRows rows;
     TileScratch scratch;
     RunningState state;
@@ -246,7 +235,7 @@ void exact_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
   const auto n_tokens = static_cast<int64_t>(positions.size());
   const int64_t group = c.n_head / c.n_head_kv;
   // One task per (token, head); each output row is computed by exactly one task.
-  run_parallel(pool, n_tokens * c.n_head, attention_work(c, positions), [&](int64_t begin, int64_t end) {
+  parallel_for(pool, n_tokens * c.n_head, attention_work(c, positions), [&](int64_t begin, int64_t end) {
     std::vector<float> probs;
     std::vector<double> scratch;
     for (int64_t task = begin; task < end; ++task) {

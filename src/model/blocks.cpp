@@ -40,24 +40,49 @@ int64_t ffn_width_from_gate(const gguf::File& file, int64_t fallback) {
   return fallback;
 }
 
-Scratch::Scratch(const HParams& hp, int64_t n_tokens_, int64_t n_ff) : n_tokens(n_tokens_) {
+Scratch::Scratch(Workspace& workspace, const HParams& hp, int64_t n_tokens_, int64_t n_ff) : n_tokens(n_tokens_) {
   const AttentionDims d = attention_dims(hp);
-  const auto rows = [&](int64_t n) { return static_cast<size_t>(n_tokens * n); };
-  x.resize(rows(hp.n_embd));
-  h.resize(x.size());
-  o.resize(x.size());
-  q.resize(rows(d.n_q));
-  k.resize(rows(d.n_k));
-  v.resize(rows(d.n_v));
-  attn.resize(rows(d.n_o));
-  gate.resize(rows(n_ff));
-  up.resize(gate.size());
+  size_t slot = 0;
+  const auto rows = [&](int64_t n) {
+    const auto count = static_cast<size_t>(n_tokens * n);
+    return std::span<float>(workspace.floats(slot++, count), count);
+  };
+  x = rows(hp.n_embd);
+  h = rows(hp.n_embd);
+  o = rows(hp.n_embd);
+  q = rows(d.n_q);
+  k = rows(d.n_k);
+  v = rows(d.n_v);
+  attn = rows(d.n_o);
+  gate = rows(n_ff);
+  up = rows(n_ff);
 }
+
+namespace {
+
+// The scale and bias of a projection whose mat-mul is done (llama.cpp's order).
+void finish_projection(Ops& ops, const Projection& p, int64_t n_tokens, float* y) {
+  if (p.scale) ops.scale(y, p.scale.f32()[0], n_tokens * p.w.n_out, y);
+  if (p.bias) ops.add_bias(p.bias, y, n_tokens);
+}
+
+}  // namespace
 
 void project(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, float* y) {
   ops.matmul(p.w, x, n_tokens, y);
-  if (p.scale) ops.scale(y, p.scale.f32()[0], n_tokens * p.w.n_out, y);
-  if (p.bias) ops.add_bias(p.bias, y, n_tokens);
+  finish_projection(ops, p, n_tokens, y);
+}
+
+void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size_t n, const float* x, int64_t n_tokens) {
+  constexpr size_t kMaxGroup = 4;
+  if (n > kMaxGroup) {
+    for (size_t i = 0; i < n; ++i) project(ops, *ps[i], x, n_tokens, ys[i]);
+    return;
+  }
+  MatmulTarget targets[kMaxGroup];
+  for (size_t i = 0; i < n; ++i) targets[i] = {&ps[i]->w, ys[i]};
+  ops.matmul_group(std::span<const MatmulTarget>(targets, n), x, n_tokens);
+  for (size_t i = 0; i < n; ++i) finish_projection(ops, *ps[i], n_tokens, ys[i]);
 }
 
 void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const AttentionWeights& w,
@@ -65,9 +90,9 @@ void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const Attenti
                      Scratch& s) {
   const int64_t T = s.n_tokens, n_o = attention_dims(hp).n_o;
   ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
-  project(ops, w.q, s.h.data(), T, s.q.data());
-  project(ops, w.k, s.h.data(), T, s.k.data());
-  project(ops, w.v, s.h.data(), T, s.v.data());
+  const Projection* qkv[] = {&w.q, &w.k, &w.v};
+  float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
+  project_group(ops, qkv, qkv_out, 3, s.h.data(), T);
   if (w.q_norm) ops.rmsnorm(s.q.data(), w.q_norm, T * hp.n_head, hp.head_dim_k, hp.norm_eps, s.q.data());
   if (w.k_norm) ops.rmsnorm(s.k.data(), w.k_norm, T * hp.n_head_kv, hp.head_dim_k, hp.norm_eps, s.k.data());
   ops.rope(s.q.data(), T, hp.n_head, hp.head_dim_k, positions, rope);
@@ -81,8 +106,9 @@ void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const Attenti
 void ffn_block(Ops& ops, const HParams& hp, const FfnWeights& w, Activation act, Scratch& s) {
   const int64_t T = s.n_tokens, n_ff = w.gate.w.n_out;
   ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
-  project(ops, w.gate, s.h.data(), T, s.gate.data());
-  project(ops, w.up, s.h.data(), T, s.up.data());
+  const Projection* gate_up[] = {&w.gate, &w.up};
+  float* const gate_up_out[] = {s.gate.data(), s.up.data()};
+  project_group(ops, gate_up, gate_up_out, 2, s.h.data(), T);
   ops.glu(act, s.gate.data(), s.up.data(), T, n_ff, s.gate.data());
   if (w.sub_norm) ops.rmsnorm(s.gate.data(), w.sub_norm, T, n_ff, hp.norm_eps, s.gate.data());
   project(ops, w.down, s.gate.data(), T, s.o.data());
@@ -102,6 +128,7 @@ void DecoderModel::load_embeddings() {
   output_norm_ = tensor("output_norm.weight", {hp.n_embd});
   output_ = optional_tensor("output.weight", {hp.n_embd, hp.n_vocab});
   if (!output_) output_ = token_embd_;  // tied embeddings
+  uses_in_matmul(output_);
 }
 
 Projection DecoderModel::projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts) {
@@ -113,6 +140,7 @@ Projection DecoderModel::projection(const std::string& prefix, std::vector<int64
   Projection p;
   const int64_t n_out = shape.size() == 2 ? shape[1] : 0;
   p.w = tensor(prefix + ".weight", std::move(shape));
+  uses_in_matmul(p.w);
   p.bias = lookup(parts.bias, prefix + ".bias", {n_out});
   p.scale = lookup(parts.scale, prefix + ".scale", {1});
   return p;
@@ -152,7 +180,7 @@ void DecoderModel::forward_pre_norm(Ops& ops, kv::KvStore& kv, std::span<const i
                                     Activation ffn_activation) const {
   const HParams& hp = hparams_;
   const int64_t T = static_cast<int64_t>(tokens.size());
-  Scratch s(hp, T, layers.front().ffn.gate.w.n_out);
+  Scratch s(ops.workspace(), hp, T, layers.front().ffn.gate.w.n_out);
   AttentionConfig att = attention_config(hp, 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)));
 
   ops.get_rows(token_embd_, tokens, s.x.data());

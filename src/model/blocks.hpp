@@ -53,18 +53,21 @@ std::string layer_prefix(int64_t il);
 // not 2-D.
 int64_t ffn_width_from_gate(const gguf::File& file, int64_t fallback);
 
-// Activations of one forward pass over T tokens, reused across layers.
+// Activations of one forward pass over T tokens, reused across layers: views of the backend's
+// workspace (Ops::workspace), which keeps them from one forward pass to the next.
 struct Scratch {
-  Scratch(const HParams& hp, int64_t n_tokens, int64_t n_ff);
+  Scratch(Workspace& workspace, const HParams& hp, int64_t n_tokens, int64_t n_ff);
   int64_t n_tokens;
-  std::vector<float> x, h, o;     // residual stream, normed input, block output [T x n_embd]
-  std::vector<float> q, k, v;     // [T x n_q], [T x n_k], [T x n_v]
-  std::vector<float> attn;        // attention output [T x n_o]
-  std::vector<float> gate, up;    // [T x n_ff]
+  std::span<float> x, h, o;     // residual stream, normed input, block output [T x n_embd]
+  std::span<float> q, k, v;     // [T x n_q], [T x n_k], [T x n_v]
+  std::span<float> attn;        // attention output [T x n_o]
+  std::span<float> gate, up;    // [T x n_ff]
 };
 
 // y = W·x, then times the scale, then plus the bias (llama.cpp's order), each when present.
 void project(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, float* y);
+// project() of one x by each of `n` projections into ys[i], the mat-muls as one Ops::matmul_group.
+void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size_t n, const float* x, int64_t n_tokens);
 
 // The attention block of layer att.layer on s.x; writes s.o.
 void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const AttentionWeights& w,

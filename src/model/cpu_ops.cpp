@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -14,23 +13,38 @@
 
 namespace okapi::model {
 
-namespace {
+void CpuOps::prepare(const WeightSet& weights) {
+  packs_.push_back(std::make_unique<kernels::WeightPacks>(weights.file, weights.file_is_mapped));
+  for (const Weight& w : weights.matmul) kernels::prepare_weight(w.type, w.data, w.n_in, w.n_out, pool_);
+}
 
-// Below this many float operations a loop runs faster on the calling thread than handed out.
-constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+size_t CpuOps::prepared_bytes() const {
+  size_t total = 0;
+  for (const auto& packs : packs_) total += packs->packed_bytes();
+  return total;
+}
 
-}  // namespace
-
-void CpuOps::parallel(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool_ && pool_->size() > 1 && n > 1 && work >= kMinParallelWork) {
-    pool_->parallel_for(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
-  } else {
-    fn(0, n);
-  }
+std::unique_ptr<kv::KvStore> CpuOps::make_kv(const kv::KvShape& shape, const KvTypes& types) {
+  return kv::make_store(shape, types.k, types.v);
 }
 
 void CpuOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
   kernels::matmul(w.type, w.data, w.n_in, w.n_out, x, n_tokens, y, pool_);
+}
+
+void CpuOps::matmul_group(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens) {
+  constexpr size_t kMaxGroup = 8;  // Q/K/V, gate/up: a group is small
+  if (targets.empty()) return;
+  if (targets.size() > kMaxGroup) return Ops::matmul_group(targets, x, n_tokens);
+  kernels::MatmulOutput outputs[kMaxGroup];
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const Weight& w = *targets[i].w;
+    if (w.n_in != targets.front().w->n_in) throw_error("matmul_group: '{}' takes {} inputs, '{}' {}", w.name, w.n_in,
+                                                       targets.front().w->name, targets.front().w->n_in);
+    outputs[i] = {w.type, w.data, w.n_out, targets[i].y};
+  }
+  kernels::matmul_group(std::span<const kernels::MatmulOutput>(outputs, targets.size()), targets.front().w->n_in, x,
+                        n_tokens, pool_);
 }
 
 void CpuOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
@@ -42,12 +56,7 @@ void CpuOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
 
 void CpuOps::rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
   parallel(n_rows, n_rows * n * 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<size_t>(n));
-    for (int64_t r = begin; r < end; ++r) {
-      // The kernel's input and output must not alias: copy the row first when they do.
-      std::copy(x + r * n, x + (r + 1) * n, row.begin());
-      kernels::rmsnorm(row.data(), weight ? weight.f32() : nullptr, n, eps, y + r * n);
-    }
+    for (int64_t r = begin; r < end; ++r) kernels::rmsnorm(x + r * n, weight ? weight.f32() : nullptr, n, eps, y + r * n);
   });
 }
 

@@ -1,8 +1,14 @@
-// Ops on the CPU: float32 activations, the kernels of kernels/kernels.hpp (AVX2 when available)
-// and a thread pool for the mat-muls and attention.
+// Ops on the CPU: float32 activations, the kernels of kernels/kernels.hpp (the ISA tier in use)
+// and a thread pool for the mat-muls and attention. prepare() repacks the weights with row-group
+// kernels on this tier into memory this object owns (kernels::WeightPacks), dropping the file's
+// pages as it goes; make_kv makes the plain f32 / f16 stores.
 #pragma once
-#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
 
+#include "core/thread_pool.hpp"
+#include "kernels/weight_packs.hpp"
 #include "model/ops.hpp"
 
 namespace okapi {
@@ -15,7 +21,12 @@ class CpuOps : public Ops {
  public:
   explicit CpuOps(ThreadPool* pool = nullptr) : pool_(pool) {}
 
+  void prepare(const WeightSet& weights) override;
+  std::unique_ptr<kv::KvStore> make_kv(const kv::KvShape& shape, const KvTypes& types) override;
+  size_t prepared_bytes() const;  // the repacked copies prepare() made
+
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override;
+  void matmul_group(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens) override;
   void add_bias(const Weight& bias, float* x, int64_t n_tokens) override;
   void rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
@@ -31,10 +42,12 @@ class CpuOps : public Ops {
   void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) override;
 
  private:
-  // Runs fn(begin, end) over [0, n) on the pool, or inline without one or when `work` (float
-  // operations, roughly) is too small to repay the hand-off.
-  void parallel(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn);
+  template <typename Fn>
+  void parallel(int64_t n, int64_t work, Fn&& fn) {
+    parallel_for(pool_, n, work, std::forward<Fn>(fn));
+  }
   ThreadPool* pool_;
+  std::vector<std::unique_ptr<kernels::WeightPacks>> packs_;  // one per prepared weight set
 };
 
 }  // namespace okapi::model

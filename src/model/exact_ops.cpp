@@ -5,10 +5,10 @@
 #include "model/exact_ops.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -21,9 +21,6 @@
 namespace okapi::model {
 
 namespace {
-
-// Below this much work (multiply-adds, roughly) a loop runs faster on the calling thread.
-constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 
 // A weight as int16 rows (zero-padded to `stride`) with one double scale per row.
 struct EncodedWeight {
@@ -69,12 +66,9 @@ struct ExactOps::State {
   std::vector<int16_t> x_values;  // the current matmul's encoded activations
   std::vector<double> x_scales;
 
-  void parallel(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
-    if (pool && pool->size() > 1 && n > 1 && work >= kMinParallelWork) {
-      pool->parallel_for(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
-    } else {
-      fn(0, n);
-    }
+  template <typename Fn>
+  void parallel(int64_t n, int64_t work, Fn&& fn) {
+    parallel_for(pool, n, work, std::forward<Fn>(fn));
   }
 
   const EncodedWeight& encoded(const Weight& w) {
@@ -113,6 +107,14 @@ ExactOps::ExactOps(ThreadPool* pool, exact::IntKernel kernel) : state_(std::make
 }
 
 ExactOps::~ExactOps() = default;
+
+void ExactOps::prepare(const WeightSet& weights) {
+  for (const Weight& w : weights.matmul) (void)state_->encoded(w);
+}
+
+std::unique_ptr<kv::KvStore> ExactOps::make_kv(const kv::KvShape& shape, const KvTypes& types) {
+  return kv::make_exact_store(shape, types.exact_scores);
+}
 
 void ExactOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
   State& s = *state_;

@@ -1,16 +1,16 @@
 // Ops for exact mode (seed 000): bit-identical logits on any x86-64, thread count, kernel set
 // (scalar or AVX2), compiler and optimisation level.
 //
-// - matmul: each weight is re-encoded on first use (cached by tensor) as int16 with one scale per
-//   row, w_int = round(w / s_w), s_w = max|row| / 32767, from the scalar reference dequantizer;
+// - matmul: each weight is re-encoded by prepare() (or on first use, cached by tensor) as int16
+//   with one scale per row, w_int = round(w / s_w), s_w = max|row| / 32767, from the scalar reference dequantizer;
 //   each activation row likewise (s_x per token). y = (float)((double)sum_i w_int x_int * (double)
 //   (s_w * s_x)): the sum is an exact int64 (|sum| <= n * 32767^2 < 2^63 for n < 2^33), so the order
 //   of summation, the thread split and the SIMD width cannot change it.
 // - fp32 islands (rmsnorm, rope, softmax, glu, add/mul/scale, bias, get_rows): fixed sequential
 //   reduction order in double, elementwise work per element, exact/detmath.hpp for exp, rsqrt,
 //   sin, cos, tanh, pow (model/exact_islands.hpp).
-// - attention: scores and value sums through an exact KV store (kv/exact_store.hpp); any other
-//   store is refused with an okapi::Error.
+// - attention: scores and value sums through an exact KV store (kv/exact_store.hpp, what make_kv
+//   makes); any other store is refused with an okapi::Error.
 #pragma once
 #include <memory>
 
@@ -29,6 +29,9 @@ class ExactOps : public Ops {
   // result is the same integer either way).
   explicit ExactOps(ThreadPool* pool = nullptr, exact::IntKernel kernel = exact::IntKernel::automatic);
   ~ExactOps() override;
+
+  void prepare(const WeightSet& weights) override;
+  std::unique_ptr<kv::KvStore> make_kv(const kv::KvShape& shape, const KvTypes& types) override;
 
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override;
   void add_bias(const Weight& bias, float* x, int64_t n_tokens) override;

@@ -65,7 +65,7 @@ class Gemma3Model final : public DecoderModel {
                      LogitRows rows, float* logits) const override {
     const HParams& hp = hparams_;
     const int64_t T = static_cast<int64_t>(tokens.size()), n_embd = hp.n_embd;
-    Scratch s(hp, T, layers_.front().ffn.gate.w.n_out);
+    Scratch s(ops.workspace(), hp, T, layers_.front().ffn.gate.w.n_out);
     AttentionConfig att = attention_config(hp, attention_scale_);
 
     ops.get_rows(token_embd_, tokens, s.x.data());

@@ -8,10 +8,16 @@
 
 namespace okapi::model {
 
-Model::Model(gguf::File file, HParams hparams)
-    : file_(std::move(file)),
-      hparams_(std::move(hparams)),
-      weight_packs_(std::make_unique<kernels::WeightPacks>(file_.bytes(), file_.is_mapped())) {}
+Model::Model(gguf::File file, HParams hparams) : file_(std::move(file)), hparams_(std::move(hparams)) {}
+
+WeightSet Model::weights() const { return {file_.bytes(), file_.is_mapped(), matmul_weights_}; }
+
+void Model::uses_in_matmul(const Weight& w) {
+  if (!w) return;
+  for (const Weight& seen : matmul_weights_)
+    if (seen.data == w.data) return;
+  matmul_weights_.push_back(w);
+}
 
 std::unique_ptr<Model> Model::load(gguf::File file) {
   const std::string arch = file.architecture();

@@ -1,5 +1,6 @@
 // A model: hyper-parameters plus typed weight views into a mapped GGUF file, and a forward pass
-// written against Ops. Each architecture (llama.cpp, qwen2.cpp, ...) derives from Model, looks
+// written against Ops. The backend (Ops) prepares the weights once at load (Ops::prepare of
+// weights()) and owns what it made of them. Each architecture (llama.cpp, qwen2.cpp, ...) derives from Model, looks
 // its tensors up in its constructor and implements forward_batch().
 #pragma once
 #include <cstdint>
@@ -12,7 +13,6 @@
 
 #include "core/problem_list.hpp"
 #include "format/gguf.hpp"
-#include "kernels/weight_packs.hpp"
 #include "model/hparams.hpp"
 #include "model/ops.hpp"
 
@@ -33,6 +33,8 @@ class Model {
   const HParams& hparams() const { return hparams_; }
   const gguf::File& file() const { return file_; }
   int64_t n_vocab() const { return hparams_.n_vocab; }
+  // Every weight the forward pass multiplies by, for Ops::prepare.
+  WeightSet weights() const;
 
   // Runs tokens[t] at positions[t] (prefill when many, decode when one), appending their K/V to
   // `kv`, and writes logits [rows x n_vocab]: every token (All) or the last one (Last).
@@ -52,14 +54,15 @@ class Model {
   Weight tensor(const std::string& name, std::vector<int64_t> shape);
   Weight optional_tensor(const std::string& name, std::vector<int64_t> shape);
   void check_tensors() const;  // throws counting every problem, listing the first few
+  // Records `w` (if present) as one the forward pass passes to Ops::matmul (see weights()).
+  void uses_in_matmul(const Weight& w);
 
   gguf::File file_;
   HParams hparams_;
 
  private:
   ProblemList problems_;
-  // Lets the matmul layer keep weights repacked for its kernels while the file is open.
-  std::unique_ptr<kernels::WeightPacks> weight_packs_;
+  std::vector<Weight> matmul_weights_;
 };
 
 // The architecture registry: general.architecture -> factory.

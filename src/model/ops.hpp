@@ -3,15 +3,16 @@
 // Activations are float32, row-major, one row per token.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "kernels/kernels.hpp"
-
-namespace okapi::kv {
-class KvStore;
-}
+#include "kv/exact_store.hpp"
+#include "kv/kv_store.hpp"
 
 namespace okapi::model {
 
@@ -25,6 +26,39 @@ struct Weight {
   int64_t n_out = 0;
   explicit operator bool() const { return data != nullptr; }
   const float* f32() const { return static_cast<const float*>(data); }  // 1-D tensors are F32
+};
+
+// What a backend prepares at load (Ops::prepare): every weight the model passes to matmul, and
+// the file bytes they lie in.
+struct WeightSet {
+  std::span<const uint8_t> file;  // the bytes holding the weights (may be empty)
+  bool file_is_mapped = false;    // a read-only file mapping: pages of a weight the backend has
+                                  // copied may be dropped (they map back from the file if read)
+  std::vector<Weight> matmul;     // each once
+};
+
+// The KV cache a backend is asked for: plain stores by cache type ("f32" / "f16"), or in exact
+// mode the exact store that computes q.k as `exact_scores` says (the cache types then unused).
+struct KvTypes {
+  std::string k = "f32", v = "f32";
+  kv::ExactScores exact_scores = kv::ExactScores::Direct;
+};
+
+// One weight of a group of matmuls that share their input (Q/K/V, gate/up): y = W·x.
+struct MatmulTarget {
+  const Weight* w = nullptr;
+  float* y = nullptr;
+};
+
+// Float buffers a forward pass reuses from call to call: slot i grows to the largest size asked
+// for and is kept, so once a batch of the largest size has run, later passes allocate nothing.
+// One forward pass at a time per backend (as the backends' other state).
+class Workspace {
+ public:
+  float* floats(size_t slot, size_t count);
+  size_t bytes() const;  // what the slots hold now
+ private:
+  std::vector<std::vector<float>> slots_;
 };
 
 // Gated FFN: act(gate) * up. GELU is ggml's CPU GELU (tanh approximation looked up in an fp16
@@ -43,12 +77,26 @@ struct AttentionConfig {
   float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale / softcap)
 };
 
+// A backend. Besides the operations it owns what it computes with: the copies of the weights it
+// makes at load (prepare), the forward pass's buffers (workspace) and the KV stores (make_kv).
 class Ops {
  public:
   virtual ~Ops() = default;
 
+  // Load time: repack / convert / upload each weight once into memory the backend owns. Weights
+  // never prepared still work (converted per call). The weights must stay valid, unchanged and
+  // at their addresses for as long as this backend is used with them.
+  virtual void prepare(const WeightSet& weights) = 0;
+  // A KV store this backend's attention can read (throws okapi::Error on an unknown type).
+  virtual std::unique_ptr<kv::KvStore> make_kv(const kv::KvShape& shape, const KvTypes& types) = 0;
+  Workspace& workspace() { return workspace_; }
+
   // y[t][o] = W[o] · x[t] for t < n_tokens; x has w.n_in columns, y w.n_out.
   virtual void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) = 0;
+  // matmul() for each target, all with the same x (every w has the same n_in). A backend may
+  // prepare x once for the group and run it as one parallel loop; each y is the same bits as
+  // matmul() would give. The default calls matmul() per target.
+  virtual void matmul_group(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens);
   // x[t][i] += bias[i]; bias is a 1-D F32 tensor of n elements.
   virtual void add_bias(const Weight& bias, float* x, int64_t n_tokens) = 0;
   // Each of n_rows rows of n: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty).
@@ -72,6 +120,9 @@ class Ops {
   virtual void scale(const float* a, float s, int64_t n, float* out) = 0;
   // out[t] = dequantized row ids[t] of table (an embedding matrix of n_out rows of n_in).
   virtual void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) = 0;
+
+ private:
+  Workspace workspace_;
 };
 
 }  // namespace okapi::model

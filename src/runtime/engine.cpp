@@ -63,9 +63,9 @@ bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, std::s
   return true;
 }
 
-std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, const EngineOptions& options, int threads,
-                                             int64_t n_ctx, const Workload& work, bool weights_loaded) {
-  const model::HParams& hp = model.hparams();
+namespace {
+
+model::RunShape run_shape(const EngineOptions& options, int threads, int64_t n_ctx, const Workload& work) {
   model::RunShape run;
   run.n_ctx = n_ctx;
   run.batch = work.batch;
@@ -75,11 +75,24 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, const En
   run.cache_type_v = options.cache_type_v;
   run.exact = options.exact;
   if (options.exact) run.exact_scores = exact_scores(options.exact_attention);
+  return run;
+}
+
+std::string kv_description(const model::MemoryEstimate& need, const Workload& work, int64_t n_ctx) {
+  return fmt::format("KV cache {} for {} {}", format_bytes(need.kv), work.flag, n_ctx);
+}
+
+}  // namespace
+
+void check_memory(const model::Model& model, const EngineOptions& options, int threads, int64_t n_ctx,
+                  const Workload& work, bool weights_loaded) {
+  const model::HParams& hp = model.hparams();
+  const model::RunShape run = run_shape(options, threads, n_ctx, work);
   const model::MemoryEstimate need = model::estimate_memory(model.file(), hp, run);
   // Copies that already exist have already lowered what is available.
   const double to_allocate = need.total() - (weights_loaded ? need.weights : 0.0);
   const MemoryBudget budget = available_memory();
-  const std::string kv_part = fmt::format("KV cache {} for {} {}", format_bytes(need.kv), work.flag, n_ctx);
+  const std::string kv_part = kv_description(need, work, n_ctx);
   if (to_allocate > static_cast<double>(budget.bytes)) {
     std::string parts;
     if (need.weights > 0 && !weights_loaded) parts = fmt::format("int16 weights {}, ", format_bytes(need.weights));
@@ -92,13 +105,26 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, const En
                 format_bytes(to_allocate), parts, format_bytes(static_cast<double>(budget.bytes)), budget.source,
                 advice(need, options, work));
   }
+}
+
+std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::Ops& ops, const EngineOptions& options,
+                                             int threads, int64_t n_ctx, const Workload& work, bool weights_loaded) {
+  check_memory(model, options, threads, n_ctx, work, weights_loaded);
+  const model::HParams& hp = model.hparams();
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
+  model::KvTypes types{options.cache_type_k, options.cache_type_v, kv::ExactScores::Direct};
+  if (options.exact) types.exact_scores = exact_scores(options.exact_attention);
   try {
-    if (options.exact) return kv::make_exact_store(shape, run.exact_scores);
-    return kv::make_store(shape, options.cache_type_k, options.cache_type_v);
+    return ops.make_kv(shape, types);
   } catch (const std::bad_alloc&) {
-    throw_error("out of memory allocating the {}", kv_part);
+    const model::MemoryEstimate need = model::estimate_memory(model.file(), hp, run_shape(options, threads, n_ctx, work));
+    throw_error("out of memory allocating the {}", kv_description(need, work, n_ctx));
   }
+}
+
+std::unique_ptr<model::Ops> make_backend(const EngineOptions& options, ThreadPool* pool) {
+  if (options.exact) return std::make_unique<model::ExactOps>(pool);
+  return std::make_unique<model::CpuOps>(pool);
 }
 
 double now_seconds() {
@@ -120,17 +146,9 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
     std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
     tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
     std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, 0.0));
-    if (options.exact) {
-      // Encode every weight now (ExactOps caches them per tensor) so that load time, not the first
-      // prompt, pays for it: one token through a one-cell scratch cache touches every matmul. The
-      // memory check of that cache counts the int16 copies about to be made.
-      const auto scratch = make_checked_kv(*engine->model_, options, engine->threads(), 1, {.batch = 1},
-                                           /*weights_loaded=*/false);
-      const int32_t token = 0, position = 0;
-      std::vector<float> logits(static_cast<size_t>(engine->model().n_vocab()));
-      engine->model().forward(engine->ops(), *scratch, std::span<const int32_t>(&token, 1),
-                              std::span<const int32_t>(&position, 1), model::LogitRows::Last, logits.data());
-    }
+    // The copies the backend is about to make (exact mode's int16 weights) must fit.
+    check_memory(*engine->model_, options, engine->threads(), 1, {.batch = 1}, /*weights_loaded=*/false);
+    engine->ops_->prepare(engine->model_->weights());
     engine->load_seconds_ = now_seconds() - start;
     return engine;
   });
@@ -143,13 +161,8 @@ Engine::Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, 
       tokenizer_(std::move(tokenizer)),
       options_(options),
       pool_(options.threads),
-      load_seconds_(load_seconds) {
-  if (options.exact) {
-    ops_ = std::make_unique<model::ExactOps>(&pool_);
-  } else {
-    ops_ = std::make_unique<model::CpuOps>(&pool_);
-  }
-}
+      ops_(make_backend(options, &pool_)),
+      load_seconds_(load_seconds) {}
 
 uint64_t Engine::file_bytes() const { return model_->file().bytes().size(); }
 
@@ -163,10 +176,10 @@ uint64_t Engine::parameter_count() const {
   return total;
 }
 
-std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work) const {
+std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work) {
   const int64_t cells = resolve_ctx(n_ctx);
-  // In exact mode load() has already encoded the weights.
-  auto kv = make_checked_kv(*model_, options_, threads(), cells, work, /*weights_loaded=*/options_.exact);
+  // load() has already had the backend prepare its weight copies.
+  auto kv = make_checked_kv(*model_, *ops_, options_, threads(), cells, work, /*weights_loaded=*/true);
   if (!warned_context_) warned_context_ = warn_beyond_trained_context(cells, hparams(), work.flag);
   return kv;
 }

@@ -48,17 +48,22 @@ struct Workload {
 
 // Estimates the weight copies, the KV cache of n_ctx cells and the scratch buffers of `work`
 // (model/memory_estimate.hpp) and throws okapi::Error "... needs X (weights, KV cache, scratch),
-// this machine has Y available; try ..." when they do not fit in available_memory(); otherwise
-// makes the cache (the exact store in exact mode, else the cache types' store). Pass
+// this machine has Y available; try ..." when they do not fit in available_memory(). Pass
 // `weights_loaded` when the weight copies already exist (they are then not counted again).
-std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, const EngineOptions& options, int threads,
-                                             int64_t n_ctx, const Workload& work, bool weights_loaded);
+void check_memory(const model::Model& model, const EngineOptions& options, int threads, int64_t n_ctx,
+                  const Workload& work, bool weights_loaded);
+// check_memory, then the cache made by the backend `ops` (ExactOps: the exact store of
+// options.exact_attention; CpuOps: the cache types' store).
+std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::Ops& ops, const EngineOptions& options,
+                                             int threads, int64_t n_ctx, const Workload& work, bool weights_loaded);
+// The backend of `options` (ExactOps in exact mode, else CpuOps) on `pool`, not yet prepared.
+std::unique_ptr<model::Ops> make_backend(const EngineOptions& options, ThreadPool* pool);
 
 class Engine {
  public:
-  // Maps and loads the model and its vocabulary. Throws okapi::Error (missing file, bad GGUF,
-  // unknown architecture, threads < 1, unknown cache type, unknown exact_attention). In exact mode
-  // the weights are encoded to int16 during load (one token is run through a scratch cache).
+  // Maps and loads the model and its vocabulary, and has the backend prepare the weights (CpuOps
+  // repacks them, ExactOps encodes them to int16). Throws okapi::Error (missing file, bad GGUF,
+  // unknown architecture, threads < 1, unknown cache type, unknown exact_attention).
   static std::unique_ptr<Engine> load(const std::filesystem::path& model_path, const EngineOptions& options);
 
   const model::Model& model() const { return *model_; }
@@ -75,7 +80,7 @@ class Engine {
   // A KV cache of resolve_ctx(n_ctx) cells, after make_checked_kv's memory check for `work`: the
   // exact store of options().exact_attention in exact mode, else the cache types' store. Warns
   // (once per engine) when the context is beyond the model's trained context.
-  std::unique_ptr<kv::KvStore> make_kv(int64_t n_ctx, const Workload& work = {}) const;
+  std::unique_ptr<kv::KvStore> make_kv(int64_t n_ctx, const Workload& work = {});
   int64_t resolve_ctx(int64_t n_ctx) const { return resolve_context(n_ctx, hparams()); }
 
  private:
@@ -86,9 +91,9 @@ class Engine {
   tokenizer::Tokenizer tokenizer_;
   EngineOptions options_;
   ThreadPool pool_;
-  std::unique_ptr<model::Ops> ops_;
+  std::unique_ptr<model::Ops> ops_;  // after model_: destroyed first (it holds copies of its weights)
   double load_seconds_;
-  mutable bool warned_context_ = false;
+  bool warned_context_ = false;
 };
 
 // Seconds elapsed on a monotonic clock since `start` (a value from now_seconds()).

@@ -146,14 +146,16 @@ inline void accumulate(Comparison& c, const GoldenRun& g, const std::vector<floa
 class LoadedModel {
  public:
   explicit LoadedModel(const std::filesystem::path& path, int threads = 2)
-      : model_(model::Model::load(gguf::File::open(path))), pool_(threads), ops_(&pool_) {}
+      : model_(model::Model::load(gguf::File::open(path))), pool_(threads), ops_(&pool_) {
+    ops_.prepare(model_->weights());
+  }
   const model::Model& model() const { return *model_; }
   std::vector<float> logits(const std::vector<int32_t>& tokens, int64_t batch_size, const char* k_type = "f32",
                             const char* v_type = "f32") {
     const model::HParams& hp = model_->hparams();
-    auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
-                              static_cast<int64_t>(tokens.size())},
-                             k_type, v_type);
+    auto kv = ops_.make_kv({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
+                            static_cast<int64_t>(tokens.size())},
+                           {k_type, v_type});
     return model::evaluate_all(*model_, ops_, *kv, tokens, batch_size);
   }
 

@@ -30,8 +30,6 @@
 #include "format/model_file.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/exact_ops.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
 #include "runtime/engine.hpp"
@@ -144,15 +142,12 @@ void run(const LogitsArgs& args) {
   if (n_tokens > n_ctx) throw_error("logits: the prompt has {} tokens but the context is {} (-c)", n_tokens, n_ctx);
   const runtime::EngineOptions engine{args.threads, args.cache_k, args.cache_v, args.exact, args.exact_attention};
   const runtime::Workload work{.batch = args.batch_size, .logit_rows = n_tokens};
-  const auto kv = runtime::make_checked_kv(*model, engine, args.threads, n_ctx, work, /*weights_loaded=*/false);
-  (void)runtime::warn_beyond_trained_context(n_ctx, hp);
+  runtime::check_memory(*model, engine, args.threads, n_ctx, work, /*weights_loaded=*/false);
   ThreadPool pool(args.threads);
-  std::unique_ptr<model::Ops> ops;
-  if (args.exact) {
-    ops = std::make_unique<model::ExactOps>(&pool);
-  } else {
-    ops = std::make_unique<model::CpuOps>(&pool);
-  }
+  const std::unique_ptr<model::Ops> ops = runtime::make_backend(engine, &pool);
+  ops->prepare(model->weights());
+  const auto kv = runtime::make_checked_kv(*model, *ops, engine, args.threads, n_ctx, work, /*weights_loaded=*/true);
+  (void)runtime::warn_beyond_trained_context(n_ctx, hp);
   const std::vector<float> logits = out_of_memory_as_error(
       "computing logits", [&] { return model::evaluate_all(*model, *ops, *kv, tokens, args.batch_size); });
 

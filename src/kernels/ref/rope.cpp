@@ -43,8 +43,10 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t position, const R
     corr_low = std::max(0.0f, start);
     corr_high = std::min(static_cast<float>(n_rot - 1), end);
   }
-  // cos/sin per pair, shared by all heads (ggml_rope_cache_init).
-  std::vector<float> cos_sin(static_cast<size_t>(n_rot));
+  // cos/sin per pair, shared by all heads (ggml_rope_cache_init), in this thread's buffer (grown
+  // once: rope runs per token in the decode loop, which allocates nothing).
+  thread_local std::vector<float> cos_sin;
+  if (cos_sin.size() < static_cast<size_t>(n_rot)) cos_sin.resize(static_cast<size_t>(n_rot));
   float theta = static_cast<float>(position);
   for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
     const float factor = c.freq_factors ? c.freq_factors[i0 / 2] : 1.0f;
