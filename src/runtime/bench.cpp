@@ -25,27 +25,36 @@ struct Timed {
   int64_t tokens = 0;  // tokens the forward passes that ran consumed (decode: the passes themselves)
 };
 
-// One run of the test on a fresh cache, and the tokens its forward passes consumed (decode: one
-// pass per token), counted as they run: the rate divides by work done, not work asked for.
-// Decode stops early, between passes, on an interrupt.
+// tokens[first, first + n) at positions first.. in batches of batch_size; returns the tokens the
+// passes consumed (stops between passes on an interrupt).
+int64_t prefill(Engine& engine, kv::KvStore& kv, const std::vector<int32_t>& tokens, int64_t first, int64_t n,
+                int64_t batch_size, std::vector<float>& logits) {
+  std::vector<int32_t> positions;
+  int64_t done = 0;
+  for (int64_t b = first; b < first + n && !interrupt_requested(); b += batch_size) {
+    const int64_t size = std::min(batch_size, first + n - b);
+    positions.resize(static_cast<size_t>(size));
+    std::iota(positions.begin(), positions.end(), static_cast<int32_t>(b));
+    engine.model().forward(engine.ops(), kv,
+                           std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b), static_cast<size_t>(size)),
+                           positions, model::LogitRows::Last, logits.data());
+    done += size;
+  }
+  return done;
+}
+
+// One run of the test on the cache rolled back to the test's depth, and the tokens its forward
+// passes consumed (decode: one pass per token), counted as they run: the rate divides by work
+// done, not work asked for. Stops early, between passes, on an interrupt.
 Timed time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
                 const std::vector<int32_t>& tokens, std::vector<float>& logits) {
-  kv.truncate(0);
-  std::vector<int32_t> positions;
+  kv.truncate(test.n_depth);
   Timed out;
   const double start = now_seconds();
   if (test.n_prompt > 0) {
-    for (int64_t b = 0; b < test.n_prompt; b += batch_size) {
-      const int64_t size = std::min(batch_size, test.n_prompt - b);
-      positions.resize(static_cast<size_t>(size));
-      std::iota(positions.begin(), positions.end(), static_cast<int32_t>(b));
-      engine.model().forward(engine.ops(), kv,
-                             std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b), static_cast<size_t>(size)),
-                             positions, model::LogitRows::Last, logits.data());
-      out.tokens += size;
-    }
+    out.tokens = prefill(engine, kv, tokens, test.n_depth, test.n_prompt, batch_size, logits);
   } else {
-    for (int64_t i = 0; i < test.n_gen && !interrupt_requested(); ++i) {
+    for (int64_t i = test.n_depth; i < test.n_depth + test.n_gen && !interrupt_requested(); ++i) {
       const int32_t pos = static_cast<int32_t>(i);
       engine.model().forward(engine.ops(), kv, std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1),
                              std::span<const int32_t>(&pos, 1), model::LogitRows::Last, logits.data());
@@ -59,8 +68,10 @@ Timed time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t 
 BenchSample run_bench_case_on(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
                               int repetitions) {
   const int64_t n = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
-  const std::vector<int32_t> tokens = random_tokens(n, engine.model().n_vocab());
+  const std::vector<int32_t> tokens = random_tokens(test.n_depth + n, engine.model().n_vocab());
   std::vector<float> logits(static_cast<size_t>(engine.model().n_vocab()));
+  kv.truncate(0);
+  if (prefill(engine, kv, tokens, 0, test.n_depth, batch_size, logits) < test.n_depth) return {};  // interrupted
   (void)time_once(engine, kv, test, batch_size, tokens, logits);  // warm-up: page in weights, caches
   BenchSample result;
   for (int r = 0; r < repetitions && !interrupt_requested(); ++r) {
@@ -80,17 +91,21 @@ BenchSample run_bench_case_on(Engine& engine, kv::KvStore& kv, const BenchCase& 
 }  // namespace
 
 std::string BenchCase::name() const {
-  return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+  const std::string test = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+  return n_depth > 0 ? test + " @ d" + std::to_string(n_depth) : test;
 }
 
 BenchSample run_bench_case(Engine& engine, const BenchCase& test, int64_t batch_size, int repetitions) {
   const int64_t n = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
   if (n <= 0 || (test.n_prompt > 0 && test.n_gen > 0)) throw_error("bench: a test is either pp N or tg N (N > 0)");
+  if (test.n_depth < 0) throw_error("bench: -d must be at least 0, got {}", test.n_depth);
   if (repetitions < 1) throw_error("bench: -r must be at least 1, got {}", repetitions);
   if (batch_size < 1) throw_error("bench: -b must be at least 1, got {}", batch_size);
-  // The cache holds the whole test: N cells, checked against the memory left before it exists.
-  const bool prefill = test.n_prompt > 0;
-  const auto kv = engine.make_kv(n, {.batch = prefill ? batch_size : 1, .flag = prefill ? "-p" : "-n"});
+  // The cache holds the whole test: depth + N cells, checked against the memory left before it
+  // exists.
+  const bool batched = test.n_prompt > 0 || test.n_depth > 0;
+  const auto kv = engine.make_kv(test.n_depth + n, {.batch = batched ? batch_size : 1,
+                                                    .flag = test.n_depth > 0 ? "-d" : test.n_prompt > 0 ? "-p" : "-n"});
   return out_of_memory_as_error("benchmarking",
                                 [&] { return run_bench_case_on(engine, *kv, test, batch_size, repetitions); });
 }

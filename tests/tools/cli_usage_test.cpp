@@ -286,3 +286,19 @@ TEST(CliUsage, BenchWritesLlamaBenchFormats) {
   ASSERT_EQ(md_lines.size(), 6u) << md.output;
   EXPECT_EQ(md_lines[0], "| model | size | params | backend | threads | type_k | type_v | test | t/s |");
 }
+
+// -d D (llama-bench's depth): each test runs over a cache already holding D tokens, named as
+// llama-bench names it; a depth that does not fit the model's context is refused like -p/-n.
+TEST(CliUsage, BenchRunsTestsAtDepth) {
+  const CommandResult r = run_cli_stdout("bench -m " + kModel + " -p 8 -n 4 -d 0,16 -r 1 -t 1 -o jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> tests;
+  for (const auto& line : lines(r.output)) {
+    const auto rec = nlohmann::json::parse(line);
+    tests.push_back(rec["test"].get<std::string>());
+    EXPECT_EQ(rec["n_depth"].get<int64_t>(), tests.back().find("@ d16") != std::string::npos ? 16 : 0);
+    EXPECT_GT(rec["avg_ts"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(tests, (std::vector<std::string>{"pp8", "tg4", "pp8 @ d16", "tg4 @ d16"}));
+  expect_usage_error("bench -m " + kModel + " -d -1", "-d");
+}

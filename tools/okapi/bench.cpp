@@ -1,4 +1,4 @@
-// okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-t 1,2] [-r 5] [-b 512] [-o md|csv|json|jsonl]
+// okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-d 0,4096] [-t 1,2] [-r 5] [-b 512] [-o md|csv|json|jsonl]
 //             [-ctk/-ctv] [--exact [--exact-attention ntt|direct]]
 // Prefill (ppN) and decode (tgN) throughput, mean ± sd over repetitions, in llama-bench's output
 // formats: md (the table: model, size, params, backend, threads, type_k, type_v, test, t/s), csv (a header, then
@@ -32,6 +32,7 @@ struct BenchArgs {
   std::string model;
   std::vector<int64_t> n_prompt{512};
   std::vector<int64_t> n_gen{128};
+  std::vector<int64_t> n_depth{0};
   std::vector<int> threads{default_threads()};
   int repetitions = 5;
   int64_t batch_size = 512;
@@ -86,6 +87,7 @@ nlohmann::ordered_json record(const BenchArgs& args, const runtime::Engine& engi
   j["type_v"] = cache_v;
   j["n_prompt"] = test.n_prompt;
   j["n_gen"] = test.n_gen;
+  j["n_depth"] = test.n_depth;
   j["test"] = test.name();
   j["test_time"] = time;
   j["avg_ns"] = static_cast<int64_t>(avg_ns);
@@ -182,10 +184,12 @@ class ResultPrinter {
 
 int run(const BenchArgs& args) {
   std::vector<runtime::BenchCase> cases;
-  for (const auto p : args.n_prompt)
-    if (p > 0) cases.push_back({p, 0});
-  for (const auto n : args.n_gen)
-    if (n > 0) cases.push_back({0, n});
+  for (const auto d : args.n_depth) {
+    for (const auto p : args.n_prompt)
+      if (p > 0) cases.push_back({p, 0, d});
+    for (const auto n : args.n_gen)
+      if (n > 0) cases.push_back({0, n, d});
+  }
   if (cases.empty()) throw_usage_error("bench: no tests (-p and -n are all 0)");
   runtime::install_interrupt_handler();
   ResultPrinter printer(args.json ? "jsonl" : args.output);
@@ -224,6 +228,9 @@ void register_bench(CLI::App& app, VerbResult& result) {
       ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 2147483647.0));
   cmd->add_option("-n,--n-gen", args->n_gen, "decode lengths, comma-separated (0: none)")->delimiter(',')
       ->multi_option_policy(list)->capture_default_str()->check(in_range(0, 2147483647.0));
+  cmd->add_option("-d,--n-depth", args->n_depth,
+                  "tokens already in the cache when a test starts, comma-separated (prefilled once, untimed)")
+      ->delimiter(',')->multi_option_policy(list)->capture_default_str()->check(in_range(0, 2147483647.0));
   cmd->add_option("-t,--threads", args->threads, "thread counts, comma-separated (default: one per core)")
       ->delimiter(',')->multi_option_policy(list)->capture_default_str()->check(in_range(1, kMaxThreads));
   cmd->add_option("-r,--repetitions", args->repetitions, "timed runs per test")->capture_default_str()
