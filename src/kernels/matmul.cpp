@@ -6,7 +6,7 @@
 // whose arithmetic does not depend on the tiling, so results do not depend on the thread count.
 //
 // Kernels, fastest first: the tier's row-group kernels over weights repacked once per tensor
-// (quant.hpp RowGroupKernels, kernels/weight_packs.hpp: AVX-512 VNNI for Q8_0, Q4_0, Q4_K and
+// (quant.hpp RowGroupKernels, kernels/weight_packs.hpp: AVX-512 VNNI for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and
 // Q6_K; the float GEMM's panels for F32, F16 and BF16 on AVX2 and AVX-512), which serve one token
 // and many alike; AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x Q8_1,
 // Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K), used for batches, whose

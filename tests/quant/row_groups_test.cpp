@@ -54,6 +54,13 @@ int weight_level(DType type, const uint8_t* row, int64_t e) {
     const int i = static_cast<int>(e % QK4_0);
     return (i < 16 ? b.qs[i] & 0x0f : b.qs[i - 16] >> 4) - 8;
   }
+  if (type == DType::Q5_0) {  // ggml's dequantize_row_q5_0: qh bit i is level i's fifth bit
+    const auto& b = reinterpret_cast<const block_q5_0*>(row)[e / QK5_0];
+    const int i = static_cast<int>(e % QK5_0);
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, sizeof(qh));
+    return ((i < 16 ? b.qs[i] & 0x0f : b.qs[i - 16] >> 4) | static_cast<int>(((qh >> i) & 1) << 4)) - 16;
+  }
   const int i = static_cast<int>(e % QK_K);
   if (type == DType::Q4_K) {
     const auto& b = reinterpret_cast<const block_q4_K*>(row)[e / QK_K];
@@ -77,6 +84,7 @@ std::pair<int, int> k4_scale_min(const uint8_t* q, int j) {
 }
 uint16_t weight_scale(DType type, const uint8_t* row, int64_t b) {
   if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[b].d;
+  if (type == DType::Q5_0) return reinterpret_cast<const block_q5_0*>(row)[b].d;
   return reinterpret_cast<const block_q4_0*>(row)[b].d;
 }
 
@@ -108,6 +116,11 @@ void make_extreme(Problem& p) {
     uint8_t* blk = p.w.data() + b * block;
     if (p.type == DType::Q8_0) std::memset(reinterpret_cast<block_q8_0*>(blk)->qs, 0x80, QK8_0);
     if (p.type == DType::Q4_0) std::memset(reinterpret_cast<block_q4_0*>(blk)->qs, (b % 2) ? 0x00 : 0xff, QK4_0 / 2);
+    if (p.type == DType::Q5_0) {  // all levels 0 or all 31
+      auto* q5 = reinterpret_cast<block_q5_0*>(blk);
+      std::memset(q5->qs, (b % 2) ? 0x00 : 0xff, sizeof(q5->qs));
+      std::memset(q5->qh, (b % 2) ? 0x00 : 0xff, sizeof(q5->qh));
+    }
     if (p.type == DType::Q6_K) {
       auto* q6 = reinterpret_cast<block_q6_K*>(blk);
       std::memset(q6->ql, 0xff, sizeof(q6->ql));
@@ -252,7 +265,7 @@ void check_q8_0_activations(const RowGroupKernels& k, DType type) {
       ASSERT_EQ(read_at<float>(row + nb * QK8_0 + b * 4), fp16_to_fp32(ref[b].d));
       int32_t sum = 0;
       for (int8_t q : got) sum += q;
-      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : 8) * sum);
+      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : type == DType::Q5_0 ? 16 : 8) * sum);
     }
   }
 }
@@ -343,13 +356,13 @@ INSTANTIATE_TEST_SUITE_P(Tiers, RowGroups, ::testing::ValuesIn(row_group_formats
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowGroups);
 
 // Which formats have row-group kernels where: below avx512 only the float formats (from avx2 up);
-// Q8_0, Q4_0, Q6_K, Q4_K and Q5_K on avx512.
+// Q8_0, Q4_0, Q5_0, Q6_K, Q4_K and Q5_K on avx512.
 TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
       const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
       const bool expected = (is_float && tier >= Isa::avx2) ||
-                            (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 ||
+                            (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
                                                      type == DType::Q6_K || type == DType::Q4_K ||
                                                      type == DType::Q5_K));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);

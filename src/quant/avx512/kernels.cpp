@@ -11,6 +11,7 @@ void use_avx512_kernels(std::vector<Format>& table) {
   for (Format& f : table) {
     if (f.type == DType::Q8_0) f.row_groups = avx512::q8_0_row_groups();
     if (f.type == DType::Q4_0) f.row_groups = avx512::q4_0_row_groups();
+    if (f.type == DType::Q5_0) f.row_groups = avx512::q5_0_row_groups();
     if (f.type == DType::Q6_K) f.row_groups = avx512::q6_K_row_groups();
     if (f.type == DType::Q4_K) f.row_groups = avx512::q4_K_row_groups();
     if (f.type == DType::Q5_K) f.row_groups = avx512::q5_K_row_groups();

@@ -75,6 +75,15 @@ struct Ymm {
   }
 };
 
+// Bit kBit of every byte of v moved to bit 4, the other bits cleared (a fifth level bit; 16-bit
+// shifts: the mask drops what the neighbouring byte shifts in).
+template <typename Vec, int kBit>
+typename Vec::V fifth_bit(typename Vec::V v) {
+  if constexpr (kBit < 4) v = Vec::template shift_left16<4 - kBit>(v);
+  if constexpr (kBit > 4) v = Vec::template shift_right16<kBit - 4>(v);
+  return Vec::and_(v, Vec::set1(0x10));
+}
+
 // The frame of a kernel over T tokens: T float accumulators, `block(b, acc)` for every block in
 // order, then the lanes in `store` written to y[t * y_stride + r].
 template <int T, typename BlockFn>

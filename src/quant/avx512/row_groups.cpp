@@ -98,6 +98,39 @@ struct Q4_0Levels {
   }
 };
 
+// Q4_0's nibbles, then one 64-byte chunk of fifth bits: byte 4r + i holds in bit k the fifth bit of
+// level 4k + i (ggml's qh bit 4k + i). Levels 0..31 stand for q + 16.
+struct Q5_0Levels {
+  using Block = block_q5_0;
+  static constexpr int kBias = 16;
+  static constexpr size_t kLevelBytes = 256 + 64;
+  static void pack_levels(const Block& src, int64_t r, uint8_t* dst) {
+    uint32_t qh;
+    std::memcpy(&qh, src.qh, sizeof(qh));
+    for (int k = 0; k < 4; ++k) {
+      for (int i = 0; i < 4; ++i) dst[64 * k + 4 * r + i] = src.qs[4 * k + i];
+    }
+    for (int i = 0; i < 4; ++i) {
+      uint8_t bits = 0;
+      for (int k = 0; k < 8; ++k) bits = static_cast<uint8_t>(bits | ((qh >> (4 * k + i)) & 1) << k);
+      dst[256 + 4 * r + i] = bits;
+    }
+  }
+  template <typename Vec>
+  static void unpack(const uint8_t* levels, int h, typename Vec::V* w) {
+    Q4_0Levels::unpack<Vec>(levels, h, w);
+    const auto high = Vec::load(levels + 256, h);
+    w[0] = Vec::or_(w[0], fifth_bit<Vec, 0>(high));
+    w[1] = Vec::or_(w[1], fifth_bit<Vec, 1>(high));
+    w[2] = Vec::or_(w[2], fifth_bit<Vec, 2>(high));
+    w[3] = Vec::or_(w[3], fifth_bit<Vec, 3>(high));
+    w[4] = Vec::or_(w[4], fifth_bit<Vec, 4>(high));
+    w[5] = Vec::or_(w[5], fifth_bit<Vec, 5>(high));
+    w[6] = Vec::or_(w[6], fifth_bit<Vec, 6>(high));
+    w[7] = Vec::or_(w[7], fifth_bit<Vec, 7>(high));
+  }
+};
+
 // ---- The kernel ----
 
 // Where a token's prepared activation row keeps block b's levels, float scale and int32 offset.
@@ -176,5 +209,6 @@ struct Block32Rows {
 
 RowGroupKernels q8_0_row_groups() { return make_row_groups<Block32Rows<Q8_0Levels>>(); }
 RowGroupKernels q4_0_row_groups() { return make_row_groups<Block32Rows<Q4_0Levels>>(); }
+RowGroupKernels q5_0_row_groups() { return make_row_groups<Block32Rows<Q5_0Levels>>(); }
 
 }  // namespace okapi::quant::avx512

@@ -275,15 +275,6 @@ struct KMinFormat {
     std::memcpy(dst + kDminOffset + r * sizeof(uint16_t), &src.dmin, sizeof(uint16_t));
   }
 
-  // Bit `kBit` of every byte of v moved to bit 4 (16-bit shifts: the mask drops what the
-  // neighbouring byte shifts in).
-  template <typename Vec, int kBit>
-  static typename Vec::V fifth_bit(typename Vec::V v) {
-    if constexpr (kBit < 4) v = Vec::template shift_left16<4 - kBit>(v);
-    if constexpr (kBit > 4) v = Vec::template shift_right16<kBit - 4>(v);
-    return Vec::and_(v, Vec::set1(0x10));
-  }
-
   // The 8 vectors of levels (0..15, Q5_K 0..31) of sub-block j, for all 16 rows (Zmm) or rows
   // 8h .. 8h+7 (Ymm).
   template <typename Vec>
