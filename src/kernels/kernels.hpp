@@ -88,6 +88,8 @@ void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const floa
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t position, const RopeConfig& config);
 void softmax(float* x, int64_t n);
+// softmax() that also returns the max it subtracted and the sum of the exponentials (n > 0).
+float softmax(float* x, int64_t n, double* sum);
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 void geglu_tanh(const float* gate, const float* up, int64_t n, float* out);
 void relu2_glu(const float* gate, const float* up, int64_t n, float* out);

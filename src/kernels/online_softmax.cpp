@@ -5,6 +5,7 @@
 
 #include "core/cpu.hpp"
 #include "kernels/avx2/vector_ops.hpp"
+#include "kernels/kernels.hpp"
 
 namespace okapi::kernels {
 
@@ -17,14 +18,8 @@ float softmax_tile(float* x, int64_t n, float* sum) {
     *sum = static_cast<float>(total);
     return max;
   }
-  const float max = *std::max_element(x, x + n);
   double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    total += static_cast<double>(x[i]);
-  }
-  const auto inv = static_cast<float>(1.0 / total);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  const float max = ref::softmax(x, n, &total);
   *sum = static_cast<float>(total);
   return max;
 }

@@ -19,16 +19,23 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y
   for (int64_t i = 0; i < n; ++i) y[i] = weight ? (x[i] * scale) * weight[i] : x[i] * scale;
 }
 
-void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
+float softmax(float* x, int64_t n, double* sum) {
   const float max = *std::max_element(x, x + n);
-  double sum = 0.0;
+  double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
-    sum += static_cast<double>(x[i]);
+    total += static_cast<double>(x[i]);
   }
-  const auto inv = static_cast<float>(1.0 / sum);
+  const auto inv = static_cast<float>(1.0 / total);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  *sum = total;
+  return max;
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  double sum = 0.0;
+  (void)softmax(x, n, &sum);
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {

@@ -1,19 +1,9 @@
 // AVX-512 tile kernels: each key / value row is converted to float once per call into a small
 // buffer and then met by every query of the tile (a GQA group, several prefill tokens).
-// GCC 12's intrinsic headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* values.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <climits>
 
 #include "kv/tile_kernels.hpp"
+#include "quant/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
 
 namespace okapi::kv::tile {
 namespace {
