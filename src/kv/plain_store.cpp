@@ -81,8 +81,10 @@ PlainStore<KElem, VElem>::PlainStore(const KvShape& shape)
 template <typename KElem, typename VElem>
 void PlainStore<KElem, VElem>::append(int64_t layer, int64_t position, const float* k, const float* v) {
   check_position(layer, position);
-  store_row(k, shape_.n_head_kv * shape_.head_dim_k, &k_[k_offset(layer, position, 0)]);
-  store_row(v, shape_.n_head_kv * shape_.head_dim_v, &v_[v_offset(layer, position, 0)]);
+  for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
+    store_row(k + h * shape_.head_dim_k, shape_.head_dim_k, &k_[k_offset(layer, position, h)]);
+    store_row(v + h * shape_.head_dim_v, shape_.head_dim_v, &v_[v_offset(layer, position, h)]);
+  }
 }
 
 template <typename KElem, typename VElem>
@@ -120,7 +122,7 @@ void PlainStore<KElem, VElem>::tile_scores(int64_t layer, int64_t kv_head, const
                                            float* out, int64_t out_stride) const {
   const int64_t d = shape_.head_dim_k;
   if (d > tile::kMaxDim) return KvStore::tile_scores(layer, kv_head, qs, first, out, out_stride);
-  const tile::Rows<KElem> k{&k_[k_offset(layer, 0, kv_head)], shape_.n_head_kv * d, d};
+  const tile::Rows<KElem> k{&k_[k_offset(layer, 0, kv_head)], d, d};
   if constexpr (std::is_same_v<KElem, float>) {
     tile::kernels().scores_f32(qs, k, first, out, out_stride);
   } else {
@@ -149,7 +151,7 @@ void PlainStore<KElem, VElem>::tile_accumulate(int64_t layer, int64_t kv_head, c
                                                const float* probs, int64_t p_stride, float* acc) const {
   const int64_t d = shape_.head_dim_v;
   if (d > tile::kMaxDim) return KvStore::tile_accumulate(layer, kv_head, qs, first, probs, p_stride, acc);
-  const tile::Rows<VElem> v{&v_[v_offset(layer, 0, kv_head)], shape_.n_head_kv * d, d};
+  const tile::Rows<VElem> v{&v_[v_offset(layer, 0, kv_head)], d, d};
   if constexpr (std::is_same_v<VElem, float>) {
     tile::kernels().accumulate_f32(qs, v, first, probs, p_stride, acc);
   } else {

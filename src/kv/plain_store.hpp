@@ -1,5 +1,6 @@
-// A dense KV store: per layer, n_ctx cells of [n_head_kv][head_dim] keys and values, each kept
-// as float32 or fp16. The fp16 arithmetic mirrors ggml's non-flash attention with an F16 cache:
+// A dense KV store: per layer and kv head, n_ctx cells of head_dim keys and values, each kept as
+// float32 or fp16. Head-major, so attention streams one head's rows contiguously (cell-major
+// rows of one head lie n_head_kv * head_dim apart, which long-context decode reads far slower). The fp16 arithmetic mirrors ggml's non-flash attention with an F16 cache:
 // q is rounded to fp16 before K·q, and the softmax probabilities are rounded to fp16 before they
 // weight V (ggml converts the f32 operand of an f16 mat-mul to f16).
 #pragma once
@@ -28,10 +29,10 @@ class PlainStore final : public KvStore {
 
  private:
   size_t k_offset(int64_t layer, int64_t cell, int64_t head) const {
-    return static_cast<size_t>(((layer * shape_.n_ctx + cell) * shape_.n_head_kv + head) * shape_.head_dim_k);
+    return static_cast<size_t>(((layer * shape_.n_head_kv + head) * shape_.n_ctx + cell) * shape_.head_dim_k);
   }
   size_t v_offset(int64_t layer, int64_t cell, int64_t head) const {
-    return static_cast<size_t>(((layer * shape_.n_ctx + cell) * shape_.n_head_kv + head) * shape_.head_dim_v);
+    return static_cast<size_t>(((layer * shape_.n_head_kv + head) * shape_.n_ctx + cell) * shape_.head_dim_v);
   }
   std::vector<KElem> k_;
   std::vector<VElem> v_;
