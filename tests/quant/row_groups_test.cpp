@@ -1,8 +1,9 @@
 // The format table's row-group kernels (quant.hpp RowGroupKernels: weights repacked into groups of
 // interleaved rows, one kernel for decode and prefill), on every tier this CPU runs that has them:
-//  * prepared activations hold the reference quantizer's levels and scales (Q8_0, Q8_K);
+//  * prepared activations hold the reference quantizer's levels and scales (Q8_0, Q8_1, Q8_K);
 //  * every (row, token) result equals, bit for bit, a scalar model of the kernels' arithmetic
-//    (per block in order: acc = fma(d_w * d_a, float(exact integer dot), acc); for Q6_K / Q4_K
+//    (per block in order: acc = fma(d_w * d_a, float(exact integer dot), acc), then for Q4_1 / Q5_1
+//    acc = fma(m_w, s_a, acc); for Q6_K / Q4_K
 //    the integer dot of a super-block is sum_j scale_j * dot_j over its sub-blocks, and Q4_K / Q5_K
 //    then subtract (dmin_w * d_a) * float(sum_j min_j * sum(a_j)) in a second FMA), for any
 //    number of rows (partial last group) and tokens (partial token groups), extreme levels
@@ -45,22 +46,28 @@ std::vector<Tiered> row_group_formats() {
   return out;
 }
 
+// Level e % 32 of a Q4_0 / Q4_1 block (0..15), and of a Q5_0 / Q5_1 block (0..31; ggml's
+// dequantize_row_q5_0: qh bit i is level i's fifth bit).
+template <typename Block>
+int nibble_level(const Block& b, int64_t e) {
+  const int i = static_cast<int>(e % 32);
+  return i < 16 ? b.qs[i] & 0x0f : b.qs[i - 16] >> 4;
+}
+template <typename Block>
+int five_bit_level(const Block& b, int64_t e) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, sizeof(qh));
+  return nibble_level(b, e) | static_cast<int>(((qh >> (e % 32)) & 1) << 4);
+}
+
 // The level e of a weight row as the kernels multiply it (Q8_0: signed; Q4_0: 0..15 - 8; Q6_K:
 // 0..63, its -32 being applied through the activation sums), and the fp16 scale of block b.
 int weight_level(DType type, const uint8_t* row, int64_t e) {
   if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[e / QK8_0].qs[e % QK8_0];
-  if (type == DType::Q4_0) {
-    const auto& b = reinterpret_cast<const block_q4_0*>(row)[e / QK4_0];
-    const int i = static_cast<int>(e % QK4_0);
-    return (i < 16 ? b.qs[i] & 0x0f : b.qs[i - 16] >> 4) - 8;
-  }
-  if (type == DType::Q5_0) {  // ggml's dequantize_row_q5_0: qh bit i is level i's fifth bit
-    const auto& b = reinterpret_cast<const block_q5_0*>(row)[e / QK5_0];
-    const int i = static_cast<int>(e % QK5_0);
-    uint32_t qh;
-    std::memcpy(&qh, b.qh, sizeof(qh));
-    return ((i < 16 ? b.qs[i] & 0x0f : b.qs[i - 16] >> 4) | static_cast<int>(((qh >> i) & 1) << 4)) - 16;
-  }
+  if (type == DType::Q4_0) return nibble_level(reinterpret_cast<const block_q4_0*>(row)[e / QK4_0], e) - 8;
+  if (type == DType::Q4_1) return nibble_level(reinterpret_cast<const block_q4_1*>(row)[e / QK4_1], e);
+  if (type == DType::Q5_0) return five_bit_level(reinterpret_cast<const block_q5_0*>(row)[e / QK5_0], e) - 16;
+  if (type == DType::Q5_1) return five_bit_level(reinterpret_cast<const block_q5_1*>(row)[e / QK5_1], e);
   const int i = static_cast<int>(e % QK_K);
   if (type == DType::Q4_K) {
     const auto& b = reinterpret_cast<const block_q4_K*>(row)[e / QK_K];
@@ -85,7 +92,14 @@ std::pair<int, int> k4_scale_min(const uint8_t* q, int j) {
 uint16_t weight_scale(DType type, const uint8_t* row, int64_t b) {
   if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[b].d;
   if (type == DType::Q5_0) return reinterpret_cast<const block_q5_0*>(row)[b].d;
+  if (type == DType::Q4_1) return reinterpret_cast<const block_q4_1*>(row)[b].d;
+  if (type == DType::Q5_1) return reinterpret_cast<const block_q5_1*>(row)[b].d;
   return reinterpret_cast<const block_q4_0*>(row)[b].d;
+}
+// The fp16 min m of block b of an affine format (Q4_1, Q5_1).
+uint16_t weight_min(DType type, const uint8_t* row, int64_t b) {
+  if (type == DType::Q4_1) return reinterpret_cast<const block_q4_1*>(row)[b].m;
+  return reinterpret_cast<const block_q5_1*>(row)[b].m;
 }
 
 struct Problem {
@@ -116,11 +130,13 @@ void make_extreme(Problem& p) {
     uint8_t* blk = p.w.data() + b * block;
     if (p.type == DType::Q8_0) std::memset(reinterpret_cast<block_q8_0*>(blk)->qs, 0x80, QK8_0);
     if (p.type == DType::Q4_0) std::memset(reinterpret_cast<block_q4_0*>(blk)->qs, (b % 2) ? 0x00 : 0xff, QK4_0 / 2);
-    if (p.type == DType::Q5_0) {  // all levels 0 or all 31
-      auto* q5 = reinterpret_cast<block_q5_0*>(blk);
+    if (p.type == DType::Q4_1) std::memset(reinterpret_cast<block_q4_1*>(blk)->qs, (b % 2) ? 0x00 : 0xff, QK4_1 / 2);
+    const auto five_bits = [&](auto* q5) {  // all levels 0 or all 31
       std::memset(q5->qs, (b % 2) ? 0x00 : 0xff, sizeof(q5->qs));
       std::memset(q5->qh, (b % 2) ? 0x00 : 0xff, sizeof(q5->qh));
-    }
+    };
+    if (p.type == DType::Q5_0) five_bits(reinterpret_cast<block_q5_0*>(blk));
+    if (p.type == DType::Q5_1) five_bits(reinterpret_cast<block_q5_1*>(blk));
     if (p.type == DType::Q6_K) {
       auto* q6 = reinterpret_cast<block_q6_K*>(blk);
       std::memset(q6->ql, 0xff, sizeof(q6->ql));
@@ -164,6 +180,16 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
       int32_t sum = 0;
       for (int64_t j = 0; j < QK8_0; ++j) sum += weight_level(p.type, row, b * QK8_0 + j) * a[b].qs[j];
       acc = std::fma(fp16_to_fp32(weight_scale(p.type, row, b)) * fp16_to_fp32(a[b].d), static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
+  if (p.act_type == DType::Q8_1) {  // affine weights: then acc = fma(m_w, s_a, acc)
+    const auto* a = reinterpret_cast<const block_q8_1*>(p.act_at(t));
+    for (int64_t b = 0; b < p.n_in / QK8_1; ++b) {
+      int32_t sum = 0;
+      for (int64_t j = 0; j < QK8_1; ++j) sum += weight_level(p.type, row, b * QK8_1 + j) * a[b].qs[j];
+      acc = std::fma(fp16_to_fp32(weight_scale(p.type, row, b)) * fp16_to_fp32(a[b].d), static_cast<float>(sum), acc);
+      acc = std::fma(fp16_to_fp32(weight_min(p.type, row, b)), fp16_to_fp32(a[b].s), acc);
     }
     return acc;
   }
@@ -240,7 +266,10 @@ class RowGroups : public ::testing::TestWithParam<Tiered> {};
 // per block, bias 128 or 8. Token 0 holds rounding ties: blocks whose max|x| is 127 have d = 1,
 // so x = +-(k + 0.5) are exact halfway cases (the reference rounds them away from zero); one
 // block is all zeros (d = 0), one has a NaN (skipped by the max), one is tiny (subnormal d).
+// Q8_1 activations (Q4_1, Q5_1 weights) hold s = d * sum(levels) as float where Q8_0's hold the
+// offset.
 void check_q8_0_activations(const RowGroupKernels& k, DType type) {
+  const bool affine = type == DType::Q4_1 || type == DType::Q5_1;
   Problem p = make_problem(type, 544, 1, 5, 3, false);
   for (int64_t i = 0; i < 544; ++i) {
     const int64_t b = i / QK8_0, j = i % QK8_0;
@@ -256,13 +285,21 @@ void check_q8_0_activations(const RowGroupKernels& k, DType type) {
   const int64_t nb = p.n_in / QK8_0;
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     const uint8_t* row = packed.act_at(t);
-    const auto* ref = reinterpret_cast<const block_q8_0*>(p.act_at(t));
+    const uint8_t* ref = p.act_at(t);
+    const size_t ref_block = affine ? sizeof(block_q8_1) : sizeof(block_q8_0);
     for (int64_t b = 0; b < nb; ++b) {
       SCOPED_TRACE(::testing::Message() << "token " << t << " block " << b);
-      std::vector<int8_t> got(row + b * QK8_0, row + (b + 1) * QK8_0), want(ref[b].qs, ref[b].qs + QK8_0);
+      const uint8_t* ref_b = ref + static_cast<size_t>(b) * ref_block;
+      const int8_t* ref_qs = reinterpret_cast<const int8_t*>(ref_b + (affine ? 4 : 2));
+      std::vector<int8_t> got(row + b * QK8_0, row + (b + 1) * QK8_0), want(ref_qs, ref_qs + QK8_0);
       if (t == 0 && b == 2) got[5] = want[5] = 0;  // the reference's level for a NaN is undefined
       ASSERT_EQ(got, want);
-      ASSERT_EQ(read_at<float>(row + nb * QK8_0 + b * 4), fp16_to_fp32(ref[b].d));
+      ASSERT_EQ(read_at<float>(row + nb * QK8_0 + b * 4), fp16_to_fp32(read_at<uint16_t>(ref_b)));
+      if (affine) {
+        if (t == 0 && b == 2) continue;  // s sums the NaN's undefined level
+        ASSERT_EQ(read_at<float>(row + nb * (QK8_0 + 4) + b * 4), fp16_to_fp32(read_at<uint16_t>(ref_b + 2)));
+        continue;
+      }
       int32_t sum = 0;
       for (int8_t q : got) sum += q;
       ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : type == DType::Q5_0 ? 16 : 8) * sum);
@@ -301,7 +338,7 @@ void check_q8_K_activations(const RowGroupKernels& k, DType type) {
 TEST_P(RowGroups, PreparedActivationsAreTheReferenceQuantization) {
   const auto [tier, type] = GetParam();
   const RowGroupKernels& k = format(type, tier).row_groups;
-  if (format(type, tier).vec_dot_type == DType::Q8_0) {
+  if (format(type, tier).vec_dot_type == DType::Q8_0 || format(type, tier).vec_dot_type == DType::Q8_1) {
     check_q8_0_activations(k, type);
   } else {
     check_q8_K_activations(k, type);
@@ -363,7 +400,7 @@ TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
       const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
       const bool expected = (is_float && tier >= Isa::avx2) ||
                             (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
-                                                     type == DType::Q6_K || type == DType::Q4_K ||
+                                                     type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K || type == DType::Q4_K ||
                                                      type == DType::Q5_K));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }

@@ -12,6 +12,8 @@ void use_avx512_kernels(std::vector<Format>& table) {
     if (f.type == DType::Q8_0) f.row_groups = avx512::q8_0_row_groups();
     if (f.type == DType::Q4_0) f.row_groups = avx512::q4_0_row_groups();
     if (f.type == DType::Q5_0) f.row_groups = avx512::q5_0_row_groups();
+    if (f.type == DType::Q4_1) f.row_groups = avx512::q4_1_row_groups();
+    if (f.type == DType::Q5_1) f.row_groups = avx512::q5_1_row_groups();
     if (f.type == DType::Q6_K) f.row_groups = avx512::q6_K_row_groups();
     if (f.type == DType::Q4_K) f.row_groups = avx512::q4_K_row_groups();
     if (f.type == DType::Q5_K) f.row_groups = avx512::q5_K_row_groups();

@@ -38,8 +38,11 @@ float through_fp16(float f) {
 }
 
 // The reference Q8_0 quantizer's levels and scale (quantize_8bit: d = max|x| / 127, levels
-// round(x / d), NaNs skipped by the max), written straight into the activation row layout.
-template <int kBias>
+// round(x / d), NaNs skipped by the max), written straight into the activation row layout. The
+// last word of a block is the offset -kBias * sum(levels), or with kSums (Q8_1, for the affine
+// formats Q4_1 and Q5_1, whose min meets the activations only through it) the float
+// s = fp16(sum(levels) * d) of the reference Q8_1 quantizer (d unrounded).
+template <int kBias, bool kSums = false>
 void prepare_q8_0(const float* x, int64_t n_in, void* out) {
   const int64_t nb = n_in / QK8_0;
   auto* qs = static_cast<int8_t*>(out);
@@ -55,7 +58,13 @@ void prepare_q8_0(const float* x, int64_t n_in, void* out) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
     d[b] = through_fp16(scale);
-    offset[b] = -kBias * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    if constexpr (kSums) {
+      const float s = through_fp16(static_cast<float>(sum) * scale);
+      std::memcpy(&offset[b], &s, sizeof(s));
+    } else {
+      offset[b] = -kBias * sum;
+    }
   }
 }
 
@@ -78,9 +87,11 @@ struct Q8_0Levels {
   }
 };
 
-struct Q4_0Levels {
-  using Block = block_q4_0;
-  static constexpr int kBias = 8;
+// Q4_0's and Q4_1's nibbles (the same qs layout); kBias 8 for Q4_0, 0 for Q4_1's unsigned levels.
+template <typename B, int kBiasOf>
+struct NibbleLevels {
+  using Block = B;
+  static constexpr int kBias = kBiasOf;
   static constexpr size_t kLevelBytes = 256;
   static void pack_levels(const Block& src, int64_t r, uint8_t* dst) {
     for (int k = 0; k < 4; ++k) {
@@ -97,12 +108,14 @@ struct Q4_0Levels {
     }
   }
 };
+using Q4_0Levels = NibbleLevels<block_q4_0, 8>;
 
 // Q4_0's nibbles, then one 64-byte chunk of fifth bits: byte 4r + i holds in bit k the fifth bit of
-// level 4k + i (ggml's qh bit 4k + i). Levels 0..31 stand for q + 16.
-struct Q5_0Levels {
-  using Block = block_q5_0;
-  static constexpr int kBias = 16;
+// level 4k + i (ggml's qh bit 4k + i). Q5_0: levels 0..31 stand for q + 16; Q5_1: kBias 0.
+template <typename B, int kBiasOf>
+struct FiveBitLevels {
+  using Block = B;
+  static constexpr int kBias = kBiasOf;
   static constexpr size_t kLevelBytes = 256 + 64;
   static void pack_levels(const Block& src, int64_t r, uint8_t* dst) {
     uint32_t qh;
@@ -130,6 +143,11 @@ struct Q5_0Levels {
     w[7] = Vec::or_(w[7], fifth_bit<Vec, 7>(high));
   }
 };
+using Q5_0Levels = FiveBitLevels<block_q5_0, 16>;
+
+// Whether a block format is affine (value = q * d + m: Q4_1, Q5_1), i.e. has a per-block min.
+template <typename Block>
+constexpr bool kAffine = requires(const Block& b) { b.m; };
 
 // ---- The kernel ----
 
@@ -137,29 +155,53 @@ struct Q5_0Levels {
 struct ActivationRow {
   const uint8_t* levels;
   const float* scales;
-  const int32_t* offsets;
+  const int32_t* offsets;  // symmetric formats: -bias * sum(levels)
+  const float* sums;       // affine formats: Q8_1's s (the same words)
   ActivationRow(const uint8_t* row, int64_t nb)
       : levels(row),
         scales(reinterpret_cast<const float*>(row + static_cast<size_t>(nb) * QK8_0)),
-        offsets(reinterpret_cast<const int32_t*>(scales + nb)) {}
+        offsets(reinterpret_cast<const int32_t*>(scales + nb)),
+        sums(scales + nb) {}
+  // The integer dot's starting value.
+  template <bool kAffineBlock>
+  int32_t start(int64_t b) const {
+    return kAffineBlock ? 0 : offsets[b];
+  }
   __m512i bytes(int64_t b, int k) const { return _mm512_set1_epi32(load_i32(levels + b * QK8_0 + 4 * k)); }
 };
 
-// A format of 32-element blocks with one fp16 scale: Levels (Q8_0Levels, Q4_0Levels) packs and
-// unpacks the levels; each packed block is the levels of the 16 rows, then their 16 fp16 scales.
+// A format of 32-element blocks with one fp16 scale (and, affine, one fp16 min): Levels packs and
+// unpacks the levels; each packed block is the levels of the 16 rows, then their 16 fp16 scales
+// (then their 16 fp16 mins).
 template <typename Levels>
 struct Block32Rows {
   using Block = typename Levels::Block;
+  static constexpr bool kMins = kAffine<Block>;
   static constexpr int64_t kBlockElems = 32;
-  static constexpr size_t kBlockBytes = Levels::kLevelBytes + kRows * sizeof(uint16_t);
+  static constexpr size_t kScaleBytes = kRows * sizeof(uint16_t);
+  static constexpr size_t kBlockBytes = Levels::kLevelBytes + (kMins ? 2 : 1) * kScaleBytes;
   static constexpr int kTokens = 16;
 
   static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
     Levels::pack_levels(src, r, dst);
     std::memcpy(dst + Levels::kLevelBytes + r * sizeof(uint16_t), &src.d, sizeof(uint16_t));
+    if constexpr (kMins) std::memcpy(dst + Levels::kLevelBytes + kScaleBytes + r * sizeof(uint16_t), &src.m, sizeof(uint16_t));
   }
   static size_t activation_bytes(int64_t n_in) { return q8_0_activation_bytes(n_in); }
-  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_0<Levels::kBias>(x, n_in, out); }
+  static void prepare_activation(const float* x, int64_t n_in, void* out) {
+    if constexpr (kMins) {
+      prepare_q8_0<0, true>(x, n_in, out);
+    } else {
+      prepare_q8_0<Levels::kBias>(x, n_in, out);
+    }
+  }
+  // acc = fma(d_w * d_a, float(dot), acc), then for affine blocks acc = fma(m_w, s_a, acc).
+  static __m512 block_step(__m512 acc, const uint8_t* block, const ActivationRow& act, int64_t b, __m512i dot) {
+    acc = accumulate(acc, row_scales(block + Levels::kLevelBytes), act.scales[b], dot);
+    if constexpr (kMins)
+      acc = _mm512_fmadd_ps(row_scales(block + Levels::kLevelBytes + kScaleBytes), _mm512_set1_ps(act.sums[b]), acc);
+    return acc;
+  }
 
   // T tokens (activation rows a_row bytes apart) x one group: y[t * y_stride + r] for the rows
   // in `store` (a lane mask). The loops over tokens and levels are unrolled so that the
@@ -172,13 +214,16 @@ struct Block32Rows {
       __m512i w[8];
       Levels::template unpack<Zmm>(block, 0, w);
       const __m512 d_w = row_scales(block + Levels::kLevelBytes);
+      __m512 m_w = _mm512_setzero_ps();
+      if constexpr (kMins) m_w = row_scales(block + Levels::kLevelBytes + kScaleBytes);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const ActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
-        __m512i dot = _mm512_set1_epi32(act.offsets[b]);
+        __m512i dot = _mm512_set1_epi32(act.start<kMins>(b));
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(b, k));
         acc[t] = accumulate(acc[t], d_w, act.scales[b], dot);
+        if constexpr (kMins) acc[t] = _mm512_fmadd_ps(m_w, _mm512_set1_ps(act.sums[b]), acc[t]);
       }
     });
   }
@@ -192,7 +237,7 @@ struct Block32Rows {
       __m256i lo[8], hi[8];
       Levels::template unpack<Ymm>(block, 0, lo);
       Levels::template unpack<Ymm>(block, 1, hi);
-      __m256i dot_lo = _mm256_set1_epi32(act.offsets[b]), dot_hi = dot_lo;
+      __m256i dot_lo = _mm256_set1_epi32(act.start<kMins>(b)), dot_hi = dot_lo;
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         const __m256i bytes = _mm256_set1_epi32(load_i32(act.levels + b * QK8_0 + 4 * k));
@@ -200,7 +245,7 @@ struct Block32Rows {
         dot_hi = _mm256_dpbusd_epi32(dot_hi, hi[k], bytes);
       }
       const __m512i dot = _mm512_inserti64x4(_mm512_castsi256_si512(dot_lo), dot_hi, 1);
-      acc[0] = accumulate(acc[0], row_scales(block + Levels::kLevelBytes), act.scales[b], dot);
+      acc[0] = block_step(acc[0], block, act, b, dot);
     });
   }
 };
@@ -210,5 +255,7 @@ struct Block32Rows {
 RowGroupKernels q8_0_row_groups() { return make_row_groups<Block32Rows<Q8_0Levels>>(); }
 RowGroupKernels q4_0_row_groups() { return make_row_groups<Block32Rows<Q4_0Levels>>(); }
 RowGroupKernels q5_0_row_groups() { return make_row_groups<Block32Rows<Q5_0Levels>>(); }
+RowGroupKernels q4_1_row_groups() { return make_row_groups<Block32Rows<NibbleLevels<block_q4_1, 0>>>(); }
+RowGroupKernels q5_1_row_groups() { return make_row_groups<Block32Rows<FiveBitLevels<block_q5_1, 0>>>(); }
 
 }  // namespace okapi::quant::avx512
