@@ -7,8 +7,11 @@
 # median tok/s of each over the rounds and okapi / best peer.
 #
 #   bench/compare.sh [--shapes "stories110M smollm2-135m"] [--types "Q8_0 Q4_0"] [--threads "1 2"]
-#                    [-p 128] [-n 64] [--reps 3] [--rounds 3] [--ctk f16] [--ctv f16]
+#                    [-p 128[,512...]] [-n 64] [-d DEPTH] [--reps 3] [--rounds 3] [--ctk f16] [--ctv f16]
 #                    [--models DIR] [--okapi PATH] [--baseline PATH] [--results FILE] [--no-rtr]
+#   -d DEPTH          long context instead: generation of -n tokens over a cache holding DEPTH
+#                     tokens ('tg32 @ d4096'; okapi and llama.cpp -d, ik_llama.cpp -gp DEPTH,N), with
+#                     the peers' flash attention on
 #   --baseline PATH   another okapi binary (e.g. an older build) run in the same rounds: column
 #                     "okapi base", to measure a change against the peers and itself at once
 # Environment: LLAMA_BENCH, IK_LLAMA_BENCH (default ../shared/peers/llama-bench and ik-llama-bench
@@ -32,6 +35,7 @@ rounds=3
 ctk=f16
 ctv=f16
 rtr=1
+depth=0
 baseline=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -40,6 +44,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift ;;
     -p) prompt="$2"; shift ;;
     -n) gen="$2"; shift ;;
+    -d) depth="$2"; shift ;;
     --reps) reps="$2"; shift ;;
     --rounds) rounds="$2"; shift ;;
     --ctk) ctk="$2"; shift ;;
@@ -49,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --baseline) baseline="$2"; shift ;;
     --results) results="$2"; shift ;;
     --no-rtr) rtr=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -85,12 +90,20 @@ for shape in $shapes; do
     for round in $(seq "$rounds"); do
       for t in $threads; do
         echo "== $label t$t round $round (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-        common=(-m "$file" -p "$prompt" -n "$gen" -t "$t" -r "$reps")
-        record okapi "$label" "$okapi" bench "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o jsonl
-        if [[ -n $baseline ]]; then record "okapi base" "$label" "$baseline" bench "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o jsonl; fi
-        record llama.cpp "$label" "$llama" "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o jsonl
-        record ik_llama.cpp "$label" "$ik" "${common[@]}" -ctk "$ctk" -ctv "$ctv" -o json
-        if [[ $rtr == 1 ]]; then record "ik -rtr" "$label" "$ik" "${common[@]}" -ctk "$ctk" -ctv "$ctv" -rtr 1 -o json; fi
+        if [[ $depth -gt 0 ]]; then
+          common=(-m "$file" -p 0 -n "$gen" -d "$depth" -t "$t" -r "$reps" -ctk "$ctk" -ctv "$ctv")
+          ik_common=(-m "$file" -p 0 -n 0 -gp "$depth,$gen" -t "$t" -r "$reps" -ctk "$ctk" -ctv "$ctv" -fa 1)
+          llama_extra=(-fa 1)
+        else
+          common=(-m "$file" -p "$prompt" -n "$gen" -t "$t" -r "$reps" -ctk "$ctk" -ctv "$ctv")
+          ik_common=("${common[@]}")
+          llama_extra=()
+        fi
+        record okapi "$label" "$okapi" bench "${common[@]}" -o jsonl
+        if [[ -n $baseline ]]; then record "okapi base" "$label" "$baseline" bench "${common[@]}" -o jsonl; fi
+        record llama.cpp "$label" "$llama" "${common[@]}" "${llama_extra[@]}" -o jsonl
+        record ik_llama.cpp "$label" "$ik" "${ik_common[@]}" -o json
+        if [[ $rtr == 1 ]]; then record "ik -rtr" "$label" "$ik" "${ik_common[@]}" -rtr 1 -o json; fi
       done
     done
   done
@@ -102,7 +115,12 @@ rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 engines = [e for e in ["okapi base", "okapi", "llama.cpp", "ik_llama.cpp", "ik -rtr"] if any(r["engine"] == e for r in rows)]
 cells = {}  # (model, threads, test) -> engine -> [avg tok/s of each round]
 for r in rows:
-    test = f"pp{r['n_prompt']}" if r["n_prompt"] > 0 else f"tg{r['n_gen']}"
+    if r.get("n_depth", 0) > 0:
+        test = f"tg{r['n_gen']} @ d{r['n_depth']}"
+    elif r["n_prompt"] > 0 and r["n_gen"] > 0:  # ik_llama.cpp -gp DEPTH,N: N tokens after DEPTH
+        test = f"tg{r['n_gen']} @ d{r['n_prompt']}"
+    else:
+        test = f"pp{r['n_prompt']}" if r["n_prompt"] > 0 else f"tg{r['n_gen']}"
     cells.setdefault((r["model"], r["n_threads"], test), {}).setdefault(r["engine"], []).append(r["avg_ts"])
 print("| model | threads | test | " + " | ".join(engines) + " | okapi / best peer |")
 print("| --- | ---: | ---: | " + " | ".join("---:" for _ in engines) + " | ---: |")

@@ -234,6 +234,7 @@ struct Block32Rows {
     const ActivationRow act(a, nb);
     over_blocks<1>(nb, y, 0, store, [&](int64_t b, __m512* acc) {
       const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;
+      prefetch_ahead<kBlockBytes>(block);
       __m256i lo[8], hi[8];
       Levels::template unpack<Ymm>(block, 0, lo);
       Levels::template unpack<Ymm>(block, 1, hi);

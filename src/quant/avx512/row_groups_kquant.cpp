@@ -72,12 +72,15 @@ void prepare_q8_K(const float* x, int64_t n_in, void* out) {
 }
 
 // ---- The kernel, for any K-quant layout F ----
-//   F::kSub sub-blocks of F::kRuns 4-level runs; F::unpack<Vec>(block, j, h, w) their levels;
-//   F::scales_of(j) the offset of the rows' 8-bit sub-block scales (signed if F::kSignedScales);
-//   F::start(act, b, j) the int32 a sub-block's dot starts from; F::finish(acc, block, d_a, sum,
-//   act, b) the float step of a super-block from its int32 sum_j scale_j * dot_j.
+//   F::kSub sub-blocks of F::kRuns 4-level runs, taken two at a time: F::unpack_pair<Vec>(block,
+//   p, h, w) the levels of sub-blocks 2p (w[0, kRuns)) and 2p + 1 (w[kRuns, 2 kRuns)), which
+//   share their packed chunks; F::scales_of(j) the offset of the rows' 8-bit sub-block scales
+//   (signed if F::kSignedScales); F::start(act, b, j) the int32 a sub-block's dot starts from;
+//   F::finish(acc, block, d_a, sum, act, b) the float step of a super-block from its int32
+//   sum_j scale_j * dot_j.
 template <typename F>
 struct SuperBlockRows : F {
+  static_assert(F::kSub % 2 == 0);
   static __m512i scales512(const uint8_t* block, int64_t j) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + F::scales_of(j)));
     return F::kSignedScales ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
@@ -96,17 +99,22 @@ struct SuperBlockRows : F {
       __m512i sum[T];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
-      for (int64_t j = 0; j < F::kSub; ++j) {
-        __m512i w[F::kRuns];
-        F::template unpack<Zmm>(block, j, 0, w);
-        const __m512i scale = scales512(block, j);
+      for (int64_t p = 0; p < F::kSub / 2; ++p) {
+        __m512i w[2 * F::kRuns];
+        F::template unpack_pair<Zmm>(block, p, 0, w);
+#pragma GCC unroll 2
+        for (int64_t i = 0; i < 2; ++i) {
+          const int64_t j = 2 * p + i;
+          const __m512i scale = scales512(block, j);
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const KActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
-          __m512i dot = _mm512_set1_epi32(F::start(act, b, j));
+          for (int t = 0; t < T; ++t) {
+            const KActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
+            __m512i dot = _mm512_set1_epi32(F::start(act, b, j));
 #pragma GCC unroll 8
-          for (int k = 0; k < F::kRuns; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(b, F::kRuns * j + k));
-          sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(dot, scale));
+            for (int k = 0; k < F::kRuns; ++k)
+              dot = _mm512_dpbusd_epi32(dot, w[F::kRuns * i + k], act.bytes(b, F::kRuns * j + k));
+            sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(dot, scale));
+          }
         }
       }
 #pragma GCC unroll 16
@@ -119,24 +127,31 @@ struct SuperBlockRows : F {
 
   // One token x one group (decode, reading weights from DRAM): the integer sums in two 256-bit
   // halves (rows 0-7, 8-15), which this CPU streams faster; the same integers and float steps.
+  // Each dot runs as two chains (even and odd runs): exact integers, so the order is free.
   static void one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* y, __mmask16 store) {
     const KActivationRow act(a, nb);
     over_blocks<1>(nb, y, 0, store, [&](int64_t b, __m512* acc) {
       const uint8_t* block = group + static_cast<size_t>(b) * F::kBlockBytes;
+      const uint8_t* levels = act.levels + b * QK_K;
+      prefetch_ahead<F::kBlockBytes>(block);
       __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      for (int64_t j = 0; j < F::kSub; ++j) {
-        const __m256i start = _mm256_set1_epi32(F::start(act, b, j));
+      for (int64_t p = 0; p < F::kSub / 2; ++p) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          __m256i w[F::kRuns];
-          F::template unpack<Ymm>(block, j, h, w);
-          __m256i dot = start;
+          __m256i w[2 * F::kRuns];
+          F::template unpack_pair<Ymm>(block, p, h, w);
+#pragma GCC unroll 2
+          for (int64_t i = 0; i < 2; ++i) {
+            const int64_t j = 2 * p + i;
+            __m256i dot[2] = {_mm256_set1_epi32(F::start(act, b, j)), _mm256_setzero_si256()};
 #pragma GCC unroll 8
-          for (int k = 0; k < F::kRuns; ++k) {
-            dot = _mm256_dpbusd_epi32(dot, w[k],
-                                      _mm256_set1_epi32(load_i32(act.levels + b * QK_K + 4 * (F::kRuns * j + k))));
+            for (int k = 0; k < F::kRuns; ++k) {
+              dot[k % 2] = _mm256_dpbusd_epi32(dot[k % 2], w[F::kRuns * i + k],
+                                               _mm256_set1_epi32(load_i32(levels + 4 * (F::kRuns * j + k))));
+            }
+            sum[h] = _mm256_add_epi32(sum[h],
+                                      _mm256_mullo_epi32(_mm256_add_epi32(dot[0], dot[1]), scales256(block, j, h)));
           }
-          sum[h] = _mm256_add_epi32(sum[h], _mm256_mullo_epi32(dot, scales256(block, j, h)));
         }
       }
       const __m512i total = _mm512_inserti64x4(_mm512_castsi256_si512(sum[0]), sum[1], 1);
@@ -210,6 +225,12 @@ struct Q6_KFormat {
     w[3] = Vec::or_(Vec::or_(b01, b23), b45);
   }
 
+  template <typename Vec>
+  static void unpack_pair(const uint8_t* block, int64_t p, int h, typename Vec::V* w) {
+    unpack<Vec>(block, 2 * p, h, w);
+    unpack<Vec>(block, 2 * p + 1, h, w + kRuns);
+  }
+
   static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
   static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q6_K>(x, n_in, out); }
 
@@ -275,23 +296,21 @@ struct KMinFormat {
     std::memcpy(dst + kDminOffset + r * sizeof(uint16_t), &src.dmin, sizeof(uint16_t));
   }
 
-  // The 8 vectors of levels (0..15, Q5_K 0..31) of sub-block j, for all 16 rows (Zmm) or rows
-  // 8h .. 8h+7 (Ymm).
+  // The 8 vectors of levels (0..15, Q5_K 0..31) of sub-blocks 2p (w[0..7]) and 2p + 1 (w[8..15]),
+  // for all 16 rows (Zmm) or rows 8h .. 8h+7 (Ymm): each chunk is loaded once for both.
   template <typename Vec>
-  static void unpack(const uint8_t* block, int64_t j, int h, typename Vec::V* w) {
-    const uint8_t* pair = block + kPairBytes * static_cast<size_t>(j / 2);
+  static void unpack_pair(const uint8_t* block, int64_t p, int h, typename Vec::V* w) {
+    const uint8_t* pair = block + kPairBytes * static_cast<size_t>(p);
     const auto mask = Vec::set1(0x0f);
     for (int k = 0; k < 8; ++k) {
       const auto v = Vec::load(pair + 64 * k, h);
-      w[k] = Vec::and_(j % 2 ? Vec::template shift_right16<4>(v) : v, mask);
+      w[k] = Vec::and_(v, mask);
+      w[8 + k] = Vec::and_(Vec::template shift_right16<4>(v), mask);
     }
     if constexpr (kFifthBit) {
       const typename Vec::V high[2] = {Vec::load(pair + 512, h), Vec::load(pair + 576, h)};
-      if (j % 2 == 0) {
-        with_fifth_bits<Vec, 0>(high, w);
-      } else {
-        with_fifth_bits<Vec, 1>(high, w);
-      }
+      with_fifth_bits<Vec, 0>(high, w);
+      with_fifth_bits<Vec, 1>(high, w + 8);
     }
   }
   template <typename Vec, int kOdd>
