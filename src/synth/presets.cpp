@@ -36,10 +36,11 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "tinyllama-1.1b", .archs = {"llama"}, .n_embd = 2048, .n_layer = 22, .n_head = 32,
                .n_head_kv = 4, .n_ff = 5632, .n_vocab = 32000, .context_length = 2048});
   // microsoft/bitnet-b1.58-2B-4T: ik_llama calls the architecture bitnet-25, Microsoft's BitNet
-  // fork bitnet-b1.58; same tensors. Reduced to 4 layers unless --layers says otherwise.
-  p.push_back({.name = "bitnet-2b-shape", .archs = {"bitnet-25", "bitnet-b1.58"}, .n_embd = 2560, .n_layer = 30,
+  // fork bitnet-b1.58; same tensors. Also writable as llama.cpp's `bitnet` (the same tensors and
+  // matrix shapes, a SiLU-gated FFN), the one mainline llama.cpp runs, to time it on the same weights.
+  p.push_back({.name = "bitnet-2b-shape", .archs = {"bitnet-25", "bitnet-b1.58", "bitnet"}, .n_embd = 2560, .n_layer = 30,
                .n_head = 20, .n_head_kv = 5, .n_ff = 6912, .n_vocab = 128256, .context_length = 4096,
-               .rope_base = 500000.0f, .tied = true, .sub_norms = true, .ternary = true, .default_layers = 4});
+               .rope_base = 500000.0f, .tied = true, .sub_norms = true, .ternary = true});
   return p;
 }
 

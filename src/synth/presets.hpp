@@ -29,7 +29,6 @@ struct Preset {
   bool sub_norms = false;   // bitnet: attn_sub_norm, ffn_sub_norm
   bool ternary = false;     // bitnet: projections are s * {-1, 0, +1}
   int64_t sliding_window = 0;  // gemma3
-  int64_t default_layers = 0;  // 0: n_layer (bitnet-2b-shape is reduced by default)
 
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };

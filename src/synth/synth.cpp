@@ -208,8 +208,7 @@ SynthReport write_synth(const SynthOptions& options, const std::filesystem::path
   const std::string arch = resolve_arch(preset, options.arch);
   const quant::MixSpec& mix = quant::mix_by_name(options.type);
   if (options.layers < 0) throw_error("--layers {}: must be positive", options.layers);
-  const int64_t n_layer = options.layers > 0 ? options.layers : (preset.default_layers > 0 ? preset.default_layers
-                                                                                          : preset.n_layer);
+  const int64_t n_layer = options.layers > 0 ? options.layers : preset.n_layer;
   const std::vector<TensorPlan> plan = plan_tensors(preset, n_layer);
 
   std::vector<quant::TensorDesc> descs;

@@ -29,6 +29,14 @@ namespace {
 
 using test::gaussian;
 
+// The value of type T stored at p (a prepared activation's scale or offset, a block's scale).
+template <typename T>
+T read_at(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
 struct Tiered {
   Isa tier;
   DType type;
@@ -58,6 +66,18 @@ int five_bit_level(const Block& b, int64_t e) {
   uint32_t qh;
   std::memcpy(&qh, b.qh, sizeof(qh));
   return nibble_level(b, e) | static_cast<int>(((qh >> (e % 32)) & 1) << 4);
+}
+
+// The 256 values (-1..1) of block b of a TQ2_0 / TQ1_0 row: the reference dequantizer on a copy of
+// the block with d = 1 (d is the last field of both).
+std::vector<int> ternary_levels(DType type, const uint8_t* row, int64_t b) {
+  const size_t bytes = layout(type).block_bytes;
+  std::vector<uint8_t> block(row + static_cast<size_t>(b) * bytes, row + static_cast<size_t>(b + 1) * bytes);
+  const uint16_t one = fp32_to_fp16(1.0f);
+  std::memcpy(block.data() + bytes - sizeof(one), &one, sizeof(one));
+  std::vector<float> values(QK_K);
+  format(type, Isa::scalar).dequantize_ref(block.data(), values.data(), QK_K);
+  return std::vector<int>(values.begin(), values.end());
 }
 
 // The level e of a weight row as the kernels multiply it (Q8_0: signed; Q4_0: 0..15 - 8; Q6_K:
@@ -137,6 +157,9 @@ void make_extreme(Problem& p) {
     };
     if (p.type == DType::Q5_0) five_bits(reinterpret_cast<block_q5_0*>(blk));
     if (p.type == DType::Q5_1) five_bits(reinterpret_cast<block_q5_1*>(blk));
+    if (p.type == DType::TQ2_0 || p.type == DType::TQ1_0) {  // all levels +1 or all -1
+      std::memset(blk, (b % 2) ? 0x00 : (p.type == DType::TQ2_0 ? 0xaa : 0xff), block - sizeof(uint16_t));
+    }
     if (p.type == DType::Q6_K) {
       auto* q6 = reinterpret_cast<block_q6_K*>(blk);
       std::memset(q6->ql, 0xff, sizeof(q6->ql));
@@ -194,6 +217,17 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
     return acc;
   }
   const auto* a = reinterpret_cast<const block_q8_K*>(p.act_at(t));
+  if (p.type == DType::TQ2_0 || p.type == DType::TQ1_0) {  // d is the last field of both blocks
+    const size_t block_bytes = layout(p.type).block_bytes;
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      const std::vector<int> levels = ternary_levels(p.type, row, b);
+      int32_t sum = 0;
+      for (int64_t i = 0; i < QK_K; ++i) sum += levels[static_cast<size_t>(i)] * a[b].qs[i];
+      const auto d = read_at<uint16_t>(row + static_cast<size_t>(b + 1) * block_bytes - sizeof(uint16_t));
+      acc = std::fma(fp16_to_fp32(d) * a[b].d, static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
   if (p.type == DType::Q4_K || p.type == DType::Q5_K) {
     // Both blocks start with d, dmin and the 12 bytes of scales and mins.
     const size_t block_bytes = layout(p.type).block_bytes;
@@ -234,13 +268,6 @@ struct Packed {
   const uint8_t* act_at(int64_t t) const { return acts.data() + static_cast<size_t>(t) * a_row; }
 };
 
-// The value of type T stored at p (a prepared activation's scale or offset).
-template <typename T>
-T read_at(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
 
 Packed pack_all(const RowGroupKernels& k, const Problem& p) {
   Packed out;
@@ -323,6 +350,12 @@ void check_q8_K_activations(const RowGroupKernels& k, DType type) {
       ASSERT_EQ(read_at<float>(row + nb * QK_K + b * 4), ref[b].d);
       for (int j = 0; j < QK_K / 16; ++j) {
         int32_t want = -32 * ref[b].bsums[j];
+        if (type == DType::TQ2_0 || type == DType::TQ1_0) {
+          want = 0;
+          if (j == 0) {
+            for (int16_t bsum : ref[b].bsums) want -= bsum;
+          }
+        }
         if (type == DType::Q4_K || type == DType::Q5_K) {
           const auto sum32 = [&](int s32) {
             return static_cast<uint16_t>(ref[b].bsums[2 * s32] + ref[b].bsums[2 * s32 + 1]);
@@ -400,7 +433,8 @@ TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
       const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
       const bool expected = (is_float && tier >= Isa::avx2) ||
                             (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
-                                                     type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K || type == DType::Q4_K ||
+                                                     type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K ||
+                                                     type == DType::TQ2_0 || type == DType::TQ1_0 || type == DType::Q4_K ||
                                                      type == DType::Q5_K));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }

@@ -59,7 +59,7 @@ void register_synth(CLI::App& app, VerbResult& result) {
   cmd->add_option("--arch", args.options.arch, "Architecture name to write (default: the preset's)");
   cmd->add_option("--type", args.options.type, "Quantization mix, e.g. F32, Q8_0, Q4_K_M (default F32)");
   cmd->add_option("-s,--seed", args.options.seed, "Seed of the weights (default 1)")->check(in_range(0, 4294967295.0));
-  cmd->add_option("--layers", args.options.layers, "Number of blocks (default: the model's; bitnet-2b-shape: 4)")
+  cmd->add_option("--layers", args.options.layers, "Number of blocks (default: the model's)")
       ->check(in_range(1, 100000));
   cmd->add_option("--vocab", args.options.vocab, "Vocabulary size (default: the model's; smaller for quick tests)")
       ->check(in_range(1, 2147483647.0));

@@ -39,5 +39,7 @@ RowGroupKernels q5_1_row_groups();
 RowGroupKernels q6_K_row_groups();
 RowGroupKernels q4_K_row_groups();
 RowGroupKernels q5_K_row_groups();
+RowGroupKernels tq2_0_row_groups();  // row_groups_ternary.cpp, which describes the layout
+RowGroupKernels tq1_0_row_groups();
 
 }  // namespace okapi::quant::avx512
