@@ -7,7 +7,7 @@
 //   BM_Gemm/<type>/<tier>/t<threads>/tokens:<n>
 //                                        4096x4096 weights x n tokens (prefill);
 //                                        counter GFLOPs = 2 n_in n_out n_tokens / s.
-// Wall-clock time (the work runs in the pool). Formats: F32 F16 Q8_0 Q4_0 Q4_K Q6_K TQ2_0; tiers:
+// Wall-clock time (the work runs in the pool). Formats: F32 F16 Q8_0 Q4_0 Q4_K Q6_K TQ2_0 TQ1_0 I2_S; tiers:
 // every one this CPU runs above scalar. The matrices are registered with a kernels::WeightPacks
 // (as a model's are) and packed before timing, so formats with row-group kernels time them on
 // their repacked weights.
@@ -111,7 +111,8 @@ void run_gemm(benchmark::State& state, DType type, okapi::Isa tier, int threads,
 }
 
 const bool registered = [] {
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::TQ2_0}) {
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::TQ2_0, DType::TQ1_0,
+                     DType::I2_S}) {
     for (okapi::Isa tier : okapi::available_isas()) {
       if (tier == okapi::Isa::scalar) continue;
       const std::string name = std::string(okapi::dtype_name(type)) + "/" + std::string(okapi::isa_name(tier));

@@ -156,6 +156,7 @@ struct RowGroupWeight {
   const uint8_t* packed = nullptr;
   int64_t n_out = 0;
   float* y = nullptr;
+  float scale = 1.0f;  // the per-tensor factor (I2_S), applied to each result as the other paths do
   int64_t rows_per_unit(int64_t n_tokens) const { return groups_per_unit(n_tokens) * k->rows; }
   int64_t row_units(int64_t n_tokens) const { return (n_out + rows_per_unit(n_tokens) - 1) / rows_per_unit(n_tokens); }
 
@@ -199,9 +200,14 @@ void run_row_groups(std::span<const RowGroupWeight> weights, int64_t n_in, const
       const quant::RowGroupKernels& k = *w.k;
       const int64_t rows_per_unit = w.rows_per_unit(n_tokens), local = unit - first;
       const int64_t o0 = local / token_tiles * rows_per_unit, t0 = local % token_tiles * kTokenTile;
-      k.gemm(n_in, w.packed + static_cast<size_t>(o0 / k.rows) * k.group_bytes(n_in), std::min(rows_per_unit, w.n_out - o0),
-             a + static_cast<size_t>(t0) * a_row, a_row, std::min(kTokenTile, n_tokens - t0), w.y + t0 * w.n_out + o0,
-             w.n_out);
+      const int64_t n_rows = std::min(rows_per_unit, w.n_out - o0), n_t = std::min(kTokenTile, n_tokens - t0);
+      float* y = w.y + t0 * w.n_out + o0;
+      k.gemm(n_in, w.packed + static_cast<size_t>(o0 / k.rows) * k.group_bytes(n_in), n_rows,
+             a + static_cast<size_t>(t0) * a_row, a_row, n_t, y, w.n_out);
+      if (w.scale != 1.0f) {
+        for (int64_t t = 0; t < n_t; ++t)
+          for (int64_t o = 0; o < n_rows; ++o) y[t * w.n_out + o] *= w.scale;
+      }
     }
   };
   run_on(pool, units, body);
@@ -210,13 +216,14 @@ void run_row_groups(std::span<const RowGroupWeight> weights, int64_t n_in, const
 void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
   const quant::RowGroupKernels& k = job.plan.format->row_groups;
   const detail::PackKey key{job.w, tier, w_type, job.n_in, job.n_out};
-  const RowGroupWeight weight{&k, detail::packed_weight(key, job.plan.w_row_bytes, job.pool), job.n_out, job.y};
+  const RowGroupWeight weight{&k, detail::packed_weight(key, job.plan.w_row_bytes, job.pool), job.n_out, job.y,
+                              job.plan.scale};
   const uint8_t* a = prepared_activations(k, job.n_in, x, job.n_tokens, job.pool);
   run_row_groups(std::span<const RowGroupWeight>(&weight, 1), job.n_in, a, job.n_tokens, job.pool);
 }
 
 bool uses_row_groups(const detail::MatmulPlan& plan) {
-  return !plan.dequantize_path && plan.format->row_groups.rows > 0 && plan.scale == 1.0f;
+  return !plan.dequantize_path && plan.format->row_groups.rows > 0;
 }
 
 // The multi-token kernel for a weight format whose activations it reads as prepared, if any.
@@ -282,7 +289,7 @@ void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const flo
     if (!uses_row_groups(plan) || out.n_out == 0 || k.prepare_activation != k0.prepare_activation ||
         k.activation_bytes(n_in) != k0.activation_bytes(n_in))
       return one_by_one();
-    weights[i] = {&k, static_cast<const uint8_t*>(out.w), out.n_out, out.y};
+    weights[i] = {&k, static_cast<const uint8_t*>(out.w), out.n_out, out.y, plan.scale};
     w_rows[i] = plan.w_row_bytes;
     work += n_in * out.n_out * n_tokens;
   }

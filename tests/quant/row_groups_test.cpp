@@ -86,6 +86,10 @@ int weight_level(DType type, const uint8_t* row, int64_t e) {
   if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[e / QK8_0].qs[e % QK8_0];
   if (type == DType::Q4_0) return nibble_level(reinterpret_cast<const block_q4_0*>(row)[e / QK4_0], e) - 8;
   if (type == DType::Q4_1) return nibble_level(reinterpret_cast<const block_q4_1*>(row)[e / QK4_1], e);
+  if (type == DType::I2_S) {  // bitnet.cpp: byte g of a 128-value block holds g, g+32, g+64, g+96 from the top
+    const uint8_t byte = row[e / 128 * 32 + e % 32];
+    return ((byte >> (6 - 2 * (e % 128 / 32))) & 3) - 1;
+  }
   if (type == DType::Q5_0) return five_bit_level(reinterpret_cast<const block_q5_0*>(row)[e / QK5_0], e) - 16;
   if (type == DType::Q5_1) return five_bit_level(reinterpret_cast<const block_q5_1*>(row)[e / QK5_1], e);
   const int i = static_cast<int>(e % QK_K);
@@ -110,6 +114,7 @@ std::pair<int, int> k4_scale_min(const uint8_t* q, int j) {
   return {(q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)};
 }
 uint16_t weight_scale(DType type, const uint8_t* row, int64_t b) {
+  if (type == DType::I2_S) return fp32_to_fp16(1.0f);  // unit rows: the tensor scale is the matmul's
   if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[b].d;
   if (type == DType::Q5_0) return reinterpret_cast<const block_q5_0*>(row)[b].d;
   if (type == DType::Q4_1) return reinterpret_cast<const block_q4_1*>(row)[b].d;
@@ -150,6 +155,7 @@ void make_extreme(Problem& p) {
     uint8_t* blk = p.w.data() + b * block;
     if (p.type == DType::Q8_0) std::memset(reinterpret_cast<block_q8_0*>(blk)->qs, 0x80, QK8_0);
     if (p.type == DType::Q4_0) std::memset(reinterpret_cast<block_q4_0*>(blk)->qs, (b % 2) ? 0x00 : 0xff, QK4_0 / 2);
+    if (p.type == DType::I2_S) std::memset(blk, (b % 2) ? 0x00 : 0xaa, block);  // all -1 or all +1
     if (p.type == DType::Q4_1) std::memset(reinterpret_cast<block_q4_1*>(blk)->qs, (b % 2) ? 0x00 : 0xff, QK4_1 / 2);
     const auto five_bits = [&](auto* q5) {  // all levels 0 or all 31
       std::memset(q5->qs, (b % 2) ? 0x00 : 0xff, sizeof(q5->qs));
@@ -297,8 +303,8 @@ class RowGroups : public ::testing::TestWithParam<Tiered> {};
 // offset.
 void check_q8_0_activations(const RowGroupKernels& k, DType type) {
   const bool affine = type == DType::Q4_1 || type == DType::Q5_1;
-  Problem p = make_problem(type, 544, 1, 5, 3, false);
-  for (int64_t i = 0; i < 544; ++i) {
+  Problem p = make_problem(type, 640, 1, 5, 3, false);  // 20 blocks (I2_S: 5 of 128)
+  for (int64_t i = 0; i < p.n_in; ++i) {
     const int64_t b = i / QK8_0, j = i % QK8_0;
     const float tie = (j % 2 ? -1.0f : 1.0f) * (static_cast<float>(j) + 0.5f);
     p.x[static_cast<size_t>(i)] = j == 0 ? 127.0f : tie;
@@ -329,7 +335,7 @@ void check_q8_0_activations(const RowGroupKernels& k, DType type) {
       }
       int32_t sum = 0;
       for (int8_t q : got) sum += q;
-      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : type == DType::Q5_0 ? 16 : 8) * sum);
+      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : type == DType::Q5_0 ? 16 : type == DType::I2_S ? 1 : 8) * sum);
     }
   }
 }
@@ -434,7 +440,7 @@ TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
       const bool expected = (is_float && tier >= Isa::avx2) ||
                             (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
                                                      type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K ||
-                                                     type == DType::TQ2_0 || type == DType::TQ1_0 || type == DType::Q4_K ||
+                                                     type == DType::TQ2_0 || type == DType::TQ1_0 || type == DType::I2_S || type == DType::Q4_K ||
                                                      type == DType::Q5_K));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }

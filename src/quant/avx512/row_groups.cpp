@@ -251,8 +251,98 @@ struct Block32Rows {
   }
 };
 
+// I2_S (bitnet.cpp's x86 layout): 128-value blocks of 2-bit codes 0..2 for -1..1 (3 reads as +2,
+// as bitnet.cpp's dot treats it), byte g holding values g, g+32, g+64, g+96 in bits 7-6, 5-4, 3-2,
+// 1-0; no block scale (one per tensor, which the matmul applies to each result). Packed block of
+// 16 rows, 512 bytes: per 32-value group j, two 64-byte chunks whose byte 4r + i holds in bits
+// 2s..2s+1 the code of row r's value 32j + 4(c + 2s) + i (the group's run c + 2s). Each group meets
+// one Q8_0 activation block: dot = -sum(a) + sum(code * a), then acc = fma(d_a, float(dot), acc).
+struct block_i2_s {
+  uint8_t qs[32];
+};
+
+struct I2SRows {
+  using Block = block_i2_s;
+  static constexpr int64_t kBlockElems = 128;
+  static constexpr size_t kGroupBytes = 128;
+  static constexpr size_t kBlockBytes = 4 * kGroupBytes;
+  static constexpr int kTokens = 16;
+
+  static int code(const Block& b, int e) { return (b.qs[e % 32] >> (6 - 2 * (e / 32))) & 3; }
+  static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
+    for (int j = 0; j < 4; ++j) {
+      for (int c = 0; c < 2; ++c) {
+        for (int i = 0; i < 4; ++i) {
+          int byte = 0;
+          for (int s = 0; s < 4; ++s) byte |= code(src, 32 * j + 4 * (c + 2 * s) + i) << (2 * s);
+          dst[kGroupBytes * j + 64 * c + 4 * r + i] = static_cast<uint8_t>(byte);
+        }
+      }
+    }
+  }
+  // The 8 runs (w[k]: values 4k..4k+3) of one 32-value group, codes 0..3 as bytes.
+  template <typename Vec>
+  static void unpack(const uint8_t* group, int h, typename Vec::V* w) {
+    const auto mask = Vec::set1(3);
+    for (int c = 0; c < 2; ++c) {
+      const auto v = Vec::load(group + 64 * c, h);
+      w[c] = Vec::and_(v, mask);
+      w[c + 2] = Vec::and_(Vec::template shift_right16<2>(v), mask);
+      w[c + 4] = Vec::and_(Vec::template shift_right16<4>(v), mask);
+      w[c + 6] = Vec::and_(Vec::template shift_right16<6>(v), mask);
+    }
+  }
+  static size_t activation_bytes(int64_t n_in) { return q8_0_activation_bytes(n_in); }
+  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_0<1>(x, n_in, out); }
+
+  template <int T>
+  static void tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
+                     __mmask16 store) {
+    over_blocks<T>(nb, y, y_stride, store, [&](int64_t b, __m512* acc) {
+      const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;
+      for (int j = 0; j < 4; ++j) {
+        __m512i w[8];
+        unpack<Zmm>(block + kGroupBytes * j, 0, w);
+        const int64_t qb = 4 * b + j;  // the Q8_0 activation block
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const ActivationRow act(a + static_cast<size_t>(t) * a_row, 4 * nb);
+          __m512i dot = _mm512_set1_epi32(act.offsets[qb]);
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(qb, k));
+          acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(act.scales[qb]), _mm512_cvtepi32_ps(dot), acc[t]);
+        }
+      }
+    });
+  }
+
+  static void one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* y, __mmask16 store) {
+    const ActivationRow act(a, 4 * nb);
+    over_blocks<1>(nb, y, 0, store, [&](int64_t b, __m512* acc) {
+      const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;
+      prefetch_ahead<kBlockBytes>(block);
+      for (int j = 0; j < 4; ++j) {
+        const int64_t qb = 4 * b + j;
+        __m256i lo[8], hi[8];
+        unpack<Ymm>(block + kGroupBytes * j, 0, lo);
+        unpack<Ymm>(block + kGroupBytes * j, 1, hi);
+        __m256i dot_lo = _mm256_set1_epi32(act.offsets[qb]), dot_hi = dot_lo;
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i bytes = _mm256_set1_epi32(load_i32(act.levels + qb * QK8_0 + 4 * k));
+          dot_lo = _mm256_dpbusd_epi32(dot_lo, lo[k], bytes);
+          dot_hi = _mm256_dpbusd_epi32(dot_hi, hi[k], bytes);
+        }
+        const __m512i dot = _mm512_inserti64x4(_mm512_castsi256_si512(dot_lo), dot_hi, 1);
+        acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(act.scales[qb]), _mm512_cvtepi32_ps(dot), acc[0]);
+      }
+    });
+  }
+};
+
 }  // namespace
 
+RowGroupKernels i2_s_row_groups() { return make_row_groups<I2SRows>(); }
 RowGroupKernels q8_0_row_groups() { return make_row_groups<Block32Rows<Q8_0Levels>>(); }
 RowGroupKernels q4_0_row_groups() { return make_row_groups<Block32Rows<Q4_0Levels>>(); }
 RowGroupKernels q5_0_row_groups() { return make_row_groups<Block32Rows<Q5_0Levels>>(); }

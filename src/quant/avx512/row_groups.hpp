@@ -41,5 +41,6 @@ RowGroupKernels q4_K_row_groups();
 RowGroupKernels q5_K_row_groups();
 RowGroupKernels tq2_0_row_groups();  // row_groups_ternary.cpp, which describes the layout
 RowGroupKernels tq1_0_row_groups();
+RowGroupKernels i2_s_row_groups();  // row_groups.cpp, which describes the layout
 
 }  // namespace okapi::quant::avx512
