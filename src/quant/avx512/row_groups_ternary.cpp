@@ -93,28 +93,22 @@ struct TernaryRows {
       const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;
       prefetch_ahead<kBlockBytes>(block);
       const uint8_t* levels = act.levels + b * QK_K;
-      __m256i dot[2][4];
+      __m512i dot[4];
 #pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) dot[0][s] = dot[1][s] = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) dot[s] = _mm512_setzero_si512();
       for (int c = 0; c < kChunks; ++c) {
-        const __m256i half[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * c)),
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * c + 32))};
+        const __m512i v = _mm512_loadu_si512(block + 64 * c);
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {
-          const __m256i bytes = _mm256_set1_epi32(load_i32(levels + 4 * (c + 16 * s)));
-          const __m256i mask = _mm256_set1_epi8(static_cast<char>(3 << (2 * s)));
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) dot[h][s] = _mm256_dpbusd_epi32(dot[h][s], _mm256_and_si256(half[h], mask), bytes);
+          const __m512i bytes = _mm512_set1_epi32(load_i32(levels + 4 * (c + 16 * s)));
+          dot[s] = _mm512_dpbusd_epi32(dot[s], _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(3 << (2 * s)))), bytes);
         }
       }
-      __m256i total[2];
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {  // dot[h][s] = 4^s * the run sums exactly
-        total[h] = _mm256_add_epi32(_mm256_add_epi32(dot[h][0], _mm256_srai_epi32(dot[h][1], 2)),
-                                    _mm256_add_epi32(_mm256_srai_epi32(dot[h][2], 4), _mm256_srai_epi32(dot[h][3], 6)));
-        total[h] = _mm256_add_epi32(total[h], _mm256_set1_epi32(act.offset(b, 0)));
-      }
-      const __m512i sum = _mm512_inserti64x4(_mm512_castsi256_si512(total[0]), total[1], 1);
+      // dot[s] = 4^s * the run sums exactly
+      const __m512i sum = _mm512_add_epi32(
+          _mm512_add_epi32(_mm512_add_epi32(dot[0], _mm512_srai_epi32(dot[1], 2)),
+                           _mm512_add_epi32(_mm512_srai_epi32(dot[2], 4), _mm512_srai_epi32(dot[3], 6))),
+          _mm512_set1_epi32(act.offset(b, 0)));
       acc[0] = accumulate(acc[0], row_scales(block + kDOffset), act.scales[b], sum);
     });
   }
