@@ -43,7 +43,7 @@ constexpr double kRelTol = 1e-5;
 // AVX2 dequantize and vec_dot; vec_dot only; activation quantizers.
 constexpr DType kFastTypes[] = {DType::F32,  DType::F16,  DType::Q4_0, DType::Q5_0,
                                 DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::TQ2_0};
-constexpr DType kFastDotOnly[] = {DType::Q4_1, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K};
+constexpr DType kFastDotOnly[] = {DType::Q4_1, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::I2_S};
 constexpr DType kFastQuantizers[] = {DType::F16, DType::Q8_0, DType::Q8_1, DType::Q8_K};
 
 std::vector<DType> fast_dot_types() {

@@ -1,6 +1,8 @@
 // TQ2_0 rows: 2-bit ternary (q in 0..2 stands for q-1), one fp16 scale per 256 elements.
 // Byte m of each 32-byte half holds elements m, m+32, m+64, m+96 of that half in bits 0-1,
 // 2-3, 4-5, 6-7.
+// I2_S rows (bitnet.cpp's x86 layout, unit scale): byte g of a 128-value block holds values g,
+// g+32, g+64, g+96 in bits 7-6, 5-4, 3-2, 1-0 (codes 0..2 for -1..1; 3 reads as +2).
 #include "quant/avx2/kernels.hpp"
 #include "quant/avx2/simd.hpp"
 #include "quant/blocks.hpp"
@@ -48,6 +50,27 @@ float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a) {
     sum += static_cast<float>(isum) * (y[b].d * half_to_float(x[b].d));
   }
   return sum;
+}
+
+// sum((code-1)*a) per 32-value group (one Q8_0 block): maddubs of the codes (<= 3) and of ones
+// against the activation bytes, subtracted as int16 pairs (|pair| <= 768 + 256), widened, then
+// scaled by the block's d in 8 float lanes. Unit scale: the caller applies the tensor's.
+float vec_dot_i2_s_q8_0(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const block_q8_0*>(a);
+  const __m256i mask = _mm256_set1_epi8(3);
+  const __m256i ones = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 128; ++b, x += 32) {
+    const __m256i bytes = load256(x);
+    for (int g = 0; g < 4; ++g, ++y) {
+      const __m256i codes = _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(6 - 2 * g)), mask);
+      const __m256i q = load256(y->qs);
+      const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(codes, q), _mm256_maddubs_epi16(ones, q));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(y->d)), _mm256_cvtepi32_ps(sum_i16_pairs(pairs)), acc);
+    }
+  }
+  return hsum(acc);
 }
 
 }  // namespace okapi::quant::avx2
