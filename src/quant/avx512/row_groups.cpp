@@ -170,6 +170,25 @@ struct ActivationRow {
   __m512i bytes(int64_t b, int k) const { return _mm512_set1_epi32(load_i32(levels + b * QK8_0 + 4 * k)); }
 };
 
+// The exact int32 dots of one 32-value activation block qb against 16 rows, from `start`: w[k]
+// holds the rows' unsigned levels of values 4k..4k+3 (Zmm), or rows 0-7 / 8-15 (Ymm lo, hi).
+inline __m512i block_dot(const __m512i* w, const ActivationRow& act, int64_t qb, int32_t start) {
+  __m512i dot = _mm512_set1_epi32(start);
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(qb, k));
+  return dot;
+}
+inline __m512i block_dot(const __m256i* lo, const __m256i* hi, const ActivationRow& act, int64_t qb, int32_t start) {
+  __m256i dot_lo = _mm256_set1_epi32(start), dot_hi = dot_lo;
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    const __m256i bytes = _mm256_set1_epi32(load_i32(act.levels + qb * QK8_0 + 4 * k));
+    dot_lo = _mm256_dpbusd_epi32(dot_lo, lo[k], bytes);
+    dot_hi = _mm256_dpbusd_epi32(dot_hi, hi[k], bytes);
+  }
+  return _mm512_inserti64x4(_mm512_castsi256_si512(dot_lo), dot_hi, 1);
+}
+
 // A format of 32-element blocks with one fp16 scale (and, affine, one fp16 min): Levels packs and
 // unpacks the levels; each packed block is the levels of the 16 rows, then their 16 fp16 scales
 // (then their 16 fp16 mins).
@@ -195,11 +214,15 @@ struct Block32Rows {
       prepare_q8_0<Levels::kBias>(x, n_in, out);
     }
   }
+  // The rows' scales d_w and (affine) mins m_w of a packed block.
+  static __m512 scales_of(const uint8_t* block) { return row_scales(block + Levels::kLevelBytes); }
+  static __m512 mins_of(const uint8_t* block) {
+    return kMins ? row_scales(block + Levels::kLevelBytes + kScaleBytes) : _mm512_setzero_ps();
+  }
   // acc = fma(d_w * d_a, float(dot), acc), then for affine blocks acc = fma(m_w, s_a, acc).
-  static __m512 block_step(__m512 acc, const uint8_t* block, const ActivationRow& act, int64_t b, __m512i dot) {
-    acc = accumulate(acc, row_scales(block + Levels::kLevelBytes), act.scales[b], dot);
-    if constexpr (kMins)
-      acc = _mm512_fmadd_ps(row_scales(block + Levels::kLevelBytes + kScaleBytes), _mm512_set1_ps(act.sums[b]), acc);
+  static __m512 block_step(__m512 acc, __m512 d_w, __m512 m_w, const ActivationRow& act, int64_t b, __m512i dot) {
+    acc = accumulate(acc, d_w, act.scales[b], dot);
+    if constexpr (kMins) acc = _mm512_fmadd_ps(m_w, _mm512_set1_ps(act.sums[b]), acc);
     return acc;
   }
 
@@ -213,17 +236,11 @@ struct Block32Rows {
       const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;
       __m512i w[8];
       Levels::template unpack<Zmm>(block, 0, w);
-      const __m512 d_w = row_scales(block + Levels::kLevelBytes);
-      __m512 m_w = _mm512_setzero_ps();
-      if constexpr (kMins) m_w = row_scales(block + Levels::kLevelBytes + kScaleBytes);
+      const __m512 d_w = scales_of(block), m_w = mins_of(block);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const ActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
-        __m512i dot = _mm512_set1_epi32(act.start<kMins>(b));
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(b, k));
-        acc[t] = accumulate(acc[t], d_w, act.scales[b], dot);
-        if constexpr (kMins) acc[t] = _mm512_fmadd_ps(m_w, _mm512_set1_ps(act.sums[b]), acc[t]);
+        acc[t] = block_step(acc[t], d_w, m_w, act, b, block_dot(w, act, b, act.start<kMins>(b)));
       }
     });
   }
@@ -238,15 +255,7 @@ struct Block32Rows {
       __m256i lo[8], hi[8];
       Levels::template unpack<Ymm>(block, 0, lo);
       Levels::template unpack<Ymm>(block, 1, hi);
-      __m256i dot_lo = _mm256_set1_epi32(act.start<kMins>(b)), dot_hi = dot_lo;
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m256i bytes = _mm256_set1_epi32(load_i32(act.levels + b * QK8_0 + 4 * k));
-        dot_lo = _mm256_dpbusd_epi32(dot_lo, lo[k], bytes);
-        dot_hi = _mm256_dpbusd_epi32(dot_hi, hi[k], bytes);
-      }
-      const __m512i dot = _mm512_inserti64x4(_mm512_castsi256_si512(dot_lo), dot_hi, 1);
-      acc[0] = block_step(acc[0], block, act, b, dot);
+      acc[0] = block_step(acc[0], scales_of(block), mins_of(block), act, b, block_dot(lo, hi, act, b, act.start<kMins>(b)));
     });
   }
 };
@@ -294,6 +303,10 @@ struct I2SRows {
   }
   static size_t activation_bytes(int64_t n_in) { return q8_0_activation_bytes(n_in); }
   static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_0<1>(x, n_in, out); }
+  // Unit rows: acc = fma(d_a, float(dot), acc).
+  static __m512 group_step(__m512 acc, const ActivationRow& act, int64_t qb, __m512i dot) {
+    return _mm512_fmadd_ps(_mm512_set1_ps(act.scales[qb]), _mm512_cvtepi32_ps(dot), acc);
+  }
 
   template <int T>
   static void tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
@@ -307,10 +320,7 @@ struct I2SRows {
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const ActivationRow act(a + static_cast<size_t>(t) * a_row, 4 * nb);
-          __m512i dot = _mm512_set1_epi32(act.offsets[qb]);
-#pragma GCC unroll 8
-          for (int k = 0; k < 8; ++k) dot = _mm512_dpbusd_epi32(dot, w[k], act.bytes(qb, k));
-          acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(act.scales[qb]), _mm512_cvtepi32_ps(dot), acc[t]);
+          acc[t] = group_step(acc[t], act, qb, block_dot(w, act, qb, act.offsets[qb]));
         }
       }
     });
@@ -326,15 +336,7 @@ struct I2SRows {
         __m256i lo[8], hi[8];
         unpack<Ymm>(block + kGroupBytes * j, 0, lo);
         unpack<Ymm>(block + kGroupBytes * j, 1, hi);
-        __m256i dot_lo = _mm256_set1_epi32(act.offsets[qb]), dot_hi = dot_lo;
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          const __m256i bytes = _mm256_set1_epi32(load_i32(act.levels + qb * QK8_0 + 4 * k));
-          dot_lo = _mm256_dpbusd_epi32(dot_lo, lo[k], bytes);
-          dot_hi = _mm256_dpbusd_epi32(dot_hi, hi[k], bytes);
-        }
-        const __m512i dot = _mm512_inserti64x4(_mm512_castsi256_si512(dot_lo), dot_hi, 1);
-        acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(act.scales[qb]), _mm512_cvtepi32_ps(dot), acc[0]);
+        acc[0] = group_step(acc[0], act, qb, block_dot(lo, hi, act, qb, act.offsets[qb]));
       }
     });
   }
