@@ -48,6 +48,18 @@ struct MatmulOutput {
 void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const float* x, int64_t n_tokens,
                   ThreadPool* pool);
 
+// out[i] = act(gate[i]) * up[i] for n values (swiglu, geglu_tanh, relu2_glu below).
+using GluKernel = void (*)(const float* gate, const float* up, int64_t n, float* out);
+// matmul_group({gate, up}) and then out = glu(gate.y, up.y) in the same parallel loop: each task
+// computes the gate and up rows of its tile and applies glu to them while they are in cache (a
+// gated FFN's input side in one pass; out may be gate.y). Every value is the bits of
+// matmul_group followed by one glu() over the whole buffers. Returns false, having done nothing,
+// when the pair cannot be fused this way (not both on row-group kernels sharing activations, in
+// registered packs, with the same number of rows, a multiple of 8); the caller then runs the two
+// steps.
+bool matmul_glu(const MatmulOutput& gate, const MatmulOutput& up, int64_t n_in, const float* x, int64_t n_tokens,
+                GluKernel glu, float* out, ThreadPool* pool);
+
 // Packs `w` now for the kernels of the tier in use when it lies in bytes registered with a
 // kernels::WeightPacks (weight_packs.hpp) and its format has row-group kernels on this tier
 // (no-op otherwise): load time pays for the repacking instead of the first token.

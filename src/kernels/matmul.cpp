@@ -36,6 +36,7 @@ constexpr int64_t kRowTile = 8;
 constexpr int64_t kTokenTile = 64;
 // Below this many multiply-adds a call is faster on one thread than waking the pool.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
+constexpr size_t kMaxGroup = 8;  // Q/K/V, gate/up: groups are small (and kept off the heap)
 
 // fn(begin, end, thread) over [0, n) on `pool`, or on the calling thread without one. The pool's
 // std::function holds only a reference to fn (no allocation per call).
@@ -182,10 +183,22 @@ const uint8_t* prepared_activations(const quant::RowGroupKernels& k, int64_t n_i
   return a;
 }
 
+// One unit's kernel call: rows [o0, o0 + n_rows) of w for tokens [t0, t0 + n_t).
+void run_unit(const RowGroupWeight& w, int64_t n_in, const uint8_t* a, size_t a_row, int64_t o0, int64_t t0,
+              int64_t n_rows, int64_t n_t) {
+  const quant::RowGroupKernels& k = *w.k;
+  float* y = w.y + t0 * w.n_out + o0;
+  k.gemm(n_in, w.packed + static_cast<size_t>(o0 / k.rows) * k.group_bytes(n_in), n_rows,
+         a + static_cast<size_t>(t0) * a_row, a_row, n_t, y, w.n_out);
+  if (w.scale != 1.0f) {
+    for (int64_t t = 0; t < n_t; ++t)
+      for (int64_t o = 0; o < n_rows; ++o) y[t * w.n_out + o] *= w.scale;
+  }
+}
+
 void run_row_groups(std::span<const RowGroupWeight> weights, int64_t n_in, const uint8_t* a, int64_t n_tokens,
                     ThreadPool* pool) {
-  const quant::RowGroupKernels& k0 = *weights.front().k;
-  const size_t a_row = k0.activation_bytes(n_in);
+  const size_t a_row = weights.front().k->activation_bytes(n_in);
   const int64_t token_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
   int64_t units = 0;
   for (const RowGroupWeight& w : weights) units += w.row_units(n_tokens) * token_tiles;
@@ -197,20 +210,33 @@ void run_row_groups(std::span<const RowGroupWeight> weights, int64_t n_in, const
         first += weights[i++].row_units(n_tokens) * token_tiles;
       }
       const RowGroupWeight& w = weights[i];
-      const quant::RowGroupKernels& k = *w.k;
       const int64_t rows_per_unit = w.rows_per_unit(n_tokens), local = unit - first;
       const int64_t o0 = local / token_tiles * rows_per_unit, t0 = local % token_tiles * kTokenTile;
-      const int64_t n_rows = std::min(rows_per_unit, w.n_out - o0), n_t = std::min(kTokenTile, n_tokens - t0);
-      float* y = w.y + t0 * w.n_out + o0;
-      k.gemm(n_in, w.packed + static_cast<size_t>(o0 / k.rows) * k.group_bytes(n_in), n_rows,
-             a + static_cast<size_t>(t0) * a_row, a_row, n_t, y, w.n_out);
-      if (w.scale != 1.0f) {
-        for (int64_t t = 0; t < n_t; ++t)
-          for (int64_t o = 0; o < n_rows; ++o) y[t * w.n_out + o] *= w.scale;
-      }
+      run_unit(w, n_in, a, a_row, o0, t0, std::min(rows_per_unit, w.n_out - o0), std::min(kTokenTile, n_tokens - t0));
     }
   };
   run_on(pool, units, body);
+}
+
+// Gate and up units of the same rows in one task, then out = glu(gate, up) on that tile while
+// it is in cache.
+void run_glu_row_groups(const RowGroupWeight& gate, const RowGroupWeight& up, int64_t n_in, const uint8_t* a,
+                        int64_t n_tokens, GluKernel glu, float* out, ThreadPool* pool) {
+  const size_t a_row = gate.k->activation_bytes(n_in);
+  const int64_t token_tiles = (n_tokens + kTokenTile - 1) / kTokenTile, n_out = gate.n_out;
+  const int64_t rows_per_unit = gate.rows_per_unit(n_tokens);
+  run_on(pool, gate.row_units(n_tokens) * token_tiles, [&](int64_t begin, int64_t end, int) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t o0 = unit / token_tiles * rows_per_unit, t0 = unit % token_tiles * kTokenTile;
+      const int64_t n_rows = std::min(rows_per_unit, n_out - o0), n_t = std::min(kTokenTile, n_tokens - t0);
+      run_unit(gate, n_in, a, a_row, o0, t0, n_rows, n_t);
+      run_unit(up, n_in, a, a_row, o0, t0, n_rows, n_t);
+      for (int64_t t = t0; t < t0 + n_t; ++t) {
+        const int64_t at = t * n_out + o0;
+        glu(gate.y + at, up.y + at, n_rows, out + at);
+      }
+    }
+  });
 }
 
 void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
@@ -268,17 +294,14 @@ void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, 
   by_vec_dot(job, plan.float_activations ? reinterpret_cast<const uint8_t*>(x) : job.quantized_activations(x));
 }
 
-void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const float* x, int64_t n_tokens,
-                  ThreadPool* pool) {
-  if (outputs.empty() || n_tokens == 0) return;
-  const Isa tier = isa();
-  const auto one_by_one = [&] {
-    for (const MatmulOutput& o : outputs) matmul(tier, o.w_type, o.w, n_in, o.n_out, x, n_tokens, o.y, pool);
-  };
-  constexpr size_t kMaxGroup = 8;  // Q/K/V, gate/up: groups are small (and kept off the heap)
-  if (outputs.size() > kMaxGroup) return one_by_one();
-  // The group shares its prepared activations only when every weight takes the same layout.
-  RowGroupWeight weights[kMaxGroup];
+namespace {
+
+// The row-group weights of a group that can share one activation preparation and one parallel
+// loop: every weight on row-group kernels of the same activation layout, in registered packs.
+// False (weights unusable) otherwise. `pool` becomes null when the work is too small for threads.
+// For the weights of one call: at most kMaxGroup.
+bool group_row_groups(std::span<const MatmulOutput> outputs, int64_t n_in, int64_t n_tokens, Isa tier,
+                      ThreadPool*& pool, RowGroupWeight* weights) {
   size_t w_rows[kMaxGroup];
   int64_t work = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -288,7 +311,7 @@ void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const flo
     const quant::RowGroupKernels& k0 = i == 0 ? k : *weights[0].k;
     if (!uses_row_groups(plan) || out.n_out == 0 || k.prepare_activation != k0.prepare_activation ||
         k.activation_bytes(n_in) != k0.activation_bytes(n_in))
-      return one_by_one();
+      return false;
     weights[i] = {&k, static_cast<const uint8_t*>(out.w), out.n_out, out.y, plan.scale};
     w_rows[i] = plan.w_row_bytes;
     work += n_in * out.n_out * n_tokens;
@@ -298,10 +321,41 @@ void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const flo
   for (size_t i = 0; i < outputs.size(); ++i) {
     const detail::PackKey key{weights[i].packed, tier, outputs[i].w_type, n_in, outputs[i].n_out};
     weights[i].packed = detail::registered_packed_weight(key, w_rows[i], pool);
-    if (weights[i].packed == nullptr) return one_by_one();
+    if (weights[i].packed == nullptr) return false;
   }
+  return true;
+}
+
+}  // namespace
+
+void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const float* x, int64_t n_tokens,
+                  ThreadPool* pool) {
+  if (outputs.empty() || n_tokens == 0) return;
+  const Isa tier = isa();
+  RowGroupWeight weights[kMaxGroup];
+  ThreadPool* group_pool = pool;
+  if (outputs.size() > kMaxGroup || !group_row_groups(outputs, n_in, n_tokens, tier, group_pool, weights)) {
+    for (const MatmulOutput& o : outputs) matmul(tier, o.w_type, o.w, n_in, o.n_out, x, n_tokens, o.y, pool);
+    return;
+  }
+  const uint8_t* a = prepared_activations(*weights[0].k, n_in, x, n_tokens, group_pool);
+  run_row_groups(std::span<const RowGroupWeight>(weights, outputs.size()), n_in, a, n_tokens, group_pool);
+}
+
+bool matmul_glu(const MatmulOutput& gate, const MatmulOutput& up, int64_t n_in, const float* x, int64_t n_tokens,
+                GluKernel glu, float* out, ThreadPool* pool) {
+  // The GLU kernels work in runs of 8 lanes and a scalar tail: tiles that start and end on runs
+  // of 8 counted from the row's start (n_out and every unit's rows multiples of 8) give each
+  // element the bits of one glu() call over the whole buffer.
+  if (n_tokens == 0 || gate.n_out != up.n_out || gate.n_out % 8 != 0) return false;
+  const Isa tier = isa();
+  const MatmulOutput pair[] = {gate, up};
+  RowGroupWeight weights[2];
+  if (!group_row_groups(pair, n_in, n_tokens, tier, pool, weights)) return false;
+  if (weights[0].k->rows != weights[1].k->rows || weights[0].rows_per_unit(n_tokens) % 8 != 0) return false;
   const uint8_t* a = prepared_activations(*weights[0].k, n_in, x, n_tokens, pool);
-  run_row_groups(std::span<const RowGroupWeight>(weights, outputs.size()), n_in, a, n_tokens, pool);
+  run_glu_row_groups(weights[0], weights[1], n_in, a, n_tokens, glu, out, pool);
+  return true;
 }
 
 void prepare_weight(DType w_type, const void* w, int64_t n_in, int64_t n_out, ThreadPool* pool) {

@@ -106,10 +106,14 @@ void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const Attenti
 void ffn_block(Ops& ops, const HParams& hp, const FfnWeights& w, Activation act, Scratch& s) {
   const int64_t T = s.n_tokens, n_ff = w.gate.w.n_out;
   ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
-  const Projection* gate_up[] = {&w.gate, &w.up};
-  float* const gate_up_out[] = {s.gate.data(), s.up.data()};
-  project_group(ops, gate_up, gate_up_out, 2, s.h.data(), T);
-  ops.glu(act, s.gate.data(), s.up.data(), T, n_ff, s.gate.data());
+  if (!w.gate.bias && !w.gate.scale && !w.up.bias && !w.up.scale) {
+    ops.matmul_glu(act, w.gate.w, w.up.w, s.h.data(), T, s.gate.data(), s.up.data());
+  } else {  // llama.cpp applies scale and bias before the activation
+    const Projection* gate_up[] = {&w.gate, &w.up};
+    float* const gate_up_out[] = {s.gate.data(), s.up.data()};
+    project_group(ops, gate_up, gate_up_out, 2, s.h.data(), T);
+    ops.glu(act, s.gate.data(), s.up.data(), T, n_ff, s.gate.data());
+  }
   if (w.sub_norm) ops.rmsnorm(s.gate.data(), w.sub_norm, T, n_ff, hp.norm_eps, s.gate.data());
   project(ops, w.down, s.gate.data(), T, s.o.data());
 }

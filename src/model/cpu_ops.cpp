@@ -47,6 +47,32 @@ void CpuOps::matmul_group(std::span<const MatmulTarget> targets, const float* x,
                         n_tokens, pool_);
 }
 
+namespace {
+
+void gelu_f32_glu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = kernels::detail::gelu_tanh_exact(gate[i]) * up[i];
+}
+
+kernels::GluKernel glu_kernel(Activation act) {
+  switch (act) {
+    case Activation::SiLU: return kernels::swiglu;
+    case Activation::GELU: return kernels::geglu_tanh;
+    case Activation::ReLU2: return kernels::relu2_glu;
+    case Activation::GELUF32: return gelu_f32_glu;
+  }
+  throw_error("unknown FFN activation");
+}
+
+}  // namespace
+
+void CpuOps::matmul_glu(Activation act, const Weight& gate, const Weight& up, const float* x, int64_t n_tokens,
+                        float* gate_y, float* up_y) {
+  if (gate.n_in != up.n_in) throw_error("matmul_glu: '{}' takes {} inputs, '{}' {}", gate.name, gate.n_in, up.name, up.n_in);
+  const kernels::MatmulOutput g{gate.type, gate.data, gate.n_out, gate_y}, u{up.type, up.data, up.n_out, up_y};
+  if (kernels::matmul_glu(g, u, gate.n_in, x, n_tokens, glu_kernel(act), gate_y, pool_)) return;
+  Ops::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
+}
+
 void CpuOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
   const int64_t n = bias.n_in;
   const float* b = bias.f32();
@@ -88,9 +114,7 @@ void CpuOps::glu(Activation act, const float* gate, const float* up, int64_t n_r
       case Activation::SiLU: kernels::swiglu(gate + first, up + first, count, out + first); return;
       case Activation::GELU: kernels::geglu_tanh(gate + first, up + first, count, out + first); return;
       case Activation::ReLU2: kernels::relu2_glu(gate + first, up + first, count, out + first); return;
-      case Activation::GELUF32:
-        for (int64_t i = first; i < first + count; ++i) out[i] = kernels::detail::gelu_tanh_exact(gate[i]) * up[i];
-        return;
+      case Activation::GELUF32: gelu_f32_glu(gate + first, up + first, count, out + first); return;
     }
   });
 }

@@ -27,6 +27,8 @@ class CpuOps : public Ops {
 
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override;
   void matmul_group(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens) override;
+  void matmul_glu(Activation act, const Weight& gate, const Weight& up, const float* x, int64_t n_tokens,
+                  float* gate_y, float* up_y) override;
   void add_bias(const Weight& bias, float* x, int64_t n_tokens) override;
   void rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,

@@ -19,4 +19,11 @@ void Ops::matmul_group(std::span<const MatmulTarget> targets, const float* x, in
   for (const MatmulTarget& target : targets) matmul(*target.w, x, n_tokens, target.y);
 }
 
+void Ops::matmul_glu(Activation act, const Weight& gate, const Weight& up, const float* x, int64_t n_tokens,
+                     float* gate_y, float* up_y) {
+  const MatmulTarget targets[] = {{&gate, gate_y}, {&up, up_y}};
+  matmul_group(targets, x, n_tokens);
+  glu(act, gate_y, up_y, n_tokens, gate.n_out, gate_y);
+}
+
 }  // namespace okapi::model

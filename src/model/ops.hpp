@@ -97,6 +97,11 @@ class Ops {
   // prepare x once for the group and run it as one parallel loop; each y is the same bits as
   // matmul() would give. The default calls matmul() per target.
   virtual void matmul_group(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens);
+  // A gated FFN's input side: gate_y = act(gate · x) * (up · x), with up_y the up projection
+  // (scratch of the same size). Same bits as matmul_group({gate, up}) then glu(); a backend may
+  // run it as one pass. The default does exactly those two steps.
+  virtual void matmul_glu(Activation act, const Weight& gate, const Weight& up, const float* x, int64_t n_tokens,
+                          float* gate_y, float* up_y);
   // x[t][i] += bias[i]; bias is a 1-D F32 tensor of n elements.
   virtual void add_bias(const Weight& bias, float* x, int64_t n_tokens) = 0;
   // Each of n_rows rows of n: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty).
