@@ -32,6 +32,8 @@ constexpr std::array kMixes = {
     MixSpec{"Q8_0", FT::MOSTLY_Q8_0, DType::Q8_0, "8.5 bpw, near lossless"},
     MixSpec{"TQ1_0", FT::MOSTLY_TQ1_0, DType::TQ1_0, "1.69 bpw ternary (BitNet b1.58 models)"},
     MixSpec{"TQ2_0", FT::MOSTLY_TQ2_0, DType::TQ2_0, "2.06 bpw ternary (BitNet b1.58 models)"},
+    MixSpec{"I2_S", FT::MOSTLY_I2_S, DType::I2_S,
+            "2 bpw ternary, one scale per tensor (bitnet.cpp; ternary-valued weights only), F16 embeddings"},
     MixSpec{"F16", FT::MOSTLY_F16, DType::F16, "16-bit IEEE half"},
     MixSpec{"BF16", FT::MOSTLY_BF16, DType::BF16, "16-bit bfloat"},
     MixSpec{"F32", FT::ALL_F32, DType::F32, "32-bit float, no quantization"},
@@ -111,6 +113,8 @@ struct RuleState {
 
 DType output_rule(const RuleState& s, std::span<const int64_t> shape, DType type) {
   if (s.options.output_tensor_type) return *s.options.output_tensor_type;
+  // Microsoft's published I2_S files keep the (tied) embedding matrix in F16.
+  if (s.options.file_type == FT::MOSTLY_I2_S) return DType::F16;
   if (s.model.arch == "falcon" || shape[0] % block_size(type) != 0) return DType::Q8_0;
   return type == DType::Q8_0 ? DType::Q8_0 : DType::Q6_K;
 }
@@ -200,6 +204,7 @@ DType fallback_type(DType type) {
   switch (type) {
     case DType::TQ1_0:
     case DType::TQ2_0:
+    case DType::I2_S:
     case DType::Q2_K:
     case DType::Q3_K: return DType::Q4_0;
     case DType::Q4_K: return DType::Q5_0;
@@ -221,6 +226,8 @@ TensorChoice rule_type(RuleState& s, const TensorDesc& t, DType type) {
       type = *s.options.token_embedding_type;
     } else if (ft == FT::MOSTLY_TQ1_0 || ft == FT::MOSTLY_TQ2_0) {
       type = DType::Q4_K;
+    } else if (ft == FT::MOSTLY_I2_S) {
+      type = DType::F16;
     }
   } else if (contains(name, "attn_v.weight")) {
     type = attn_v_rule(s, type);

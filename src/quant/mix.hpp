@@ -20,6 +20,7 @@ enum class FileType : uint32_t {
   MOSTLY_Q5_1 = 9, MOSTLY_Q2_K = 10, MOSTLY_Q3_K_S = 11, MOSTLY_Q3_K_M = 12, MOSTLY_Q3_K_L = 13,
   MOSTLY_Q4_K_S = 14, MOSTLY_Q4_K_M = 15, MOSTLY_Q5_K_S = 16, MOSTLY_Q5_K_M = 17, MOSTLY_Q6_K = 18,
   MOSTLY_Q2_K_S = 21, MOSTLY_BF16 = 32, MOSTLY_TQ1_0 = 36, MOSTLY_TQ2_0 = 37,
+  MOSTLY_I2_S = 40,  // bitnet.cpp's number (its fork of llama.h)
 };
 
 struct MixSpec {

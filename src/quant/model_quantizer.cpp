@@ -117,10 +117,32 @@ void check_finite(const gguf::TensorInfo& t, const float* values, int64_t first_
   }
 }
 
+// I2_S keeps only signs and one scale per tensor (bitnet.cpp's quantizer: |x| <= 1e-6 is 0, any
+// other value becomes +-max|x|). A tensor that is not already 0 / +-s would silently become
+// another model, so it is refused.
+void check_ternary_valued(const gguf::TensorInfo& t, const float* values) {
+  const int64_t n = t.n_elements();
+  float scale = 0.0f;
+  for (int64_t i = 0; i < n; ++i) scale = std::fmax(scale, std::fabs(values[i]));
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(values[i]);
+    if (a > 1e-6f && std::fabs(a - scale) > 1e-3f * scale) {
+      throw_error("tensor '{}': value {} at element {} is not 0 or +-{} (the tensor's largest magnitude): I2_S "
+                  "stores ternary weights with one scale per tensor; use TQ2_0 or TQ1_0 for this model",
+                  t.name, values[i], i, scale);
+    }
+  }
+}
+
 std::vector<uint8_t> convert_tensor(const gguf::TensorInfo& t, DType type, int n_threads) {
   const FloatSource source(t, n_threads);
   const Format& f = format(type);
   if (f.quantize == nullptr) throw_error("tensor '{}': okapi cannot produce {} weights", t.name, dtype_name(type));
+  if (type == DType::I2_S) {  // one scale for the whole tensor: not row by row
+    check_finite(t, source.data(), 0, t.n_rows());
+    check_ternary_valued(t, source.data());
+    return quantize_tensor(type, source.data(), t.shape);
+  }
   const int64_t row_length = t.shape[0];
   const size_t out_row_bytes = *row_bytes(type, row_length);
   std::vector<uint8_t> out(out_row_bytes * static_cast<size_t>(t.n_rows()));

@@ -8,10 +8,24 @@
 // IQ*_BN dot products while okapi dots dequantized rows with float activations (these formats
 // have no vec_dot), so compare top-1 (>= 99% with near-ties, >= 95% strict) and KL, against both
 // the IQ goldens and the exact-weight w512-F32 goldens.
+#include "quant/mix.hpp"
+#include "quant/model_quantizer.hpp"
 #include "reference_logits.hpp"
+#include "support/isa_under_test.hpp"
+#include "core/cpu.hpp"
 
 namespace okapi::test {
 namespace {
+
+// Before main: the tier a per-tier copy of this binary runs at (tests/CMakeLists.txt).
+const bool kIsaUnderTest = select_isa_under_test();
+
+TEST(Bitnet25, RunsAtTheTierAsked) {
+  const char* asked = std::getenv("OKAPI_ISA");  // set by select_isa_under_test() in a per-tier copy
+  const std::string expected = asked != nullptr && *asked != '\0' ? std::string(asked)
+                                                                   : std::string(isa_name(detected_cpu_features().best_isa()));
+  EXPECT_EQ(std::string(isa_name(isa())), expected) << (kIsaUnderTest ? "per-tier copy" : "default run");
+}
 
 TEST(Bitnet25, F32MatchesFloat64Reference) {
   OKAPI_REQUIRE_SHARED();
@@ -34,6 +48,26 @@ TEST(Bitnet25, IqBn) {
     exact.logits_dir = "golden-bitnet-25-w512-F32";
     check_ik_golden(exact);
   }
+}
+
+// The w512 IQ2_BN golden model requantized by okapi to each ternary format it runs with integer
+// kernels (TQ2_0, TQ1_0: Q8_K activations like ik's Q8_K64; I2_S: Q8_0). Its per-row scales
+// are one per tensor, so every format holds the same weights (TQ*_0 round the scale to fp16);
+// token_embd stays Q6_K (I2_S: F16 from the Q6_K values). The IQ formats' bounds.
+TEST(Bitnet25, EveryOkapiTernaryFormatMatchesIkIq2Bn) {
+  OKAPI_REQUIRE_SHARED();
+  const std::filesystem::path dir = make_temp_dir("bitnet25-ternary");
+  for (const char* type : {"TQ2_0", "TQ1_0", "I2_S"}) {
+    SCOPED_TRACE(type);
+    const std::string file = std::string("golden-bitnet-25-w512-") + type + ".gguf";
+    quant::QuantizeOptions options;
+    options.mix.file_type = quant::mix_by_name(type).file_type;
+    quant::quantize_model(ik_models() / "golden-bitnet-25-w512-IQ2_BN.gguf", dir / file, options);
+    GoldenCase gc = k32v16_case("golden-bitnet-25-w512-IQ2_BN", 0.0, 0.99, 0.95);
+    gc.model_file = file;
+    check_golden_case(dir, ik_logits(), gc);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Bitnet25, IncrementalMatchesBatch) {
