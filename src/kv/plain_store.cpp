@@ -164,9 +164,16 @@ template class PlainStore<uint16_t, uint16_t>;
 template class PlainStore<float, uint16_t>;
 template class PlainStore<uint16_t, float>;
 
-std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type) {
-  const bool k16 = is_f16_cache_type("K", k_type), v16 = is_f16_cache_type("V", v_type);
+std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,
+                                    const StoreOptions& options) {
+  check_cache_type("K", k_type);
+  check_cache_type("V", v_type);
   check_store_fits(store_bytes(shape, k_type, v_type), shape);
+  const auto dense = [](std::string_view t) { return t == "f32" || t == "f16"; };
+  if (!dense(k_type) || !dense(v_type) || options.rotation != KvRotation::None) {
+    return make_codec_store(shape, k_type, v_type, options);
+  }
+  const bool k16 = k_type == "f16", v16 = v_type == "f16";
   if (!k16 && !v16) return make_f32_store(shape);
   return make_f16_store(shape, k16, v16);
 }

@@ -31,16 +31,24 @@ double ntt_size(int64_t head_dim) {
 }  // namespace
 
 bool is_f16_cache_type(std::string_view which, std::string_view type) {
+  check_cache_type(which, type);
   if (type == "f32") return false;
   if (type == "f16") return true;
-  throw_error("unsupported KV cache type '{}' for {} (supported: f32, f16)", type, which);
+  throw_error("KV cache type '{}' for {} is not a dense float type", type, which);
 }
 
 double store_bytes(const KvShape& shape, std::string_view k_type, std::string_view v_type) {
-  const double k_elem = is_f16_cache_type("K", k_type) ? 2.0 : 4.0;
-  const double v_elem = is_f16_cache_type("V", v_type) ? 2.0 : 4.0;
+  // Bits per value of a whole row, exact for the block formats (row_codec in codec_store.cpp).
+  const double k_bits = bits_per_value(k_type, shape.head_dim_k, "K"),
+               v_bits = bits_per_value(v_type, shape.head_dim_v, "V");
   return row_count(shape) *
-         (static_cast<double>(shape.head_dim_k) * k_elem + static_cast<double>(shape.head_dim_v) * v_elem);
+         (static_cast<double>(shape.head_dim_k) * k_bits + static_cast<double>(shape.head_dim_v) * v_bits) / 8.0;
+}
+
+KvRotation parse_kv_rotation(std::string_view name) {
+  if (name == "none") return KvRotation::None;
+  if (name == "hadamard") return KvRotation::Hadamard;
+  throw_error("unknown KV rotation '{}' (expected none or hadamard)", name);
 }
 
 double exact_store_bytes(const KvShape& shape, ExactScores scores) {

@@ -25,7 +25,7 @@ size_t CpuOps::prepared_bytes() const {
 }
 
 std::unique_ptr<kv::KvStore> CpuOps::make_kv(const kv::KvShape& shape, const KvTypes& types) {
-  return kv::make_store(shape, types.k, types.v);
+  return kv::make_store(shape, types.k, types.v, types.store);
 }
 
 void CpuOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {

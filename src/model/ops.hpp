@@ -42,6 +42,7 @@ struct WeightSet {
 struct KvTypes {
   std::string k = "f32", v = "f32";
   kv::ExactScores exact_scores = kv::ExactScores::Direct;
+  kv::StoreOptions store;  // rotation of the float stores (not used by exact stores)
 };
 
 // One weight of a group of matmuls that share their input (Q/K/V, gate/up): y = W·x.

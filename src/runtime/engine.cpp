@@ -112,7 +112,8 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::O
   check_memory(model, options, threads, n_ctx, work, weights_loaded);
   const model::HParams& hp = model.hparams();
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
-  model::KvTypes types{options.cache_type_k, options.cache_type_v, kv::ExactScores::Direct};
+  model::KvTypes types{options.cache_type_k, options.cache_type_v, kv::ExactScores::Direct,
+                       {kv::parse_kv_rotation(options.kv_rotate), 0}};
   if (options.exact) types.exact_scores = exact_scores(options.exact_attention);
   try {
     return ops.make_kv(shape, types);
@@ -137,8 +138,9 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
   if (options.exact) {
     (void)exact_scores(options.exact_attention);
   } else {
-    (void)kv::is_f16_cache_type("K", options.cache_type_k);
-    (void)kv::is_f16_cache_type("V", options.cache_type_v);
+    kv::check_cache_type("K", options.cache_type_k);
+    kv::check_cache_type("V", options.cache_type_v);
+    (void)kv::parse_kv_rotation(options.kv_rotate);
   }
   return out_of_memory_as_error("loading the model", [&] {
     const double start = now_seconds();

@@ -25,6 +25,7 @@ struct EngineOptions {
   // then not used (the exact store keeps K/V as int16 with one scale per token and head).
   bool exact = false;
   std::string exact_attention = "direct";  // "direct" | "ntt": how the exact store computes q.k (same bits; direct is 2-3x faster)
+  std::string kv_rotate = "none";          // --kv-rotate: "none" | "hadamard" (kv/rotation.hpp)
 };
 
 // -c as the verbs take it, llama.cpp's habit: 0 is the model's trained context; not given, a

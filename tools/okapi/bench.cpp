@@ -37,6 +37,7 @@ struct BenchArgs {
   int repetitions = 5;
   int64_t batch_size = 512;
   std::string cache_type_k = "f16";  // llama-bench's default: the numbers compare as they stand
+  std::string kv_rotate = "none";
   std::string cache_type_v = "f16";
   bool exact = false;
   std::string exact_attention = "direct";
@@ -197,6 +198,7 @@ int run(const BenchArgs& args) {
     runtime::EngineOptions options;
     options.threads = t;
     options.cache_type_k = args.cache_type_k;
+    options.kv_rotate = args.kv_rotate;
     options.cache_type_v = args.cache_type_v;
     options.exact = args.exact;
     options.exact_attention = args.exact_attention;
@@ -236,7 +238,7 @@ void register_bench(CLI::App& app, VerbResult& result) {
   cmd->add_option("-r,--repetitions", args->repetitions, "timed runs per test")->capture_default_str()
       ->check(in_range(1, 1000000));
   add_batch_flag(cmd, args->batch_size, "prefill tokens per forward pass");
-  add_cache_type_flags(cmd, args->cache_type_k, args->cache_type_v);
+  add_cache_type_flags(cmd, args->cache_type_k, args->cache_type_v, args->kv_rotate);
   add_exact_flags(cmd, args->exact, args->exact_attention);
   auto* output = cmd->add_option("-o,--output", args->output, "output format: md, csv, json (one array) or jsonl")
                      ->capture_default_str()

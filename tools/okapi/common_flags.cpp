@@ -81,24 +81,30 @@ void add_seed_flag(CLI::App* cmd, int64_t& seed) {
   cmd->add_option("-s,--seed", seed, "RNG seed (-1: random)")->capture_default_str()->check(in_range(-1, 4294967295.0));
 }
 
-void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v) {
-  // The store factory is the one list of types: ask it about a one-cell cache.
+void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v, std::string& kv_rotate) {
+  // The store factory's list is the one list of types.
   const auto known_type = CLI::Validator(
       [](std::string& value) {
         try {
-          (void)kv::make_store({1, 1, 1, 1, 1}, value, value);
+          kv::check_cache_type("the cache", value);
           return std::string();
         } catch (const Error& e) {
           return std::string(e.what());
         }
       },
       "");
-  cmd->add_option("--cache-type-k", type_k, "K cache type: f32 or f16 (also -ctk)")
+  const std::string names = fmt::format("{}", fmt::join(kv::cache_type_names(), ", "));
+  cmd->add_option("--cache-type-k", type_k, "K cache type: " + names + " (also -ctk)")
       ->capture_default_str()
       ->check(known_type);
-  cmd->add_option("--cache-type-v", type_v, "V cache type: f32 or f16 (also -ctv)")
+  cmd->add_option("--cache-type-v", type_v, "V cache type: " + names + " (also -ctv)")
       ->capture_default_str()
       ->check(known_type);
+  cmd->add_option("--kv-rotate", kv_rotate,
+                  "rotate K and V rows before storing them: none, or hadamard (seeded randomized Hadamard per layer "
+                  "and head; any head width)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "hadamard"}));
 }
 
 int default_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 512u)); }

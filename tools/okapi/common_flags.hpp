@@ -27,7 +27,7 @@ void add_batch_flag(CLI::App* cmd, int64_t& batch_size, const std::string& descr
 // -s,--seed N in [-1, 2^32): -1 asks for a random seed.
 void add_seed_flag(CLI::App* cmd, int64_t& seed);
 // --cache-type-k / --cache-type-v (also -ctk / -ctv), checked against the KV store types.
-void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v);
+void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v, std::string& kv_rotate);
 
 // The default of every -t: one thread per core, as llama.cpp.
 int default_threads();

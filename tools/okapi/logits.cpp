@@ -49,6 +49,7 @@ struct LogitsArgs {
   int64_t batch_size = 512;
   int64_t n_ctx = runtime::kContextNotGiven;
   std::string cache_k = "f32";
+  std::string kv_rotate = "none";
   std::string cache_v = "f32";
   bool exact = false;
   std::string exact_attention = "direct";
@@ -140,7 +141,8 @@ void run(const LogitsArgs& args) {
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   const int64_t n_ctx = args.n_ctx == runtime::kContextNotGiven ? n_tokens : runtime::resolve_context(args.n_ctx, hp);
   if (n_tokens > n_ctx) throw_error("logits: the prompt has {} tokens but the context is {} (-c)", n_tokens, n_ctx);
-  const runtime::EngineOptions engine{args.threads, args.cache_k, args.cache_v, args.exact, args.exact_attention};
+  const runtime::EngineOptions engine{args.threads, args.cache_k, args.cache_v, args.exact, args.exact_attention,
+                                      args.kv_rotate};
   const runtime::Workload work{.batch = args.batch_size, .logit_rows = n_tokens};
   runtime::check_memory(*model, engine, args.threads, n_ctx, work, /*weights_loaded=*/false);
   ThreadPool pool(args.threads);
@@ -196,7 +198,7 @@ void register_logits(CLI::App& app, VerbResult& result) {
   add_threads_flag(cmd, args->threads);
   add_batch_flag(cmd, args->batch_size, "tokens per forward pass (1 = token by token)");
   add_ctx_flag(cmd, args->n_ctx, "context length of the KV cache (default: the prompt length; 0: the model's trained context)");
-  add_cache_type_flags(cmd, args->cache_k, args->cache_v);
+  add_cache_type_flags(cmd, args->cache_k, args->cache_v, args->kv_rotate);
   add_exact_flags(cmd, args->exact, args->exact_attention);
   cmd->add_flag("--force", args->force, "replace an existing OUT.json");
   cmd->callback([args, cmd, prompt, prompt_file, tokens, &result] {

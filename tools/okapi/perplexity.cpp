@@ -101,7 +101,7 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
       ->check(in_range(-1, kUnbounded));
   add_batch_flag(cmd, o.batch_size, "tokens per forward pass");
   add_threads_flag(cmd, args->engine.threads);
-  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v);
+  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
   add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
   cmd->add_option("--save-logits", args->save_logits, "write this run's log-probs (okapi format) to FILE")
                    ->check(non_empty());

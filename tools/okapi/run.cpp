@@ -139,7 +139,7 @@ void register_run(CLI::App& app, VerbResult& result) {
   cmd->add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str()
       ->check(in_range(-kUnbounded, kUnbounded));
   add_seed_flag(cmd, args->seed);
-  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v);
+  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
   add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");

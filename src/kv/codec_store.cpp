@@ -1,0 +1,232 @@
+#include "kv/codec_store.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "kernels/kernels.hpp"
+#include "quant/quant.hpp"
+
+namespace okapi::kv {
+
+namespace {
+
+struct NamedType {
+  std::string_view name;
+  DType type;
+};
+// llama.cpp's -ctk / -ctv names.
+constexpr std::array<NamedType, 8> kCacheTypes = {{
+    {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
+    {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
+}};
+
+constexpr int64_t kDecodeRows = 16;  // rows decoded at once: 16 x 256 floats stay in L1
+
+std::string valid_names() {
+  std::string out;
+  for (const auto& t : kCacheTypes) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
+
+// The queries of `qs` restricted to cells [c0, c1), renumbered from 0 (empty ranges: 0, 0).
+struct ChunkQueries {
+  std::vector<int64_t> begin, end;
+  tile::Queries view(const tile::Queries& qs, int64_t c0, int64_t c1) {
+    begin.resize(static_cast<size_t>(qs.n));
+    end.resize(static_cast<size_t>(qs.n));
+    for (int r = 0; r < qs.n; ++r) {
+      const int64_t b = std::max(qs.begin[r], c0), e = std::min(qs.end[r], c1);
+      begin[static_cast<size_t>(r)] = b < e ? b - c0 : 0;
+      end[static_cast<size_t>(r)] = b < e ? e - c0 : 0;
+    }
+    return {qs.q, qs.n, begin.data(), end.data()};
+  }
+};
+
+// The cells some query of `qs` sees: [lo, hi), empty when none.
+std::pair<int64_t, int64_t> seen_cells(const tile::Queries& qs) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (int r = 0; r < qs.n; ++r) {
+    if (qs.begin[r] >= qs.end[r]) continue;
+    lo = std::min(lo, qs.begin[r]);
+    hi = std::max(hi, qs.end[r]);
+  }
+  return lo < hi ? std::pair{lo, hi} : std::pair{int64_t{0}, int64_t{0}};
+}
+
+}  // namespace
+
+std::span<const std::string_view> cache_type_names() {
+  static const std::array<std::string_view, kCacheTypes.size()> names = [] {
+    std::array<std::string_view, kCacheTypes.size()> n{};
+    for (size_t i = 0; i < kCacheTypes.size(); ++i) n[i] = kCacheTypes[i].name;
+    return n;
+  }();
+  return names;
+}
+
+void check_cache_type(std::string_view which, std::string_view type) {
+  for (const auto& t : kCacheTypes) {
+    if (t.name == type) return;
+  }
+  throw_error("unsupported KV cache type '{}' for {} (supported: {})", type, which, valid_names());
+}
+
+RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim) {
+  check_cache_type(which, type);
+  const auto* named = std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
+  const int64_t block = layout(named->type).block_size;
+  if (dim <= 0 || dim % block != 0) {
+    throw_error("KV cache type '{}' for {} stores blocks of {} values; this model's {} heads are {} wide", type, which,
+                block, which, dim);
+  }
+  if (dim > tile::kMaxDim) throw_error("KV cache type '{}': heads wider than {} are not supported", type, tile::kMaxDim);
+  return {named->type, dim, *row_bytes(named->type, dim)};
+}
+
+double bits_per_value(std::string_view type, int64_t dim, std::string_view which) {
+  check_cache_type(which, type);
+  const auto* named = std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
+  const DTypeLayout l = layout(named->type);
+  if (dim > 0 && dim % l.block_size != 0) (void)row_codec(which, type, dim);  // the clear error
+  return static_cast<double>(l.block_bytes) * 8.0 / static_cast<double>(l.block_size);
+}
+
+CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view which, std::string_view type,
+                                       int64_t dim, const StoreOptions& options, uint64_t salt) {
+  Side side;
+  side.codec = row_codec(which, type, dim);
+  side.rows.resize(static_cast<size_t>(shape.n_layer * shape.n_head_kv * shape.n_ctx) * side.codec.row_bytes);
+  if (options.rotation == KvRotation::Hadamard) {
+    for (int64_t i = 0; i < shape.n_layer * shape.n_head_kv; ++i) {
+      side.rotations.emplace_back(dim, options.seed * 0x100000001B3ull + salt * 0x9E3779B97F4A7C15ull +
+                                           static_cast<uint64_t>(i));
+    }
+  }
+  return side;
+}
+
+CodecStore::CodecStore(const KvShape& shape, std::string_view k_type, std::string_view v_type,
+                       const StoreOptions& options)
+    : KvStore(shape),
+      k_(make_side(shape, "K", k_type, shape.head_dim_k, options, 1)),
+      v_(make_side(shape, "V", v_type, shape.head_dim_v, options, 2)) {
+  name_ = fmt::format("k {} / v {}{}", k_type, v_type, options.rotation == KvRotation::Hadamard ? " (hadamard)" : "");
+  bytes_ = k_.rows.size() + v_.rows.size();
+}
+
+void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x) {
+  const int64_t dim = side.codec.dim;
+  uint8_t* out = side.rows.data() +
+                 static_cast<size_t>((layer * shape_.n_head_kv + head) * shape_.n_ctx + cell) * side.codec.row_bytes;
+  const quant::Format& f = quant::format(side.codec.type);
+  if (const HadamardRotation* r = side.rotation(shape_, layer, head)) {
+    thread_local std::vector<float> rotated;
+    rotated.assign(x, x + dim);
+    r->apply(rotated.data());
+    f.quantize(rotated.data(), out, dim);
+  } else {
+    f.quantize(x, out, dim);
+  }
+}
+
+void CodecStore::append(int64_t layer, int64_t position, const float* k, const float* v) {
+  check_position(layer, position);
+  for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
+    encode(k_, layer, h, position, k + h * shape_.head_dim_k);
+    encode(v_, layer, h, position, v + h * shape_.head_dim_v);
+  }
+}
+
+void CodecStore::decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
+                             float* out) {
+  const quant::Format& f = quant::format(side.codec.type);
+  for (int64_t c = c0; c < c1; ++c) f.dequantize(side.row(s, layer, head, c), out + (c - c0) * side.codec.dim, side.codec.dim);
+}
+
+void CodecStore::scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const {
+  const int64_t dim = k_.codec.dim;
+  std::vector<float> rq(q, q + dim), row(static_cast<size_t>(dim));
+  if (const HadamardRotation* r = k_.rotation(shape_, layer, kv_head)) r->apply(rq.data());
+  for (int64_t j = first; j < last; ++j) {
+    decode_rows(k_, shape_, layer, kv_head, j, j + 1, row.data());
+    out[j - first] = kernels::dot_f32(rq.data(), row.data(), dim);
+  }
+}
+
+void CodecStore::accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
+                                   float* out) const {
+  const int64_t dim = v_.codec.dim;
+  std::vector<float> row(static_cast<size_t>(dim));
+  std::fill(out, out + dim, 0.0f);
+  for (int64_t j = first; j < last; ++j) {
+    decode_rows(v_, shape_, layer, kv_head, j, j + 1, row.data());
+    kernels::axpy(probs[j - first], row.data(), dim, out);
+  }
+  if (const HadamardRotation* r = v_.rotation(shape_, layer, kv_head)) r->inverse(out);
+}
+
+void CodecStore::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
+                             int64_t out_stride) const {
+  const auto [lo, hi] = seen_cells(qs);
+  if (lo >= hi) return;
+  const int64_t dim = k_.codec.dim;
+  thread_local std::vector<float> rotated, decoded;
+  thread_local std::vector<const float*> q_rows;
+  thread_local ChunkQueries chunk;
+  tile::Queries queries = qs;
+  if (const HadamardRotation* r = k_.rotation(shape_, layer, kv_head)) {
+    rotated.resize(static_cast<size_t>(qs.n * dim));
+    q_rows.resize(static_cast<size_t>(qs.n));
+    for (int i = 0; i < qs.n; ++i) {
+      float* row = rotated.data() + i * dim;
+      std::copy(qs.q[i], qs.q[i] + dim, row);
+      r->apply(row);
+      q_rows[static_cast<size_t>(i)] = row;
+    }
+    queries.q = q_rows.data();
+  }
+  decoded.resize(static_cast<size_t>(kDecodeRows * dim));
+  const tile::Kernels& kernels = tile::kernels();
+  for (int64_t c0 = lo; c0 < hi; c0 += kDecodeRows) {
+    const int64_t c1 = std::min(hi, c0 + kDecodeRows);
+    decode_rows(k_, shape_, layer, kv_head, c0, c1, decoded.data());
+    kernels.scores_f32(chunk.view(queries, c0, c1), {decoded.data(), dim, dim}, 0, out + (c0 - first), out_stride);
+  }
+}
+
+void CodecStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
+                                 const float* probs, int64_t p_stride, float* acc) const {
+  const auto [lo, hi] = seen_cells(qs);
+  if (lo >= hi) return;
+  const int64_t dim = v_.codec.dim;
+  thread_local std::vector<float> sums, decoded;
+  thread_local ChunkQueries chunk;
+  sums.assign(static_cast<size_t>(qs.n * dim), 0.0f);
+  decoded.resize(static_cast<size_t>(kDecodeRows * dim));
+  const tile::Kernels& kernels = tile::kernels();
+  for (int64_t c0 = lo; c0 < hi; c0 += kDecodeRows) {
+    const int64_t c1 = std::min(hi, c0 + kDecodeRows);
+    decode_rows(v_, shape_, layer, kv_head, c0, c1, decoded.data());
+    kernels.accumulate_f32(chunk.view(qs, c0, c1), {decoded.data(), dim, dim}, 0, probs + (c0 - first), p_stride,
+                           sums.data());
+  }
+  const HadamardRotation* r = v_.rotation(shape_, layer, kv_head);
+  for (int i = 0; i < qs.n; ++i) {
+    float* s = sums.data() + i * dim;
+    if (qs.begin[i] >= qs.end[i]) continue;
+    if (r != nullptr) r->inverse(s);
+    for (int64_t d = 0; d < dim; ++d) acc[i * dim + d] += s[d];
+  }
+}
+
+std::unique_ptr<KvStore> make_codec_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,
+                                          const StoreOptions& options) {
+  return std::make_unique<CodecStore>(shape, k_type, v_type, options);
+}
+
+}  // namespace okapi::kv

@@ -1,0 +1,66 @@
+// KV cache types beyond the dense f32 / f16 stores (-ctk / -ctv bf16, q8_0, q4_0, q4_1, q5_0,
+// q5_1), optionally rotated (--kv-rotate hadamard). Each row (one token's keys or values of one kv
+// head) is encoded with a format of the quant table on append, head-major like the dense stores.
+// Attention never expands the cache: a tile is decoded 16 rows at a time into a buffer that stays
+// in L1, and the dense f32 tile kernels run on it. Queries are rotated once per tile call, and a
+// tile's value sum is rotated back before it is added.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "kv/kv_store.hpp"
+#include "kv/rotation.hpp"
+
+namespace okapi::kv {
+
+// One side's encoding: the format of its rows and the bytes a row of `dim` values takes.
+struct RowCodec {
+  DType type = DType::F32;
+  int64_t dim = 0;
+  size_t row_bytes = 0;
+};
+// The codec of cache type `type` for rows of `dim`. Throws okapi::Error for an unknown type
+// (listing the valid ones) or a head width the type's blocks do not divide.
+RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim);
+
+class CodecStore final : public KvStore {
+ public:
+  CodecStore(const KvShape& shape, std::string_view k_type, std::string_view v_type, const StoreOptions& options);
+  std::string_view type_name() const override { return name_; }
+  void append(int64_t layer, int64_t position, const float* k, const float* v) override;
+  void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const override;
+  void accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
+                         float* out) const override;
+  void tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
+                   int64_t out_stride) const override;
+  void tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, const float* probs,
+                       int64_t p_stride, float* acc) const override;
+
+ private:
+  struct Side {
+    RowCodec codec;
+    std::vector<uint8_t> rows;
+    std::vector<HadamardRotation> rotations;  // one per (layer, kv head), or none
+    const uint8_t* row(const KvShape& s, int64_t layer, int64_t head, int64_t cell) const {
+      return rows.data() + static_cast<size_t>((layer * s.n_head_kv + head) * s.n_ctx + cell) * codec.row_bytes;
+    }
+    const HadamardRotation* rotation(const KvShape& s, int64_t layer, int64_t head) const {
+      return rotations.empty() ? nullptr : &rotations[static_cast<size_t>(layer * s.n_head_kv + head)];
+    }
+  };
+  static Side make_side(const KvShape& shape, std::string_view which, std::string_view type, int64_t dim,
+                        const StoreOptions& options, uint64_t salt);
+  // Rows [c0, c1) of one head decoded into `out` (row-major, codec.dim floats each).
+  static void decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
+                          float* out);
+  void encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x);
+
+  Side k_, v_;
+  std::string name_;
+};
+
+}  // namespace okapi::kv
