@@ -94,6 +94,7 @@ KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::st
   ppl.n_chunks = options.n_chunks;
   ppl.batch_size = options.batch_size;
   KvEvalReport report;
+  int64_t dim_k = 0, dim_v = 0;
   {
     ppl.save_logits = reference_logits.path;
     const auto engine = Engine::load(model, {options.threads, "f32", "f32"});
@@ -101,23 +102,25 @@ KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::st
     report.ppl_f32 = r.ppl;
     report.scored = r.scored;
     report.n_ctx = r.n_ctx;
+    dim_k = engine->hparams().head_dim_k;
+    dim_v = engine->hparams().head_dim_v;
     ppl.save_logits.clear();
   }
   ppl.kl_divergence = reference_logits.path;
   for (const KvEvalType& type : types) {
-    EngineOptions engine_options{options.threads, type.k, type.v};
-    engine_options.kv_rotate = type.rotate;
-    const auto engine = Engine::load(model, engine_options);
     KvEvalRow row;
     row.type = type;
     try {
-      row.bits_per_value = row_bits(type, engine->hparams().head_dim_k, engine->hparams().head_dim_v);
+      row.bits_per_value = row_bits(type, dim_k, dim_v);
     } catch (const Error& e) {
       row.error = e.what();
       if (on_row) on_row(row);
       report.rows.push_back(std::move(row));
       continue;
     }
+    EngineOptions engine_options{options.threads, type.k, type.v};
+    engine_options.kv_rotate = type.rotate;
+    const auto engine = Engine::load(model, engine_options);
     const PerplexityResult r = compute_perplexity(*engine, text, ppl);
     row.ratio_vs_f16 = 16.0 / row.bits_per_value;
     row.kld_mean = r.kl->kld_mean;
