@@ -45,6 +45,7 @@ constexpr std::array kLayouts = {
     DTypeLayout{DType::I2_S, "i2_s", 128, 32, 0, true},
     DTypeLayout{DType::IQ1_BN, "iq1_bn", 64, 13, 2, true},
     DTypeLayout{DType::IQ2_BN, "iq2_bn", 64, 16, 4, true},
+    DTypeLayout{DType::I8_S, "i8_s", 1, 1, 8, true},
 };
 
 // bitnet.cpp stores the I2_S tensor scale in a 32-byte tail after the packed weights.

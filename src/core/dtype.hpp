@@ -18,6 +18,9 @@ enum class DType : uint32_t {
   I2_S = 36,     // bitnet.cpp: 2-bit ternary, one float scale per tensor after the packed data
   IQ1_BN = 134,  // ik_llama.cpp ternary types (row scale prefix); read and dequantized only
   IQ2_BN = 135,
+  // okapi's own, never in a file: bitnet.cpp's per-token int8 activations of I2_S (its I8_S, which
+  // has no ggml id): [float s = 127 / max|x|][int32 sum of the levels][int8 levels].
+  I8_S = 1024,
 };
 
 struct DTypeLayout {

@@ -242,7 +242,7 @@ class Parser {
     const uint64_t type_offset = pos_;
     const auto type_id = read<uint32_t>("type of " + who);
     const auto layout = dtype_layout(type_id);
-    if (!layout) fail(type_offset, "type of " + who, "unknown tensor type {}", type_id);
+    if (!layout || layout->type == DType::I8_S) fail(type_offset, "type of " + who, "unknown tensor type {}", type_id);
     info.type = layout->type;
     if (info.shape[0] % layout->block_size != 0) {
       fail(type_offset, "type of " + who, "ne[0] = {} is not a multiple of the {} block size {}",

@@ -186,6 +186,16 @@ Bytes random_activations(DType type, int64_t n, Rng& rng, Levels levels) {
     fill_q8_blocks<block_q8_0>(row, n, rng, levels);
   } else if (type == DType::Q8_1) {
     fill_q8_blocks<block_q8_1>(row, n, rng, levels);
+  } else if (type == DType::I8_S) {  // [float s][int32 sum][int8 levels], one scale per row
+    const float s = 127.0f / rng.uniform(0.01f, 20.0f);
+    int32_t sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto q = static_cast<int8_t>(levels == Levels::Extreme ? -128 : rng.uniform_int(-128, 127));
+      row[8 + static_cast<size_t>(i)] = static_cast<uint8_t>(q);
+      sum += q;
+    }
+    std::memcpy(row.data(), &s, sizeof(s));
+    std::memcpy(row.data() + 4, &sum, sizeof(sum));
   } else {
     auto* blocks = reinterpret_cast<block_q8_K*>(row.data());
     for (int64_t i = 0; i < n / QK_K; ++i) {

@@ -212,6 +212,13 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
     }
     return acc;
   }
+  if (p.act_type == DType::I8_S) {  // bitnet.cpp: (float)sum((code - 1) * q) / s, s one per token
+    const uint8_t* a = p.act_at(t);
+    const auto* q = reinterpret_cast<const int8_t*>(a + 8);
+    int32_t sum = 0;
+    for (int64_t e = 0; e < p.n_in; ++e) sum += weight_level(p.type, row, e) * q[e];
+    return static_cast<float>(sum) / read_at<float>(a);
+  }
   if (p.act_type == DType::Q8_1) {  // affine weights: then acc = fma(m_w, s_a, acc)
     const auto* a = reinterpret_cast<const block_q8_1*>(p.act_at(t));
     for (int64_t b = 0; b < p.n_in / QK8_1; ++b) {
@@ -335,7 +342,7 @@ void check_q8_0_activations(const RowGroupKernels& k, DType type) {
       }
       int32_t sum = 0;
       for (int8_t q : got) sum += q;
-      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : type == DType::Q5_0 ? 16 : type == DType::I2_S ? 1 : 8) * sum);
+      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : type == DType::Q5_0 ? 16 : 8) * sum);
     }
   }
 }
@@ -374,10 +381,42 @@ void check_q8_K_activations(const RowGroupKernels& k, DType type) {
   }
 }
 
+// I8_S activations (I2_S weights), in the Q8_0 row layout: the reference levels, unit scales,
+// -sum(levels) per 32 values, then the token's s. Token 0 has ties (max|x| = 127 gives s = 1, so
+// x = k + 0.5 must round to even), a NaN (level 0) and values beyond the clamp; token 1 is all
+// zeros (max|x| floored at 1e-5).
+void check_i8_s_activations(const RowGroupKernels& k, DType type) {
+  Problem p = make_problem(type, 256, 1, 3, 3, false);
+  for (int64_t i = 0; i < p.n_in; ++i) {
+    p.x[static_cast<size_t>(i)] = i == 0 ? 127.0f : (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i % 100) + 0.5f);
+    p.x[static_cast<size_t>(p.n_in + i)] = 0.0f;
+  }
+  p.x[7] = std::numeric_limits<float>::quiet_NaN();
+  p.x[9] = 1e30f;  // max|x| = 1e30: every other level rounds to 0 or +-1
+  p.quantize_activations();
+  const Packed packed = pack_all(k, p);
+  const int64_t nb = p.n_in / QK8_0;
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    SCOPED_TRACE(::testing::Message() << "token " << t);
+    const uint8_t* row = packed.act_at(t);
+    const uint8_t* ref = p.act_at(t);
+    ASSERT_EQ(std::memcmp(row, ref + 8, static_cast<size_t>(p.n_in)), 0);
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t sum = 0;
+      for (int64_t j = 0; j < QK8_0; ++j) sum += static_cast<int8_t>(row[b * QK8_0 + j]);
+      ASSERT_EQ(read_at<float>(row + nb * QK8_0 + b * 4), 1.0f);
+      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -sum);
+    }
+    ASSERT_EQ(read_at<float>(row + nb * (QK8_0 + 8)), read_at<float>(ref));
+  }
+}
+
 TEST_P(RowGroups, PreparedActivationsAreTheReferenceQuantization) {
   const auto [tier, type] = GetParam();
   const RowGroupKernels& k = format(type, tier).row_groups;
-  if (format(type, tier).vec_dot_type == DType::Q8_0 || format(type, tier).vec_dot_type == DType::Q8_1) {
+  if (format(type, tier).vec_dot_type == DType::I8_S) {
+    check_i8_s_activations(k, type);
+  } else if (format(type, tier).vec_dot_type == DType::Q8_0 || format(type, tier).vec_dot_type == DType::Q8_1) {
     check_q8_0_activations(k, type);
   } else {
     check_q8_K_activations(k, type);

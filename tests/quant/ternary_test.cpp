@@ -168,7 +168,7 @@ constexpr int64_t kI2sBlock = 128;
 
 TEST(Ternary, I2sRowAndTensorLayout) {
   const auto& f = quant::format(DType::I2_S);
-  EXPECT_EQ(f.vec_dot_type, DType::Q8_0);
+  EXPECT_EQ(f.vec_dot_type, DType::I8_S);  // bitnet.cpp's per-token int8 activations
   const std::array<int64_t, 2> shape{256, 3};
   EXPECT_EQ(tensor_bytes(DType::I2_S, shape), 256u * 3 / 4 + 32);  // n/4 packed + 32-byte tail
   const std::array<int64_t, 2> misfit{192, 3};

@@ -82,7 +82,7 @@ void use_avx2_kernels(std::vector<Format>& table) {
         set_dot(f, DType::Q8_K, avx2::vec_dot_tq2_0_q8_K);
         break;
       case DType::I2_S:
-        set_dot(f, DType::Q8_0, avx2::vec_dot_i2_s_q8_0);
+        set_dot(f, DType::I8_S, avx2::vec_dot_i2_s_i8_s);
         break;
       default:
         break;

@@ -38,6 +38,6 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);  // uses a's b
 float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);  // uses a's bsums
 float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);  // uses a's bsums
 float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a); // uses a's bsums
-float vec_dot_i2_s_q8_0(int64_t n, const void* w, const void* a);  // unit scale, as the reference
+float vec_dot_i2_s_i8_s(int64_t n, const void* w, const void* a);  // unit scale, as the reference
 
 }  // namespace okapi::quant::avx2

@@ -3,6 +3,8 @@
 // 2-3, 4-5, 6-7.
 // I2_S rows (bitnet.cpp's x86 layout, unit scale): byte g of a 128-value block holds values g,
 // g+32, g+64, g+96 in bits 7-6, 5-4, 3-2, 1-0 (codes 0..2 for -1..1; 3 reads as +2).
+#include <cstring>
+
 #include "quant/avx2/kernels.hpp"
 #include "quant/avx2/simd.hpp"
 #include "quant/blocks.hpp"
@@ -52,25 +54,30 @@ float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
-// sum((code-1)*a) per 32-value group (one Q8_0 block): maddubs of the codes (<= 3) and of ones
-// against the activation bytes, subtracted as int16 pairs (|pair| <= 768 + 256), widened, then
-// scaled by the block's d in 8 float lanes. Unit scale: the caller applies the tensor's.
-float vec_dot_i2_s_q8_0(int64_t n, const void* w, const void* a) {
+// bitnet.cpp's I2_S x I8_S dot at unit scale: sum((code-1)*q) over the row in int32 (per 32
+// values: maddubs of the codes (<= 3) and of ones against the levels, subtracted as int16 pairs,
+// |pair| <= 768 + 256), then (float)sum / s as the reference. The caller applies the tensor scale.
+float vec_dot_i2_s_i8_s(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
+  float s;
+  std::memcpy(&s, a, sizeof(s));
+  const auto* q = static_cast<const int8_t*>(a) + 2 * sizeof(int32_t);
   const __m256i mask = _mm256_set1_epi8(3);
   const __m256i ones = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 128; ++b, x += 32) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int64_t b = 0; b < n / 128; ++b, x += 32, q += 128) {
     const __m256i bytes = load256(x);
-    for (int g = 0; g < 4; ++g, ++y) {
+    for (int g = 0; g < 4; ++g) {
       const __m256i codes = _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(6 - 2 * g)), mask);
-      const __m256i q = load256(y->qs);
-      const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(codes, q), _mm256_maddubs_epi16(ones, q));
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(y->d)), _mm256_cvtepi32_ps(sum_i16_pairs(pairs)), acc);
+      const __m256i levels = load256(q + 32 * g);
+      const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(codes, levels), _mm256_maddubs_epi16(ones, levels));
+      acc = _mm256_add_epi32(acc, sum_i16_pairs(pairs));
     }
   }
-  return hsum(acc);
+  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+  return static_cast<float>(_mm_cvtsi128_si32(sum)) / s;
 }
 
 }  // namespace okapi::quant::avx2

@@ -68,6 +68,37 @@ void prepare_q8_0(const float* x, int64_t n_in, void* out) {
   }
 }
 
+// bitnet.cpp's per-token I8_S activations (the scalar quantize_i8_s: s = 127 / max(1e-5, max|x|),
+// levels nearest-even, clamped) in the Q8_0 row layout: per 32 values the levels, a unit scale
+// and the offset -sum(levels); after them the token's float s.
+size_t i8_s_activation_bytes(int64_t n_in) { return q8_0_activation_bytes(n_in) + sizeof(float); }
+
+void prepare_i8_s(const float* x, int64_t n_in, void* out) {
+  const int64_t nb = n_in / QK8_0;
+  auto* qs = static_cast<int8_t*>(out);
+  auto* d = reinterpret_cast<float*>(qs + nb * QK8_0);
+  auto* offset = reinterpret_cast<int32_t*>(d + nb);
+  auto* s_out = reinterpret_cast<float*>(offset + nb);
+  __m512 amax = _mm512_set1_ps(1e-5f);
+  for (int64_t i = 0; i < n_in; i += 16) amax = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), amax);
+  const float s = 127.0f / _mm512_reduce_max_ps(amax);
+  const __m512 scale = _mm512_set1_ps(s);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i q[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(x + b * QK8_0 + 16 * h), scale);
+      const __mmask16 ordered = _mm512_cmp_ps_mask(p, p, _CMP_ORD_Q);
+      const __m512 clamped = _mm512_min_ps(_mm512_max_ps(_mm512_maskz_mov_ps(ordered, p), _mm512_set1_ps(-128.0f)),
+                                           _mm512_set1_ps(127.0f));
+      q[h] = _mm512_cvtps_epi32(clamped);  // round to nearest even, as lrint
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * QK8_0 + 16 * h), _mm512_cvtepi32_epi8(q[h]));
+    }
+    d[b] = 1.0f;
+    offset[b] = -_mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1]));
+  }
+  *s_out = s;
+}
+
 // ---- Weights: per-format packing and unpacking ----
 
 // unpack<Vec>(levels, h, w): the 8 vectors of unsigned weight bytes of one block that pair with
@@ -265,7 +296,9 @@ struct Block32Rows {
 // 1-0; no block scale (one per tensor, which the matmul applies to each result). Packed block of
 // 16 rows, 512 bytes: per 32-value group j, two 64-byte chunks whose byte 4r + i holds in bits
 // 2s..2s+1 the code of row r's value 32j + 4(c + 2s) + i (the group's run c + 2s). Each group meets
-// one Q8_0 activation block: dot = -sum(a) + sum(code * a), then acc = fma(d_a, float(dot), acc).
+// one 32-value group of the I8_S activations: dot = -sum(a) + sum(code * a), acc += float(dot)
+// (every partial sum is an integer below 2^24, so exact), and at the end y = acc / s: bitnet.cpp's
+// (float)sum((code - 1) * a) / s bit for bit.
 struct block_i2_s {
   uint8_t qs[32];
 };
@@ -301,11 +334,16 @@ struct I2SRows {
       w[c + 6] = Vec::and_(Vec::template shift_right16<6>(v), mask);
     }
   }
-  static size_t activation_bytes(int64_t n_in) { return q8_0_activation_bytes(n_in); }
-  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_0<1>(x, n_in, out); }
-  // Unit rows: acc = fma(d_a, float(dot), acc).
-  static __m512 group_step(__m512 acc, const ActivationRow& act, int64_t qb, __m512i dot) {
-    return _mm512_fmadd_ps(_mm512_set1_ps(act.scales[qb]), _mm512_cvtepi32_ps(dot), acc);
+  static size_t activation_bytes(int64_t n_in) { return i8_s_activation_bytes(n_in); }
+  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_i8_s(x, n_in, out); }
+  static __m512 group_step(__m512 acc, const ActivationRow&, int64_t, __m512i dot) {
+    return _mm512_add_ps(acc, _mm512_cvtepi32_ps(dot));
+  }
+  // y = acc / s for the token whose activation row is `a` (16 rows, `store` of them valid).
+  static void divide(float* y, const uint8_t* a, int64_t n_in, __mmask16 store) {
+    float s;
+    std::memcpy(&s, a + q8_0_activation_bytes(n_in), sizeof(s));
+    _mm512_mask_storeu_ps(y, store, _mm512_div_ps(_mm512_maskz_loadu_ps(store, y), _mm512_set1_ps(s)));
   }
 
   template <int T>
@@ -316,7 +354,7 @@ struct I2SRows {
       for (int j = 0; j < 4; ++j) {
         __m512i w[8];
         unpack<Zmm>(block + kGroupBytes * j, 0, w);
-        const int64_t qb = 4 * b + j;  // the Q8_0 activation block
+        const int64_t qb = 4 * b + j;  // the activations' 32-value group
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const ActivationRow act(a + static_cast<size_t>(t) * a_row, 4 * nb);
@@ -324,6 +362,7 @@ struct I2SRows {
         }
       }
     });
+    for (int t = 0; t < T; ++t) divide(y + t * y_stride, a + static_cast<size_t>(t) * a_row, nb * kBlockElems, store);
   }
 
   static void one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* y, __mmask16 store) {
@@ -339,6 +378,7 @@ struct I2SRows {
         acc[0] = group_step(acc[0], act, qb, block_dot(lo, hi, act, qb, act.offsets[qb]));
       }
     });
+    divide(y, a, nb * kBlockElems, store);
   }
 };
 

@@ -181,20 +181,50 @@ void dequantize_i2_s(const void* src, float* y, int64_t n) {
   }
 }
 
-// Unit-scale dot with Q8_0 activations: each 32-value group of an I2_S block lines up with one
-// Q8_0 block. The caller multiplies by the tensor scale (quant::tensor_scale).
-float dot_i2_s_q8_0(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  float sum = 0.0f;
-  for (int64_t b = 0; b < n / kI2sBlock; ++b, x += kI2sGroup) {
-    for (int group = 0; group < 4; ++group, ++y) {
-      int sumi = 0;
-      for (int g = 0; g < kI2sGroup; ++g) sumi += i2s_value(x, group * kI2sGroup + g) * y->qs[g];
-      sum += static_cast<float>(sumi) * fp16_to_fp32(y->d);
-    }
+// bitnet.cpp's activations for I2_S (I8_S): one scale per row (token), s = 127 / max|x| with max|x|
+// at least 1e-5, levels clamp(nearest(x * s), -128, 127) rounded half to even (ggml's
+// nearest_int), and their sum. Row: [float s][int32 sum][int8 levels].
+struct I8sRow {
+  float s;
+  int32_t sum;
+};
+
+void quantize_i8_s(const float* x, void* dst, int64_t n) {
+  float amax = 1e-5f;
+  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));  // fmax skips NaN
+  const float s = 127.0f / amax;
+  auto* levels = static_cast<int8_t*>(dst) + sizeof(I8sRow);
+  int32_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float p = x[i] * s;
+    const long q = std::isnan(p) ? 0 : std::lrint(std::clamp(p, -128.0f, 127.0f));  // lrint: half to even
+    levels[i] = static_cast<int8_t>(q);
+    sum += static_cast<int32_t>(q);
   }
-  return sum;
+  const I8sRow head{s, sum};
+  std::memcpy(dst, &head, sizeof(head));
+}
+
+void dequantize_i8_s(const void* src, float* y, int64_t n) {
+  I8sRow head;
+  std::memcpy(&head, src, sizeof(head));
+  const auto* levels = static_cast<const int8_t*>(src) + sizeof(I8sRow);
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(levels[i]) / head.s;
+}
+
+// bitnet.cpp's I2_S x I8_S dot at unit scale: ((float)sum(code * q) - (float)sum(q)) / s; both
+// integers are below 2^24, so this is (float)sum((code - 1) * q) / s. The caller multiplies by the
+// tensor scale.
+float dot_i2_s_i8_s(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const uint8_t*>(w);
+  I8sRow head;
+  std::memcpy(&head, a, sizeof(head));
+  const auto* q = static_cast<const int8_t*>(a) + sizeof(I8sRow);
+  int32_t sumi = 0;
+  for (int64_t b = 0; b < n / kI2sBlock; ++b, x += kI2sGroup, q += kI2sBlock) {
+    for (int e = 0; e < kI2sBlock; ++e) sumi += i2s_value(x, e) * q[e];
+  }
+  return static_cast<float>(sumi) / head.s;
 }
 
 // ---- IQ1_BN / IQ2_BN (ik_llama.cpp), 64 values per block, scale at the start of each row ----
@@ -250,9 +280,10 @@ void add_ternary_formats(std::vector<Format>& table) {
                                    dot_tq_q8_K<block_tq1_0>));
   table.push_back(reference_format(DType::TQ2_0, dequantize_tq<block_tq2_0>, quantize_tq2_0, DType::Q8_K,
                                    dot_tq_q8_K<block_tq2_0>));
-  // bitnet.cpp pairs I2_S with its own per-row int8 activations (I8_S: one float scale per row),
-  // which has no ggml type id; okapi uses Q8_0 (finer, per-32 scales) instead.
-  table.push_back(reference_format(DType::I2_S, dequantize_i2_s, quantize_i2_s, DType::Q8_0, dot_i2_s_q8_0));
+  // As bitnet.cpp: I2_S meets per-token int8 activations (I8_S, the reference models' absmax
+  // quantization), which have no dot product of their own.
+  table.push_back(reference_format(DType::I2_S, dequantize_i2_s, quantize_i2_s, DType::I8_S, dot_i2_s_i8_s));
+  table.push_back(reference_format(DType::I8_S, dequantize_i8_s, quantize_i8_s, DType::F32, nullptr));
   // Read-only: okapi neither writes these nor has their dot products (ik_llama pairs them with its
   // Q8_K64); callers dequantize to F32.
   table.push_back(reference_format(DType::IQ1_BN, dequantize_iq1_bn, nullptr, DType::F32, nullptr));
