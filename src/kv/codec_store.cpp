@@ -26,11 +26,7 @@ constexpr std::array<NamedType, 8> kCacheTypes = {{
 
 constexpr int64_t kDecodeRows = 16;  // rows decoded at once: 16 x 256 floats stay in L1
 
-std::string valid_names() {
-  std::string out;
-  for (const auto& t : kCacheTypes) out += (out.empty() ? "" : ", ") + std::string(t.name);
-  return out;
-}
+std::string valid_names();
 
 // The queries of `qs` restricted to cells [c0, c1), renumbered from 0 (empty ranges: 0, 0).
 struct ChunkQueries {
@@ -60,24 +56,37 @@ std::pair<int64_t, int64_t> seen_cells(const tile::Queries& qs) {
 
 }  // namespace
 
+namespace {
+std::string valid_names() {
+  std::string out;
+  for (const std::string_view name : cache_type_names()) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+}  // namespace
+
 std::span<const std::string_view> cache_type_names() {
-  static const std::array<std::string_view, kCacheTypes.size()> names = [] {
-    std::array<std::string_view, kCacheTypes.size()> n{};
-    for (size_t i = 0; i < kCacheTypes.size(); ++i) n[i] = kCacheTypes[i].name;
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> n;
+    for (const auto& t : kCacheTypes) n.push_back(t.name);
+    for (const TbqSpec& t : tbq_specs()) n.push_back(t.name);
     return n;
   }();
   return names;
 }
 
 void check_cache_type(std::string_view which, std::string_view type) {
-  for (const auto& t : kCacheTypes) {
-    if (t.name == type) return;
+  for (const std::string_view name : cache_type_names()) {
+    if (name == type) return;
   }
   throw_error("unsupported KV cache type '{}' for {} (supported: {})", type, which, valid_names());
 }
 
 RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim) {
   check_cache_type(which, type);
+  if (const TbqSpec* tbq = find_tbq(type)) {
+    if (dim <= 0 || dim > tile::kMaxDim) throw_error("KV cache type '{}': {} heads of {} are not supported", type, which, dim);
+    return {DType::F32, tbq, dim, tbq_row_bytes(*tbq, dim)};
+  }
   const auto* named = std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
   const int64_t block = layout(named->type).block_size;
   if (dim <= 0 || dim % block != 0) {
@@ -85,11 +94,15 @@ RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim) {
                 block, which, dim);
   }
   if (dim > tile::kMaxDim) throw_error("KV cache type '{}': heads wider than {} are not supported", type, tile::kMaxDim);
-  return {named->type, dim, *row_bytes(named->type, dim)};
+  return {named->type, nullptr, dim, *row_bytes(named->type, dim)};
 }
 
 double bits_per_value(std::string_view type, int64_t dim, std::string_view which) {
   check_cache_type(which, type);
+  if (const TbqSpec* tbq = find_tbq(type)) {
+    if (dim <= 0) return (tbq->bits_hi + tbq->bits_lo) / 2.0;
+    return static_cast<double>(row_codec(which, type, dim).row_bytes) * 8.0 / static_cast<double>(dim);
+  }
   const auto* named = std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
   const DTypeLayout l = layout(named->type);
   if (dim > 0 && dim % l.block_size != 0) (void)row_codec(which, type, dim);  // the clear error
@@ -101,7 +114,7 @@ CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view wh
   Side side;
   side.codec = row_codec(which, type, dim);
   side.rows.resize(static_cast<size_t>(shape.n_layer * shape.n_head_kv * shape.n_ctx) * side.codec.row_bytes);
-  if (options.rotation == KvRotation::Hadamard) {
+  if (options.rotation == KvRotation::Hadamard || side.codec.tbq != nullptr) {
     for (int64_t i = 0; i < shape.n_layer * shape.n_head_kv; ++i) {
       side.rotations.emplace_back(dim, options.seed * 0x100000001B3ull + salt * 0x9E3779B97F4A7C15ull +
                                            static_cast<uint64_t>(i));
@@ -115,7 +128,8 @@ CodecStore::CodecStore(const KvShape& shape, std::string_view k_type, std::strin
     : KvStore(shape),
       k_(make_side(shape, "K", k_type, shape.head_dim_k, options, 1)),
       v_(make_side(shape, "V", v_type, shape.head_dim_v, options, 2)) {
-  name_ = fmt::format("k {} / v {}{}", k_type, v_type, options.rotation == KvRotation::Hadamard ? " (hadamard)" : "");
+  const bool rotated = options.rotation == KvRotation::Hadamard || k_.codec.tbq != nullptr || v_.codec.tbq != nullptr;
+  name_ = fmt::format("k {} / v {}{}", k_type, v_type, rotated ? " (hadamard)" : "");
   bytes_ = k_.rows.size() + v_.rows.size();
 }
 
@@ -123,14 +137,17 @@ void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t cell, c
   const int64_t dim = side.codec.dim;
   uint8_t* out = side.rows.data() +
                  static_cast<size_t>((layer * shape_.n_head_kv + head) * shape_.n_ctx + cell) * side.codec.row_bytes;
-  const quant::Format& f = quant::format(side.codec.type);
+  const float* row = x;
+  thread_local std::vector<float> rotated;
   if (const HadamardRotation* r = side.rotation(shape_, layer, head)) {
-    thread_local std::vector<float> rotated;
     rotated.assign(x, x + dim);
     r->apply(rotated.data());
-    f.quantize(rotated.data(), out, dim);
+    row = rotated.data();
+  }
+  if (side.codec.tbq != nullptr) {
+    tbq_encode(*side.codec.tbq, row, dim, out);
   } else {
-    f.quantize(x, out, dim);
+    quant::format(side.codec.type).quantize(row, out, dim);
   }
 }
 
@@ -144,8 +161,13 @@ void CodecStore::append(int64_t layer, int64_t position, const float* k, const f
 
 void CodecStore::decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
                              float* out) {
+  const int64_t dim = side.codec.dim;
+  if (side.codec.tbq != nullptr) {
+    for (int64_t c = c0; c < c1; ++c) tbq_decode(*side.codec.tbq, side.row(s, layer, head, c), dim, out + (c - c0) * dim);
+    return;
+  }
   const quant::Format& f = quant::format(side.codec.type);
-  for (int64_t c = c0; c < c1; ++c) f.dequantize(side.row(s, layer, head, c), out + (c - c0) * side.codec.dim, side.codec.dim);
+  for (int64_t c = c0; c < c1; ++c) f.dequantize(side.row(s, layer, head, c), out + (c - c0) * dim, dim);
 }
 
 void CodecStore::scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const {

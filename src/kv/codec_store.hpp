@@ -1,5 +1,5 @@
 // KV cache types beyond the dense f32 / f16 stores (-ctk / -ctv bf16, q8_0, q4_0, q4_1, q5_0,
-// q5_1), optionally rotated (--kv-rotate hadamard). Each row (one token's keys or values of one kv
+// q5_1, optionally rotated with --kv-rotate hadamard; tbq2.5, tbq3, tbq3.5, tbq4, always rotated). Each row (one token's keys or values of one kv
 // head) is encoded with a format of the quant table on append, head-major like the dense stores.
 // Attention never expands the cache: a tile is decoded 16 rows at a time into a buffer that stays
 // in L1, and the dense f32 tile kernels run on it. Queries are rotated once per tile call, and a
@@ -13,13 +13,16 @@
 
 #include "core/dtype.hpp"
 #include "kv/kv_store.hpp"
+#include "kv/lloyd_max.hpp"
 #include "kv/rotation.hpp"
 
 namespace okapi::kv {
 
-// One side's encoding: the format of its rows and the bytes a row of `dim` values takes.
+// One side's encoding: the format of its rows (a quant table format, or a tbq type of
+// kv/lloyd_max.hpp, which is always rotated) and the bytes a row of `dim` values takes.
 struct RowCodec {
   DType type = DType::F32;
+  const TbqSpec* tbq = nullptr;
   int64_t dim = 0;
   size_t row_bytes = 0;
 };

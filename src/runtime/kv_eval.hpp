@@ -22,7 +22,7 @@ struct KvEvalType {
 };
 // Throws okapi::Error for an unknown cache type or rotation in `spec`.
 KvEvalType parse_kv_eval_type(std::string_view spec);
-// "all": every cache type for K and V alike, then the quantized ones again with +hadamard.
+// "all": every cache type for K and V alike, then the q* block formats again with +hadamard.
 std::vector<KvEvalType> all_kv_eval_types();
 // A comma-separated list, or "all".
 std::vector<KvEvalType> parse_kv_eval_types(std::string_view list);

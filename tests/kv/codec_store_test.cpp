@@ -5,13 +5,17 @@
 // sizes; and widths a type cannot serve, unknown names and rotations are clear errors.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "kv/codec_store.hpp"
 #include "kv/kv_store.hpp"
+#include "kv/lloyd_max.hpp"
 #include "kv/rotation.hpp"
 #include "support/random_data.hpp"
 
@@ -185,6 +189,94 @@ TEST(CodecStore, ClearErrors) {
         << e.what();
   }
   EXPECT_THROW((void)parse_kv_rotation("random"), Error);
+}
+
+}  // namespace
+}  // namespace okapi::kv
+
+namespace okapi::kv {
+namespace {
+
+// The tbq rows (kv/lloyd_max.hpp): a Gaussian row's relative error is the Lloyd-Max quantizer's
+// (MSE 0.1175, 0.03454, 0.009497 of the variance at 2, 3, 4 bits; fractional widths in between),
+// the SIMD decode equals the scalar one, zero rows stay zero, and sizes include the fp16 scale.
+TEST(TbqRows, ErrorIsTheLloydMaxQuantizers) {
+  const std::array<std::pair<const char*, double>, 4> expected = {
+      {{"tbq2.5", (0.03454 + 0.1175) / 2}, {"tbq3", 0.03454}, {"tbq3.5", (0.009497 + 0.03454) / 2}, {"tbq4", 0.009497}}};
+  const int64_t dim = 128;
+  for (const auto& [name, mse] : expected) {
+    SCOPED_TRACE(name);
+    const TbqSpec& spec = *find_tbq(name);
+    double err = 0, energy = 0;
+    std::vector<uint8_t> row(tbq_row_bytes(spec, dim));
+    std::vector<float> back(static_cast<size_t>(dim));
+    for (uint32_t seed = 0; seed < 200; ++seed) {
+      const auto x = gaussian(static_cast<size_t>(dim), 1000 + seed);
+      tbq_encode(spec, x.data(), dim, row.data());
+      tbq_decode(spec, row.data(), dim, back.data());
+      for (int64_t c = 0; c < dim; ++c) {
+        err += std::pow(back[static_cast<size_t>(c)] - x[static_cast<size_t>(c)], 2);
+        energy += std::pow(x[static_cast<size_t>(c)], 2);
+      }
+    }
+    // The least-squares scale does a little better than the fixed-norm quantizer.
+    EXPECT_LT(err / energy, mse * 1.02);
+    EXPECT_GT(err / energy, mse * 0.8);
+  }
+}
+
+TEST(TbqRows, SizesAndZeroRows) {
+  EXPECT_EQ(tbq_row_bytes(*find_tbq("tbq4"), 64), 2u + 4 * 8);
+  EXPECT_EQ(tbq_row_bytes(*find_tbq("tbq3.5"), 64), 2u + 3 * 8 + 4);
+  EXPECT_EQ(tbq_row_bytes(*find_tbq("tbq2.5"), 8), 2u + 2 * 1 + 1);
+  EXPECT_EQ(bits_per_value("tbq3.5", 64), 3.75);
+  EXPECT_EQ(bits_per_value("tbq2.5", 32), 3.0);
+  EXPECT_EQ(find_tbq("tbq5"), nullptr);
+  for (const TbqSpec& spec : tbq_specs()) {
+    for (const int64_t dim : {8, 24, 64, 100}) {
+      std::vector<float> zero(static_cast<size_t>(dim), 0.0f), back(static_cast<size_t>(dim), 1.0f);
+      std::vector<uint8_t> row(tbq_row_bytes(spec, dim));
+      tbq_encode(spec, zero.data(), dim, row.data());
+      tbq_decode(spec, row.data(), dim, back.data());
+      EXPECT_EQ(back, zero) << spec.name << " " << dim;
+    }
+  }
+}
+
+// Every width decodes through the paths the store may take: odd widths (scalar), multiples of 16
+// (8-at-a-time tables), multiples of 32 (AVX-512 where present). All agree with a bit-by-bit decode.
+TEST(TbqRows, EveryDecodePathGivesTheSameValues) {
+  for (const TbqSpec& spec : tbq_specs()) {
+    for (const int64_t dim : {8, 24, 48, 64, 128, 256}) {
+      const auto x = gaussian(static_cast<size_t>(dim), 77);
+      std::vector<uint8_t> row(tbq_row_bytes(spec, dim));
+      tbq_encode(spec, x.data(), dim, row.data());
+      std::vector<float> got(static_cast<size_t>(dim));
+      tbq_decode(spec, row.data(), dim, got.data());
+      uint16_t h;
+      std::memcpy(&h, row.data(), sizeof(h));
+      const float s = fp16_to_fp32(h);
+      const int64_t half = dim / 2;
+      for (int64_t c = 0; c < dim; ++c) {
+        const int bits = c < half ? spec.bits_hi : spec.bits_lo;
+        const uint8_t* plane = row.data() + 2;
+        int index = 0;
+        for (int k = 0; k < bits; ++k) {
+          index |= ((plane[c / 8] >> (c % 8)) & 1) << k;
+          plane += ((k < spec.bits_lo ? dim : half) + 7) / 8;
+        }
+        ASSERT_EQ(got[static_cast<size_t>(c)], s * lloyd_max_levels(bits)[static_cast<size_t>(index)])
+            << spec.name << " dim " << dim << " coordinate " << c;
+      }
+    }
+  }
+}
+
+TEST(TbqRows, StoresRotateAndServeAnyWidth) {
+  const KvShape s{1, 2, 8, 24, 20};  // widths the block formats cannot take
+  const Filled f = filled(s, "tbq4", "tbq3", KvRotation::None, 9);
+  EXPECT_EQ(f.store->type_name(), "k tbq4 / v tbq3 (hadamard)");
+  EXPECT_EQ(store_bytes(s, "tbq4", "tbq3"), static_cast<double>(f.store->bytes()));
 }
 
 }  // namespace
