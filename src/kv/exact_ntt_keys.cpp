@@ -84,4 +84,60 @@ std::int64_t NttKeys::dot(const std::uint64_t* prepared, const std::uint64_t* k_
   return ntt_.from_residue(residue);
 }
 
+NttCrtKeys::NttCrtKeys(std::int64_t head_dim) : head_dim_(head_dim), crt_(ntt_size(head_dim)) {
+  const double bound = static_cast<double>(head_dim) * kExactIntMax * kExactIntMax;
+  if (bound >= static_cast<double>(crt_.garner().max_magnitude())) {
+    throw_error("exact KV store (NTT-CRT): head dim {} can exceed the CRT range", head_dim);
+  }
+  const std::uint64_t n = crt_.size();
+  n_inverse1_ = exact::inverse_mod(crt_.ring1().arithmetic(), n);
+  n_inverse2_ = exact::inverse_mod(crt_.ring2().arithmetic(), n);
+}
+
+void NttCrtKeys::transform_key(const std::int16_t* k_int, std::uint64_t* out) const {
+  const std::size_t n = crt_.size();
+  for (int ring = 0; ring < 2; ++ring) {
+    const exact::Ntt31& ntt = ring == 0 ? crt_.ring1() : crt_.ring2();
+    const std::uint64_t q = ntt.modulus();
+    std::uint64_t* r = out + ring * n;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t v = static_cast<std::int64_t>(i) < head_dim_ ? k_int[i] : 0;
+      r[i] = v < 0 ? q - static_cast<std::uint64_t>(-v) : static_cast<std::uint64_t>(v);
+    }
+    ntt.forward(std::span<std::uint64_t>(r, n));
+  }
+}
+
+void NttCrtKeys::prepare_query(const std::int16_t* q_int, std::uint64_t* prepared) const {
+  const std::size_t n = crt_.size();
+  transform_key(q_int, prepared);
+  for (int ring = 0; ring < 2; ++ring) {
+    const exact::Barrett31& mod = (ring == 0 ? crt_.ring1() : crt_.ring2()).arithmetic();
+    const std::uint64_t n_inverse = ring == 0 ? n_inverse1_ : n_inverse2_;
+    std::uint64_t* p = prepared + ring * n;
+    for (std::size_t i = 0; i < n / 2; ++i) std::swap(p[i], p[n - 1 - i]);
+    for (std::size_t i = 0; i < n; ++i) p[i] = mod.mul(p[i], n_inverse);
+  }
+}
+
+std::int64_t NttCrtKeys::dot(const std::uint64_t* prepared, const std::uint64_t* k_hat) const {
+  const std::size_t n = crt_.size();
+  std::uint64_t residues[2];
+  for (int ring = 0; ring < 2; ++ring) {
+    const exact::Barrett31& mod = (ring == 0 ? crt_.ring1() : crt_.ring2()).arithmetic();
+    const std::uint64_t q = mod.modulus();
+    const std::uint64_t* p = prepared + ring * n;
+    const std::uint64_t* k = k_hat + ring * n;
+    // Products < q^2 < 2^60: eight of them and a residue < q stay below 2^63.
+    std::uint64_t residue = 0;
+    for (std::size_t start = 0; start < n; start += 8) {
+      std::uint64_t sum = residue;
+      for (std::size_t i = start; i < start + 8 && i < n; ++i) sum += p[i] * k[i];
+      residue = sum % q;
+    }
+    residues[ring] = residue;
+  }
+  return crt_.garner().combine(residues[0], residues[1]);
+}
+
 }  // namespace okapi::kv

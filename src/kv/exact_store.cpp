@@ -49,7 +49,9 @@ size_t checked_size(const KvShape& s, std::int64_t row) {
 class ExactStore final : public KvStore {
  public:
   ExactStore(const KvShape& shape, ExactScores mode, ExactKernel kernel);
-  std::string_view type_name() const override { return mode_ == ExactScores::Ntt ? "exact-ntt" : "exact-direct"; }
+  std::string_view type_name() const override {
+    return mode_ == ExactScores::Ntt ? "exact-ntt" : mode_ == ExactScores::NttCrt ? "exact-ntt-crt" : "exact-direct";
+  }
   void append(int64_t layer, int64_t position, const float* k, const float* v) override;
   void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const override;
   void accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
@@ -68,7 +70,7 @@ class ExactStore final : public KvStore {
   ExactKernel kernel_;  // resolved: scalar or avx2
   int64_t k_stride_;    // int16 per Direct key row, or N residues per NTT key row
   int64_t v_stride_;
-  std::unique_ptr<NttKeys> ntt_;
+  std::unique_ptr<TransformedKeys> ntt_;  // Ntt, NttCrt
   std::vector<std::int16_t> k_int_;   // Direct
   std::vector<std::uint64_t> k_hat_;  // Ntt
   std::vector<float> k_scale_;
@@ -83,8 +85,12 @@ ExactStore::ExactStore(const KvShape& shape, ExactScores mode, ExactKernel kerne
       avx2_(use_avx2_kernel(kernel)),
       kernel_(avx2_ ? ExactKernel::avx2 : ExactKernel::scalar) {
   check_shape(shape);
-  if (mode_ == ExactScores::Ntt) {
-    ntt_ = std::make_unique<NttKeys>(shape.head_dim_k);
+  if (mode_ != ExactScores::Direct) {
+    if (mode_ == ExactScores::Ntt) {
+      ntt_ = std::make_unique<NttKeys>(shape.head_dim_k);
+    } else {
+      ntt_ = std::make_unique<NttCrtKeys>(shape.head_dim_k);
+    }
     k_stride_ = static_cast<int64_t>(ntt_->size());
     k_hat_.resize(checked_size(shape, k_stride_));
   } else {
@@ -107,7 +113,7 @@ void ExactStore::append(int64_t layer, int64_t position, const float* k, const f
   for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
     const size_t row = row_index(layer, position, h);
     k_scale_[row] = encode_int16(k + h * shape_.head_dim_k, shape_.head_dim_k, k_row.data(), "key", kernel_);
-    if (mode_ == ExactScores::Ntt) {
+    if (ntt_ != nullptr) {
       ntt_->transform_key(k_row.data(), &k_hat_[row * static_cast<size_t>(k_stride_)]);
     } else {
       std::copy(k_row.begin(), k_row.end(), &k_int_[row * static_cast<size_t>(k_stride_)]);
@@ -140,7 +146,7 @@ void ExactStore::scores(int64_t layer, int64_t kv_head, const float* q, int64_t 
     return static_cast<float>(static_cast<double>(dot) *
                               (s_q * static_cast<double>(k_scale_[row_index(layer, cell, kv_head)])));
   };
-  if (mode_ == ExactScores::Ntt) {
+  if (ntt_ != nullptr) {
     thread_local std::vector<std::uint64_t> prepared;
     prepared.resize(ntt_->size());
     ntt_->prepare_query(q_int.data(), prepared.data());
@@ -192,7 +198,7 @@ void ExactStore::accumulate_values(int64_t layer, int64_t kv_head, const float* 
 
 void ExactStore::clear_cells(int64_t layer, int64_t first, int64_t last) {
   const size_t row_begin = row_index(layer, first, 0), row_end = row_index(layer, last, 0);
-  if (mode_ == ExactScores::Ntt) {
+  if (ntt_ != nullptr) {
     std::fill(k_hat_.begin() + static_cast<std::ptrdiff_t>(row_begin * static_cast<size_t>(k_stride_)),
               k_hat_.begin() + static_cast<std::ptrdiff_t>(row_end * static_cast<size_t>(k_stride_)), 0);
   } else {

@@ -25,9 +25,12 @@
 
 namespace okapi::kv {
 
-enum class ExactScores { Ntt, Direct };
+// Ntt: keys as negacyclic transforms over one 60-bit prime (128-bit products); NttCrt: over two
+// 30-bit primes joined by Garner's CRT (64-bit arithmetic only); Direct: int16 dot products. All
+// three give the same exact integer scores.
+enum class ExactScores { Ntt, Direct, NttCrt };
 
-// type_name(): "exact-ntt" or "exact-direct". Throws okapi::Error on a non-positive shape or a
+// type_name(): "exact-ntt", "exact-ntt-crt" or "exact-direct". Throws okapi::Error on a non-positive shape or a
 // store larger than the memory left (check_store_fits).
 std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores);
 

@@ -52,7 +52,9 @@ KvRotation parse_kv_rotation(std::string_view name) {
 }
 
 double exact_store_bytes(const KvShape& shape, ExactScores scores) {
-  const double k_row = scores == ExactScores::Ntt ? ntt_size(shape.head_dim_k) * 8.0 : padded16(shape.head_dim_k) * 2.0;
+  const double k_row = scores == ExactScores::Ntt      ? ntt_size(shape.head_dim_k) * 8.0
+                       : scores == ExactScores::NttCrt ? 2.0 * ntt_size(shape.head_dim_k) * 8.0
+                                                       : padded16(shape.head_dim_k) * 2.0;
   const double v_row = padded16(shape.head_dim_v) * 2.0;
   return row_count(shape) * (k_row + v_row + 2.0 * sizeof(float));
 }

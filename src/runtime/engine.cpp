@@ -188,8 +188,9 @@ std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work
 
 kv::ExactScores exact_scores(std::string_view name) {
   if (name == "ntt") return kv::ExactScores::Ntt;
+  if (name == "ntt-crt") return kv::ExactScores::NttCrt;
   if (name == "direct") return kv::ExactScores::Direct;
-  throw_error("--exact-attention must be 'ntt' or 'direct', got '{}'", name);
+  throw_error("--exact-attention must be 'direct', 'ntt' or 'ntt-crt', got '{}'", name);
 }
 
 }  // namespace okapi::runtime

@@ -81,16 +81,20 @@ TEST(ExactStoreTest, NttAndDirectAreBitIdenticalAndExact) {
     const KvShape shape{2, c.n_head_kv, c.head_dim, c.head_dim, c.n_ctx};
     const Filled f = random_cache(shape, static_cast<std::uint64_t>(c.head_dim * 31 + c.n_ctx));
     auto ntt = make_exact_store(shape, ExactScores::Ntt);
+    auto crt = make_exact_store(shape, ExactScores::NttCrt);
     auto direct = make_exact_store(shape, ExactScores::Direct);
     fill(*ntt, f, 1);
+    fill(*crt, f, 1);
     fill(*direct, f, 1);
     for (int64_t h = 0; h < c.n_head_kv; ++h) {
       const std::vector<float> q = random_floats(rng, c.head_dim, 3.0f);
       const int64_t first = c.n_ctx / 5, last = c.n_ctx;
-      std::vector<float> s_ntt(static_cast<size_t>(last - first)), s_direct(s_ntt.size());
+      std::vector<float> s_ntt(static_cast<size_t>(last - first)), s_direct(s_ntt.size()), s_crt(s_ntt.size());
       ntt->scores(1, h, q.data(), first, last, s_ntt.data());
+      crt->scores(1, h, q.data(), first, last, s_crt.data());
       direct->scores(1, h, q.data(), first, last, s_direct.data());
       ASSERT_TRUE(same_bits(s_ntt, s_direct)) << "head_dim " << c.head_dim << " head " << h;
+      ASSERT_TRUE(same_bits(s_crt, s_direct)) << "ntt-crt head_dim " << c.head_dim << " head " << h;
 
       // The header's formula, recomputed: encode, int64 dot, one rescale.
       std::vector<std::int16_t> q_int(static_cast<size_t>(c.head_dim)), k_int(q_int.size());

@@ -27,7 +27,7 @@ TEST(StoreBytes, MatchTheStoresAllocations) {
         EXPECT_EQ(store_bytes(s, k, v), static_cast<double>(make_store(s, k, v)->bytes())) << k << "/" << v;
       }
     }
-    for (const ExactScores scores : {ExactScores::Direct, ExactScores::Ntt}) {
+    for (const ExactScores scores : {ExactScores::Direct, ExactScores::Ntt, ExactScores::NttCrt}) {
       EXPECT_EQ(exact_store_bytes(s, scores), static_cast<double>(make_exact_store(s, scores)->bytes()))
           << "head dims " << s.head_dim_k << "/" << s.head_dim_v;
     }

@@ -81,10 +81,10 @@ TEST(ExactIdentity, LogitsAreTheSameBitsForEveryThreadCountKernelAndAttentionPat
   if (cpu_features().use_avx2()) kernels.push_back(true);
   for (const bool avx2 : kernels)
     for (const int threads : {1, 2, 4})
-      for (const kv::ExactScores scores : {kv::ExactScores::Ntt, kv::ExactScores::Direct}) {
+      for (const kv::ExactScores scores : {kv::ExactScores::Ntt, kv::ExactScores::Direct, kv::ExactScores::NttCrt}) {
         const auto logits = exact_logits(*m, {threads, avx2, scores, kPrompt});
         EXPECT_EQ(std::memcmp(logits.data(), first.data(), first.size() * sizeof(float)), 0)
-            << "threads " << threads << " avx2 " << avx2 << " ntt " << (scores == kv::ExactScores::Ntt);
+            << "threads " << threads << " avx2 " << avx2 << " scores " << static_cast<int>(scores);
       }
   // Exact mode has no batch-dependent kernels: prefill token by token or in odd batches, same bits.
   for (const int64_t batch : {1, 5}) {
@@ -100,7 +100,7 @@ TEST(ExactIdentity, LogitsAreTheSameBitsForEveryThreadCountKernelAndAttentionPat
 TEST(ExactIdentity, CliLogitsMatchTheDigestWithScalarAndSimdKernels) {
   const auto dir = make_temp_dir("exact_identity");
   for (const std::string env : {"", "OKAPI_FORCE_SCALAR=1 "}) {
-    for (const char* attention : {"ntt", "direct"}) {
+    for (const char* attention : {"ntt", "direct", "ntt-crt"}) {
       const auto out = dir / "logits.bin";
       const CommandResult r = run_command(env + cli_path().string() + " logits --exact --exact-attention " +
                                           attention + " -m " + stories().string() + " --tokens " + token_list() +
@@ -158,7 +158,7 @@ TEST(ExactIdentity, CliRejectsBadExactFlags) {
   const std::string model = " -m " + stories().string();
   CommandResult r = run_cli("run --exact --exact-attention fft -n 1" + model);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("'ntt' or 'direct'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'direct', 'ntt' or 'ntt-crt'"), std::string::npos) << r.output;
   r = run_cli("run --exact-attention direct -n 1" + model);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("needs --exact"), std::string::npos) << r.output;

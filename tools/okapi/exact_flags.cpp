@@ -8,7 +8,8 @@ void add_exact_flags(CLI::App* cmd, bool& exact, std::string& exact_attention) {
   cmd->add_flag("--exact", exact,
                 "exact integer mode: bit-identical logits on any thread count, kernel set and compiler "
                 "(docs/exact-mode.md)");
-  cmd->add_option("--exact-attention", exact_attention, "exact attention scores: direct (integer dot products, default) or ntt (NTT-domain K cache); same bits")
+  cmd->add_option("--exact-attention", exact_attention, "exact attention scores: direct (integer dot products, default), ntt (NTT-domain K cache, one 60-bit "
+                  "prime) or ntt-crt (two 30-bit primes joined by CRT, no 128-bit arithmetic); same bits")
       ->capture_default_str();
 }
 
