@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "exact/frobenius.hpp"
 #include "kv/exact_store.hpp"
 #include "model/attention_driver.hpp"
 #include "model/exact_islands.hpp"
@@ -28,7 +29,10 @@ struct EncodedWeight {
   std::string input_name;  // "the input of 'name'", for errors about the activations
   std::vector<int16_t> values;
   std::vector<double> scales;
+  std::vector<exact::ShimmedMatrix> z_blocks;  // --exact-ring zomega: rows [64 b, 64 b + 64) shimmed
 };
+
+constexpr int64_t kZRowsPerBlock = 64;
 
 // Row r of a weight dequantized with the scalar reference dequantizer (never the SIMD one).
 class RowReader {
@@ -57,8 +61,19 @@ class RowReader {
 
 }  // namespace
 
+ExactRing parse_exact_ring(std::string_view name, unsigned frobenius) {
+  if (name == "integer") {
+    if (frobenius != 0) throw_error("--frobenius {} needs --exact-ring zomega", frobenius);
+    return {};
+  }
+  if (name == "zomega") return {true, frobenius};
+  throw_error("--exact-ring must be 'integer' or 'zomega', got '{}'", name);
+}
+
 struct ExactOps::State {
   ThreadPool* pool = nullptr;
+  ExactRing ring;
+  std::vector<int64_t> x_wide;  // zomega: the current matmul's activations as Z[w] parts
   exact::IntKernel kernel = exact::IntKernel::automatic;  // resolved: scalar or avx2
   exact::Int16MatmulRowsFn matmul_rows = nullptr;
   std::mutex mutex;  // guards `weights` (one forward at a time; encoding may be concurrent-safe)
@@ -96,12 +111,34 @@ struct ExactOps::State {
             exact::encode_row_int16(row.data(), e.n_in, e.values.data() + r * e.stride, what, kernel);
       }
     });
+    if (ring.zomega) shim_blocks(e, w.name);
     return weights.emplace(w.data, std::move(e)).first->second;
+  }
+
+  // The encoded rows as Z[w] blocks (w parts zero), each shimmed by pi^K.
+  void shim_blocks(EncodedWeight& e, std::string_view name) {
+    const int64_t n_blocks = (e.n_out + kZRowsPerBlock - 1) / kZRowsPerBlock;
+    e.z_blocks.resize(static_cast<size_t>(n_blocks));
+    parallel(n_blocks, e.n_out * e.n_in * 8, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t r0 = b * kZRowsPerBlock, rows = std::min(kZRowsPerBlock, e.n_out - r0);
+        exact::ZMatrix m{static_cast<size_t>(rows), static_cast<size_t>(e.n_in), {}};
+        m.parts.assign(static_cast<size_t>(2 * rows * e.n_in), 0);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t i = 0; i < e.n_in; ++i) m.parts[static_cast<size_t>(2 * (r * e.n_in + i))] = e.values[static_cast<size_t>((r0 + r) * e.stride + i)];
+        try {
+          e.z_blocks[static_cast<size_t>(b)] = exact::frobenius_shim(m, exact::FrobeniusPrime::split41, ring.frobenius);
+        } catch (const Error& err) {
+          throw_error("--frobenius {} on weight '{}': {}", ring.frobenius, name, err.what());
+        }
+      }
+    });
   }
 };
 
-ExactOps::ExactOps(ThreadPool* pool, exact::IntKernel kernel) : state_(std::make_unique<State>()) {
+ExactOps::ExactOps(ThreadPool* pool, exact::IntKernel kernel, ExactRing ring) : state_(std::make_unique<State>()) {
   state_->pool = pool;
+  state_->ring = ring;
   state_->matmul_rows = exact::int16_matmul_rows_kernel(kernel);  // an impossible choice fails here
   state_->kernel = exact::int_kernel_uses_avx2(kernel) ? exact::IntKernel::avx2 : exact::IntKernel::scalar;
 }
@@ -127,6 +164,7 @@ void ExactOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* 
       s.x_scales[static_cast<size_t>(t)] =
           exact::encode_row_int16(x + t * e.n_in, e.n_in, s.x_values.data() + t * stride, e.input_name, s.kernel);
   });
+  if (s.ring.zomega) return matmul_zomega(&e, n_tokens, y);
   s.parallel(e.n_out, e.n_out * e.n_in * n_tokens, [&](int64_t begin, int64_t end) {
     // Blocks of rows per kernel call; each y element comes from one exact int64 sum.
     constexpr int64_t kSums = 512;
@@ -142,6 +180,36 @@ void ExactOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* 
         for (int64_t t = 0; t < n_tokens; ++t)
           y[t * e.n_out + r0 + i] =
               static_cast<float>(static_cast<double>(sums[i * n_tokens + t]) * (s_w * s.x_scales[static_cast<size_t>(t)]));
+      }
+    }
+  });
+}
+
+void ExactOps::matmul_zomega(const void* encoded_weight, int64_t n_tokens, float* y) {
+  State& s = *state_;
+  const auto& e = *static_cast<const EncodedWeight*>(encoded_weight);
+  // The activations as Z[w] elements (a, 0), interleaved like the weights.
+  s.x_wide.assign(static_cast<size_t>(2 * n_tokens * e.n_in), 0);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < e.n_in; ++i)
+      s.x_wide[static_cast<size_t>(2 * (t * e.n_in + i))] = s.x_values[static_cast<size_t>(t * e.stride + i)];
+  const auto n_blocks = static_cast<int64_t>(e.z_blocks.size());
+  s.parallel(n_blocks, e.n_out * e.n_in * n_tokens * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const exact::ShimmedMatrix& block = e.z_blocks[static_cast<size_t>(b)];
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const std::vector<exact::ZOmega> sums = exact::matvec_unshim(
+            block, std::span<const int64_t>(s.x_wide.data() + 2 * t * e.n_in, static_cast<size_t>(2 * e.n_in)));
+        for (size_t i = 0; i < sums.size(); ++i) {
+          const int64_t r = b * kZRowsPerBlock + static_cast<int64_t>(i);
+          if (sums[i].b != 0) {
+            throw_error("exact mode: the Z[w] product of row {} of {} kept a w part ({}) after dividing by pi^{}", r,
+                        e.input_name, exact::to_string(sums[i]), s.ring.frobenius);
+          }
+          const double s_w = e.scales[static_cast<size_t>(r)];
+          y[t * e.n_out + r] =
+              static_cast<float>(static_cast<double>(sums[i].a) * (s_w * s.x_scales[static_cast<size_t>(t)]));
+        }
       }
     }
   });

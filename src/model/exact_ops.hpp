@@ -13,6 +13,7 @@
 //   makes); any other store is refused with an okapi::Error.
 #pragma once
 #include <memory>
+#include <string_view>
 
 #include "exact/int_matmul.hpp"
 #include "model/ops.hpp"
@@ -23,11 +24,27 @@ class ThreadPool;
 
 namespace okapi::model {
 
+// The ring the weight products run in. integer: the int16 kernels above. zomega (seed 000): each
+// encoded weight row is an element row of Z[w] (w^2 = w - 41) with zero w parts, shimmed at load
+// by the Frobenius element pi = w raised to `frobenius` (W <- W pi^K, exact/frobenius.hpp); every
+// matvec runs over Z[w] (exact/matvec.hpp, int64 or Int128 accumulators chosen by the overflow
+// analysis) and is divided exactly by pi^K. Z[w] is an integral domain, so the quotient is the
+// integer dot product with a zero w part: the logits are bit-identical to `integer` (Theorem 4 of
+// seed 000, tested); a w part left over would be an error, never a silent change. K is bounded by
+// the shimmed weights fitting int64 (|parts| grow by up to 42^K): an unreachable K is refused.
+struct ExactRing {
+  bool zomega = false;
+  unsigned frobenius = 0;
+};
+// "integer" | "zomega"; --frobenius needs zomega. Throws okapi::Error naming the valid values.
+ExactRing parse_exact_ring(std::string_view name, unsigned frobenius);
+
 class ExactOps : public Ops {
  public:
   // `kernel` picks the int16 matmul kernel (tests compare scalar and AVX2 in one process; the
   // result is the same integer either way).
-  explicit ExactOps(ThreadPool* pool = nullptr, exact::IntKernel kernel = exact::IntKernel::automatic);
+  explicit ExactOps(ThreadPool* pool = nullptr, exact::IntKernel kernel = exact::IntKernel::automatic,
+                    ExactRing ring = {});
   ~ExactOps() override;
 
   void prepare(const WeightSet& weights) override;
@@ -49,6 +66,7 @@ class ExactOps : public Ops {
   void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) override;
 
  private:
+  void matmul_zomega(const void* encoded_weight, int64_t n_tokens, float* y);  // after the activations are encoded
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -124,7 +124,10 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::O
 }
 
 std::unique_ptr<model::Ops> make_backend(const EngineOptions& options, ThreadPool* pool) {
-  if (options.exact) return std::make_unique<model::ExactOps>(pool);
+  if (options.exact) {
+    return std::make_unique<model::ExactOps>(pool, exact::IntKernel::automatic,
+                                             model::parse_exact_ring(options.exact_ring, options.frobenius));
+  }
   return std::make_unique<model::CpuOps>(pool);
 }
 
@@ -137,6 +140,7 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
   // Validate the cache types before the (possibly long) load.
   if (options.exact) {
     (void)exact_scores(options.exact_attention);
+    (void)model::parse_exact_ring(options.exact_ring, options.frobenius);
   } else {
     kv::check_cache_type("K", options.cache_type_k);
     kv::check_cache_type("V", options.cache_type_v);

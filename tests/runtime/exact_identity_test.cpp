@@ -113,6 +113,29 @@ TEST(ExactIdentity, CliLogitsMatchTheDigestWithScalarAndSimdKernels) {
   std::filesystem::remove_all(dir);
 }
 
+// Seed 000's Theorem 4 as it is meant: the weight products run over Z[w] with the Frobenius shim
+// W pi^K applied at load (pi = w, norm 41) and divided out after each matvec give the committed
+// digest bit for bit, for K = 0 (Z[w] without a shim) up to 18, the largest K whose shimmed
+// stories260K weights fit int64 parts. K = 19 is refused with the overflow, never rounded.
+TEST(ExactIdentity, ZOmegaRingWithTheFrobeniusShimKeepsTheDigest) {
+  const auto dir = make_temp_dir("exact_zomega");
+  for (const char* k : {"0", "1", "7", "18"}) {
+    const auto out = dir / "logits.bin";
+    const CommandResult r = run_command(cli_path().string() + " logits --exact --exact-ring zomega --frobenius " + k +
+                                        " -m " + stories().string() + " --tokens " + token_list() +
+                                        " -b 16 -t 2 --force -o " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto json = nlohmann::json::parse(read_file(dir / "logits.json"));
+    EXPECT_EQ(json["logits_sha256"], committed_digest()) << "--frobenius " << k;
+  }
+  const CommandResult over = run_cli("logits --exact --exact-ring zomega --frobenius 19 -m " + stories().string() +
+                                     " --tokens 1,2 --force -o " + (dir / "x.bin").string());
+  EXPECT_EQ(over.exit_code, 1) << over.output;
+  EXPECT_NE(over.output.find("--frobenius 19 on weight"), std::string::npos) << over.output;
+  EXPECT_NE(over.output.find("overflows int64"), std::string::npos) << over.output;
+  std::filesystem::remove_all(dir);
+}
+
 // The first line of the CLI's stdout that starts with `prefix` (stderr is captured too).
 std::string line_starting(const std::string& output, const std::string& prefix) {
   std::istringstream in(output);
@@ -162,6 +185,12 @@ TEST(ExactIdentity, CliRejectsBadExactFlags) {
   r = run_cli("run --exact-attention direct -n 1" + model);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("needs --exact"), std::string::npos) << r.output;
+  r = run_cli("run --exact --exact-ring rational -n 1" + model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run_cli("run --exact --frobenius 3 -n 1" + model);
+  EXPECT_NE(r.output.find("--frobenius needs --exact-ring zomega"), std::string::npos) << r.output;
+  r = run_cli("run --exact-ring zomega -n 1" + model);
+  EXPECT_NE(r.output.find("--exact-ring needs --exact"), std::string::npos) << r.output;
   r = run_cli("bench --exact -ctk f16 -p 4 -n 0 -r 1" + model);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("cannot be combined with --exact"), std::string::npos) << r.output;

@@ -41,6 +41,8 @@ struct BenchArgs {
   std::string cache_type_v = "f16";
   bool exact = false;
   std::string exact_attention = "direct";
+  std::string exact_ring = "integer";
+  unsigned frobenius = 0;
   std::string output = "md";
   bool json = false;  // --json: the older spelling of -o jsonl
 };
@@ -202,6 +204,8 @@ int run(const BenchArgs& args) {
     options.cache_type_v = args.cache_type_v;
     options.exact = args.exact;
     options.exact_attention = args.exact_attention;
+    options.exact_ring = args.exact_ring;
+    options.frobenius = args.frobenius;
     const auto engine = runtime::Engine::load(args.model, options);
     for (const auto& test : cases) {
       const std::string time = utc_now();
@@ -239,7 +243,7 @@ void register_bench(CLI::App& app, VerbResult& result) {
       ->check(in_range(1, 1000000));
   add_batch_flag(cmd, args->batch_size, "prefill tokens per forward pass");
   add_cache_type_flags(cmd, args->cache_type_k, args->cache_type_v, args->kv_rotate);
-  add_exact_flags(cmd, args->exact, args->exact_attention);
+  add_exact_flags(cmd, args->exact, args->exact_attention, args->exact_ring, args->frobenius);
   auto* output = cmd->add_option("-o,--output", args->output, "output format: md, csv, json (one array) or jsonl")
                      ->capture_default_str()
                      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));

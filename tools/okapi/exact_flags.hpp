@@ -6,8 +6,11 @@
 
 namespace okapi::cli {
 
-void add_exact_flags(CLI::App* cmd, bool& exact, std::string& exact_attention);
-// Call from the verb's callback: --exact-attention without --exact, or --exact together with an
+// --exact, --exact-attention, --exact-ring and --frobenius.
+void add_exact_flags(CLI::App* cmd, bool& exact, std::string& exact_attention, std::string& exact_ring,
+                     unsigned& frobenius);
+// Call from the verb's callback: --exact-attention / --exact-ring / --frobenius without --exact,
+// --frobenius without --exact-ring zomega, or --exact together with an
 // explicit --cache-type-k/-v (the exact store has its own int16 encoding), is an error.
 void check_exact_flags(const CLI::App* cmd, bool exact);
 

@@ -53,6 +53,8 @@ struct LogitsArgs {
   std::string cache_v = "f32";
   bool exact = false;
   std::string exact_attention = "direct";
+  std::string exact_ring = "integer";
+  unsigned frobenius = 0;
   bool force = false;
 };
 
@@ -141,8 +143,9 @@ void run(const LogitsArgs& args) {
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   const int64_t n_ctx = args.n_ctx == runtime::kContextNotGiven ? n_tokens : runtime::resolve_context(args.n_ctx, hp);
   if (n_tokens > n_ctx) throw_error("logits: the prompt has {} tokens but the context is {} (-c)", n_tokens, n_ctx);
-  const runtime::EngineOptions engine{args.threads, args.cache_k, args.cache_v, args.exact, args.exact_attention,
-                                      args.kv_rotate};
+  const runtime::EngineOptions engine{args.threads,   args.cache_k,    args.cache_v,
+                                      args.exact,     args.exact_attention, args.kv_rotate,
+                                      args.exact_ring, args.frobenius};
   const runtime::Workload work{.batch = args.batch_size, .logit_rows = n_tokens};
   runtime::check_memory(*model, engine, args.threads, n_ctx, work, /*weights_loaded=*/false);
   ThreadPool pool(args.threads);
@@ -199,7 +202,7 @@ void register_logits(CLI::App& app, VerbResult& result) {
   add_batch_flag(cmd, args->batch_size, "tokens per forward pass (1 = token by token)");
   add_ctx_flag(cmd, args->n_ctx, "context length of the KV cache (default: the prompt length; 0: the model's trained context)");
   add_cache_type_flags(cmd, args->cache_k, args->cache_v, args->kv_rotate);
-  add_exact_flags(cmd, args->exact, args->exact_attention);
+  add_exact_flags(cmd, args->exact, args->exact_attention, args->exact_ring, args->frobenius);
   cmd->add_flag("--force", args->force, "replace an existing OUT.json");
   cmd->callback([args, cmd, prompt, prompt_file, tokens, &result] {
     check_exact_flags(cmd, args->exact);

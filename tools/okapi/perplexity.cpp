@@ -102,7 +102,8 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
   add_batch_flag(cmd, o.batch_size, "tokens per forward pass");
   add_threads_flag(cmd, args->engine.threads);
   add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
-  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
+  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring,
+                  args->engine.frobenius);
   cmd->add_option("--save-logits", args->save_logits, "write this run's log-probs (okapi format) to FILE")
                    ->check(non_empty());
   cmd->add_option("--kl-divergence", args->kl_divergence, "compare with log-probs saved by --save-logits")

@@ -140,7 +140,8 @@ void register_run(CLI::App& app, VerbResult& result) {
       ->check(in_range(-kUnbounded, kUnbounded));
   add_seed_flag(cmd, args->seed);
   add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
-  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention);
+  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring,
+                  args->engine.frobenius);
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
