@@ -23,6 +23,18 @@ std::size_t ntt_size(std::int64_t head_dim) {
 // Terms per unreduced 128-bit sum: 256 (q-1)^2 < 2^8 * 2^118.0001 < 2^127.
 constexpr std::size_t kTermsPerReduction = 256;
 
+// The forward transform of k_int[0, head_dim) zero padded to `ntt`'s size, into out.
+template <typename Ntt>
+void transform_padded(const Ntt& ntt, const std::int16_t* k_int, std::int64_t head_dim, std::uint64_t* out) {
+  const std::uint64_t q = ntt.modulus();
+  const std::size_t n = ntt.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t v = static_cast<std::int64_t>(i) < head_dim ? k_int[i] : 0;
+    out[i] = v < 0 ? q - static_cast<std::uint64_t>(-v) : static_cast<std::uint64_t>(v);
+  }
+  ntt.forward(std::span<std::uint64_t>(out, n));
+}
+
 }  // namespace
 
 NttKeys::NttKeys(std::int64_t head_dim) : head_dim_(head_dim), ntt_(exact::kNttPrime60, ntt_size(head_dim)) {
@@ -37,13 +49,7 @@ NttKeys::NttKeys(std::int64_t head_dim) : head_dim_(head_dim), ntt_(exact::kNttP
 }
 
 void NttKeys::transform_key(const std::int16_t* k_int, std::uint64_t* out) const {
-  const std::uint64_t q = ntt_.modulus();
-  const std::size_t n = ntt_.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t v = static_cast<std::int64_t>(i) < head_dim_ ? k_int[i] : 0;
-    out[i] = v < 0 ? q - static_cast<std::uint64_t>(-v) : static_cast<std::uint64_t>(v);
-  }
-  ntt_.forward(std::span<std::uint64_t>(out, n));
+  transform_padded(ntt_, k_int, head_dim_, out);
 }
 
 void NttKeys::prepare_query(const std::int16_t* q_int, std::uint64_t* prepared) const {
@@ -95,17 +101,8 @@ NttCrtKeys::NttCrtKeys(std::int64_t head_dim) : head_dim_(head_dim), crt_(ntt_si
 }
 
 void NttCrtKeys::transform_key(const std::int16_t* k_int, std::uint64_t* out) const {
-  const std::size_t n = crt_.size();
-  for (int ring = 0; ring < 2; ++ring) {
-    const exact::Ntt31& ntt = ring == 0 ? crt_.ring1() : crt_.ring2();
-    const std::uint64_t q = ntt.modulus();
-    std::uint64_t* r = out + ring * n;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::int64_t v = static_cast<std::int64_t>(i) < head_dim_ ? k_int[i] : 0;
-      r[i] = v < 0 ? q - static_cast<std::uint64_t>(-v) : static_cast<std::uint64_t>(v);
-    }
-    ntt.forward(std::span<std::uint64_t>(r, n));
-  }
+  transform_padded(crt_.ring1(), k_int, head_dim_, out);
+  transform_padded(crt_.ring2(), k_int, head_dim_, out + crt_.size());
 }
 
 void NttCrtKeys::prepare_query(const std::int16_t* q_int, std::uint64_t* prepared) const {

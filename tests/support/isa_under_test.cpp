@@ -21,4 +21,12 @@ bool select_isa_under_test() {
   return true;
 }
 
+std::string tier_mismatch() {
+  const char* asked = std::getenv("OKAPI_ISA");
+  const std::string expected = asked != nullptr && *asked != '\0' ? std::string(asked)
+                                                                   : std::string(isa_name(detected_cpu_features().best_isa()));
+  const std::string used(isa_name(isa()));
+  return used == expected ? "" : "running at " + used + ", expected " + expected;
+}
+
 }  // namespace okapi::test
