@@ -19,9 +19,9 @@ struct NamedType {
   DType type;
 };
 // llama.cpp's -ctk / -ctv names.
-constexpr std::array<NamedType, 8> kCacheTypes = {{
-    {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
-    {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
+constexpr std::array<NamedType, 9> kCacheTypes = {{
+    {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},  {"q8_0", DType::Q8_0},   {"q4_0", DType::Q4_0},
+    {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
 }};
 
 constexpr int64_t kDecodeRows = 16;  // rows decoded at once: 16 x 256 floats stay in L1

@@ -82,6 +82,7 @@ void add_float_formats(std::vector<Format>& table);    // F32 F16 BF16
 void add_legacy_formats(std::vector<Format>& table);   // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1
 void add_kquant_formats(std::vector<Format>& table);   // Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K
 void add_ternary_formats(std::vector<Format>& table);  // TQ1_0 TQ2_0 I2_S IQ1_BN IQ2_BN
+void add_iq4_nl_format(std::vector<Format>& table);    // IQ4_NL
 void use_avx2_kernels(std::vector<Format>& table);     // called only for the avx2 tier and above
 void use_avx512_kernels(std::vector<Format>& table);   // called only for the avx512 tier
 }  // namespace detail

@@ -27,6 +27,7 @@ std::vector<Format> build_table(Isa tier) {
   detail::add_legacy_formats(table);
   detail::add_kquant_formats(table);
   detail::add_ternary_formats(table);
+  detail::add_iq4_nl_format(table);
   for (auto& f : table) {
     f.dequantize = f.dequantize_ref;
     f.quantize = f.quantize_ref;

@@ -66,7 +66,7 @@ std::vector<KvEvalType> all_kv_eval_types() {
   for (const std::string_view name : kv::cache_type_names()) types.push_back({std::string(name), std::string(name)});
   for (const std::string_view name : kv::cache_type_names()) {
     // The block formats once more rotated (the tbq types always are; the float ones gain nothing).
-    if (name.starts_with("q")) types.push_back({std::string(name), std::string(name), "hadamard"});
+    if (name.starts_with("q") || name == "iq4_nl") types.push_back({std::string(name), std::string(name), "hadamard"});
   }
   return types;
 }
