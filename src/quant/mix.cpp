@@ -197,9 +197,9 @@ DType attn_qkv_rule(const RuleState& s, DType type) {
 }
 
 // llama.cpp's fallback when the row length is not a multiple of the chosen type's block.
-// Deviations: llama.cpp picks IQ4_NL for Q2_K/Q3_K (okapi has no IQ4_NL quantizer; Q4_0 has the
-// same block size and bits), and it refuses the 32-block types (Q4_0 ... Q8_0) outright where
-// okapi stores F16.
+// Deviations: llama.cpp picks IQ4_NL for Q2_K/Q3_K (okapi's IQ4_NL quantizer is not yet checked
+// byte for byte against ggml's and has no SIMD dot; Q4_0 has the same block size and bits), and
+// it refuses the 32-block types (Q4_0 ... Q8_0) outright where okapi stores F16.
 DType fallback_type(DType type) {
   switch (type) {
     case DType::TQ1_0:
