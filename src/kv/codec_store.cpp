@@ -54,6 +54,11 @@ std::pair<int64_t, int64_t> seen_cells(const tile::Queries& qs) {
   return lo < hi ? std::pair{lo, hi} : std::pair{int64_t{0}, int64_t{0}};
 }
 
+// The quant-table entry of a checked, non-tbq cache type name.
+const NamedType* block_type(std::string_view type) {
+  return std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
+}
+
 }  // namespace
 
 namespace {
@@ -87,7 +92,7 @@ RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim) {
     if (dim <= 0 || dim > tile::kMaxDim) throw_error("KV cache type '{}': {} heads of {} are not supported", type, which, dim);
     return {DType::F32, tbq, dim, tbq_row_bytes(*tbq, dim)};
   }
-  const auto* named = std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
+  const NamedType* named = block_type(type);
   const int64_t block = layout(named->type).block_size;
   if (dim <= 0 || dim % block != 0) {
     throw_error("KV cache type '{}' for {} stores blocks of {} values; this model's {} heads are {} wide", type, which,
@@ -103,7 +108,7 @@ double bits_per_value(std::string_view type, int64_t dim, std::string_view which
     if (dim <= 0) return (tbq->bits_hi + tbq->bits_lo) / 2.0;
     return static_cast<double>(row_codec(which, type, dim).row_bytes) * 8.0 / static_cast<double>(dim);
   }
-  const auto* named = std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
+  const NamedType* named = block_type(type);
   const DTypeLayout l = layout(named->type);
   if (dim > 0 && dim % l.block_size != 0) (void)row_codec(which, type, dim);  // the clear error
   return static_cast<double>(l.block_bytes) * 8.0 / static_cast<double>(l.block_size);

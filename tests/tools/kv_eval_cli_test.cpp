@@ -59,6 +59,14 @@ TEST(KvEvalCli, BadTypeListsAreClearErrors) {
   }
 }
 
+// Nothing reaches stdout (not even the table's header) when the model or the text is bad.
+TEST(KvEvalCli, ABadModelPrintsNothingOnStdout) {
+  const std::string text = (test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt").string();
+  const auto r = test::run_command("( " + cli() + " kv-eval -m /nonexistent.gguf -f " + text + " 2>/dev/null )");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output, "");
+}
+
 TEST(KvEvalCli, FormatsKeepTheirQualityOrderOnA64WideModel) {
   OKAPI_REQUIRE_SHARED();
   const std::string model = (shared_dir() / "models/zoo/okapi-ts5M-hd64.gguf").string();

@@ -65,12 +65,17 @@ int run(KvEvalArgs args) {
   const auto types = runtime::parse_kv_eval_types(args.types);
   args.options.speed = !args.no_speed;
   const std::string text = runtime::read_text_file(args.text_file);
-  if (!args.json) {
-    std::printf("| type             |    bpv | vs f16 | KLD mean | KLD p99  |   top-1 |       PPL |    ΔPPL  | tg @ 512 | tg @ 8192 |\n");
-    std::printf("|------------------|-------:|-------:|---------:|---------:|--------:|----------:|---------:|---------:|----------:|\n");
-  }
-  const auto report = runtime::evaluate_kv_types(args.model, text, types, args.options,
-                                                 [&](const runtime::KvEvalRow& r) { print_row(r, args.json); });
+  // The header waits for the first row: nothing reaches stdout before the model and text have
+  // loaded and run (a bad file is one error line, as in every verb).
+  bool header = args.json;
+  const auto report = runtime::evaluate_kv_types(args.model, text, types, args.options, [&](const runtime::KvEvalRow& r) {
+    if (!header) {
+      std::printf("| type             |    bpv | vs f16 | KLD mean | KLD p99  |   top-1 |       PPL |    ΔPPL  | tg @ 512 | tg @ 8192 |\n");
+      std::printf("|------------------|-------:|-------:|---------:|---------:|--------:|----------:|---------:|---------:|----------:|\n");
+      header = true;
+    }
+    print_row(r, args.json);
+  });
   std::fprintf(stderr, "kv-eval: f32 cache PPL %.4f, %lld tokens scored per type (chunks of %lld)\n", report.ppl_f32,
                static_cast<long long>(report.scored), static_cast<long long>(report.n_ctx));
   return 0;
