@@ -74,6 +74,7 @@ std::span<const std::string_view> cache_type_names() {
     std::vector<std::string_view> n;
     for (const auto& t : kCacheTypes) n.push_back(t.name);
     for (const TbqSpec& t : tbq_specs()) n.push_back(t.name);
+    for (const SpSpec& t : sp_specs()) n.push_back(t.name);
     return n;
   }();
   return names;
@@ -90,8 +91,9 @@ RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim) {
   check_cache_type(which, type);
   if (const TbqSpec* tbq = find_tbq(type)) {
     if (dim <= 0 || dim > tile::kMaxDim) throw_error("KV cache type '{}': {} heads of {} are not supported", type, which, dim);
-    return {DType::F32, tbq, dim, tbq_row_bytes(*tbq, dim)};
+    return {DType::F32, tbq, nullptr, dim, tbq_row_bytes(*tbq, dim)};
   }
+  if (const SpSpec* sp = find_sp(type)) return {DType::F32, nullptr, sp, dim, sp_layout(*sp, dim, which).row_bytes};
   const NamedType* named = block_type(type);
   const int64_t block = layout(named->type).block_size;
   if (dim <= 0 || dim % block != 0) {
@@ -99,11 +101,17 @@ RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim) {
                 block, which, dim);
   }
   if (dim > tile::kMaxDim) throw_error("KV cache type '{}': heads wider than {} are not supported", type, tile::kMaxDim);
-  return {named->type, nullptr, dim, *row_bytes(named->type, dim)};
+  return {named->type, nullptr, nullptr, dim, *row_bytes(named->type, dim)};
 }
 
-double bits_per_value(std::string_view type, int64_t dim, std::string_view which) {
+double bits_per_value(std::string_view type, int64_t dim, std::string_view which, int64_t n_ctx) {
   check_cache_type(which, type);
+  if (const SpSpec* sp = find_sp(type)) {
+    if (dim <= 0) return 62.0 * 8.0 / 128.0;  // the seed's width
+    const double row = static_cast<double>(row_codec(which, type, dim).row_bytes) * 8.0;
+    const double metadata = n_ctx > 0 ? sp_metadata_bits(*sp, dim) / static_cast<double>(n_ctx) : 0.0;
+    return (row + metadata) / static_cast<double>(dim);
+  }
   if (const TbqSpec* tbq = find_tbq(type)) {
     if (dim <= 0) return (tbq->bits_hi + tbq->bits_lo) / 2.0;
     return static_cast<double>(row_codec(which, type, dim).row_bytes) * 8.0 / static_cast<double>(dim);
@@ -119,7 +127,13 @@ CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view wh
   Side side;
   side.codec = row_codec(which, type, dim);
   side.rows.resize(static_cast<size_t>(shape.n_layer * shape.n_head_kv * shape.n_ctx) * side.codec.row_bytes);
-  if (options.rotation == KvRotation::Hadamard || side.codec.tbq != nullptr) {
+  if (side.codec.sp != nullptr) {
+    // The seed's VHT2 (no random signs), and a calibration per head made by the first batch.
+    for (int64_t i = 0; i < shape.n_layer * shape.n_head_kv; ++i) {
+      side.rotations.push_back(HadamardRotation::plain(dim));
+      side.sp_heads.emplace_back(*side.codec.sp, dim);
+    }
+  } else if (options.rotation == KvRotation::Hadamard || side.codec.tbq != nullptr) {
     for (int64_t i = 0; i < shape.n_layer * shape.n_head_kv; ++i) {
       side.rotations.emplace_back(dim, options.seed * 0x100000001B3ull + salt * 0x9E3779B97F4A7C15ull +
                                            static_cast<uint64_t>(i));
@@ -134,8 +148,15 @@ CodecStore::CodecStore(const KvShape& shape, std::string_view k_type, std::strin
       k_(make_side(shape, "K", k_type, shape.head_dim_k, options, 1)),
       v_(make_side(shape, "V", v_type, shape.head_dim_v, options, 2)) {
   const bool rotated = options.rotation == KvRotation::Hadamard || k_.codec.tbq != nullptr || v_.codec.tbq != nullptr;
-  name_ = fmt::format("k {} / v {}{}", k_type, v_type, rotated ? " (hadamard)" : "");
+  const bool sp = k_.codec.sp != nullptr || v_.codec.sp != nullptr;
+  name_ = fmt::format("k {} / v {}{}{}", k_type, v_type, rotated ? " (hadamard)" : "", sp ? " (vht2)" : "");
   bytes_ = k_.rows.size() + v_.rows.size();
+  // sp keeps a calibration (W and lane indices) per (layer, kv head) beside its rows.
+  for (const Side* side : {&k_, &v_}) {
+    if (side->codec.sp == nullptr) continue;
+    bytes_ += static_cast<size_t>(sp_metadata_bits(*side->codec.sp, side->codec.dim) / 8.0) *
+              static_cast<size_t>(shape.n_layer * shape.n_head_kv);
+  }
 }
 
 void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x) {
@@ -151,6 +172,10 @@ void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t cell, c
   }
   if (side.codec.tbq != nullptr) {
     tbq_encode(*side.codec.tbq, row, dim, out);
+  } else if (side.codec.sp != nullptr) {
+    SpHead& sp = side.sp_heads[static_cast<size_t>(layer * shape_.n_head_kv + head)];
+    if (!sp.calibrated()) sp.calibrate(row, 1);  // a batch of one token: its own warm-up
+    sp.encode(row, out);
   } else {
     quant::format(side.codec.type).quantize(row, out, dim);
   }
@@ -164,11 +189,43 @@ void CodecStore::append(int64_t layer, int64_t position, const float* k, const f
   }
 }
 
+void CodecStore::calibrate(Side& side, int64_t layer, const float* x, int64_t n) {
+  if (side.codec.sp == nullptr) return;
+  const int64_t dim = side.codec.dim, stride = shape_.n_head_kv * dim;
+  std::vector<float> rows;
+  for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
+    SpHead& sp = side.sp_heads[static_cast<size_t>(layer * shape_.n_head_kv + h)];
+    if (sp.calibrated()) continue;
+    rows.resize(static_cast<size_t>(n * dim));
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = rows.data() + t * dim;
+      std::copy(x + t * stride + h * dim, x + t * stride + (h + 1) * dim, row);
+      side.rotation(shape_, layer, h)->apply(row);
+    }
+    sp.calibrate(rows.data(), n);
+  }
+}
+
+void CodecStore::append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v) {
+  if (layer < 0 || layer >= shape_.n_layer) check_position(layer, 0);
+  const auto n = static_cast<int64_t>(positions.size());
+  if (n > 0) {
+    calibrate(k_, layer, k, n);
+    calibrate(v_, layer, v, n);
+  }
+  KvStore::append_tokens(layer, positions, k, v);
+}
+
 void CodecStore::decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
                              float* out) {
   const int64_t dim = side.codec.dim;
   if (side.codec.tbq != nullptr) {
     for (int64_t c = c0; c < c1; ++c) tbq_decode(*side.codec.tbq, side.row(s, layer, head, c), dim, out + (c - c0) * dim);
+    return;
+  }
+  if (side.codec.sp != nullptr) {
+    const SpHead& sp = side.sp_heads[static_cast<size_t>(layer * s.n_head_kv + head)];
+    for (int64_t c = c0; c < c1; ++c) sp.decode(side.row(s, layer, head, c), out + (c - c0) * dim);
     return;
   }
   const quant::Format& f = quant::format(side.codec.type);

@@ -1,5 +1,6 @@
 // KV cache types beyond the dense f32 / f16 stores (-ctk / -ctv bf16, q8_0, q4_0, q4_1, q5_0,
-// q5_1, optionally rotated with --kv-rotate hadamard; tbq2.5, tbq3, tbq3.5, tbq4, always rotated). Each row (one token's keys or values of one kv
+// q5_1, iq4_nl, optionally rotated with --kv-rotate hadamard; tbq2.5, tbq3, tbq3.5, tbq4, always
+// rotated; seed 000's sp and sp-full, kv/sp_codec.hpp, calibrated on the first batch). Each row (one token's keys or values of one kv
 // head) is encoded with a format of the quant table on append, head-major like the dense stores.
 // Attention never expands the cache: a tile is decoded 16 rows at a time into a buffer that stays
 // in L1, and the dense f32 tile kernels run on it. Queries are rotated once per tile call, and a
@@ -15,14 +16,16 @@
 #include "kv/kv_store.hpp"
 #include "kv/lloyd_max.hpp"
 #include "kv/rotation.hpp"
+#include "kv/sp_codec.hpp"
 
 namespace okapi::kv {
 
-// One side's encoding: the format of its rows (a quant table format, or a tbq type of
-// kv/lloyd_max.hpp, which is always rotated) and the bytes a row of `dim` values takes.
+// One side's encoding: the format of its rows (a quant table format, a tbq type of
+// kv/lloyd_max.hpp, which is always rotated, or an sp type) and the bytes a row of `dim` values takes.
 struct RowCodec {
   DType type = DType::F32;
   const TbqSpec* tbq = nullptr;
+  const SpSpec* sp = nullptr;
   int64_t dim = 0;
   size_t row_bytes = 0;
 };
@@ -35,6 +38,7 @@ class CodecStore final : public KvStore {
   CodecStore(const KvShape& shape, std::string_view k_type, std::string_view v_type, const StoreOptions& options);
   std::string_view type_name() const override { return name_; }
   void append(int64_t layer, int64_t position, const float* k, const float* v) override;
+  void append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v) override;
   void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const override;
   void accumulate_values(int64_t layer, int64_t kv_head, const float* probs, int64_t first, int64_t last,
                          float* out) const override;
@@ -48,6 +52,7 @@ class CodecStore final : public KvStore {
     RowCodec codec;
     std::vector<uint8_t> rows;
     std::vector<HadamardRotation> rotations;  // one per (layer, kv head), or none
+    std::vector<SpHead> sp_heads;             // sp types: one calibration per (layer, kv head)
     const uint8_t* row(const KvShape& s, int64_t layer, int64_t head, int64_t cell) const {
       return rows.data() + static_cast<size_t>((layer * s.n_head_kv + head) * s.n_ctx + cell) * codec.row_bytes;
     }
@@ -61,6 +66,8 @@ class CodecStore final : public KvStore {
   static void decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
                           float* out);
   void encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x);
+  // sp: calibrates the heads of `layer` not yet calibrated on the n rows of x (token-major).
+  void calibrate(Side& side, int64_t layer, const float* x, int64_t n);
 
   Side k_, v_;
   std::string name_;

@@ -32,8 +32,8 @@ class KvStore {
   // `position`. Throws okapi::Error when the position does not fit the context.
   virtual void append(int64_t layer, int64_t position, const float* k, const float* v) = 0;
   // append() for each token t of a batch: k[t] (n_head_kv * head_dim_k values) and v[t] at
-  // positions[t].
-  void append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v);
+  // positions[t]. Stores that calibrate on their first rows (sp) see the whole batch at once.
+  virtual void append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v);
   // out[j - first] = q · K[j] for cells first <= j < last of one kv head (q has head_dim_k values).
   virtual void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last,
                       float* out) const = 0;
@@ -69,7 +69,8 @@ struct StoreOptions {
   uint64_t seed = 0;  // of the rotations' random signs
 };
 
-// Cache types as llama.cpp's --cache-type-k/-v: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1; K
+// Cache types as llama.cpp's --cache-type-k/-v: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
+// iq4_nl, and okapi's tbq2.5 / tbq3 / tbq3.5 / tbq4 (kv/lloyd_max.hpp) and sp / sp-full; K
 // and V may differ. f32 and f16 without rotation are the dense stores (plain_store.hpp, ggml's
 // numerics); every other combination is a CodecStore (codec_store.hpp). Throws on an unknown name,
 // a head width the type's blocks do not divide, a non-positive shape, or a store larger than the
@@ -86,8 +87,9 @@ void check_cache_type(std::string_view which, std::string_view type);
 // True for "f16", false for "f32"; anything else throws naming `which` ("K" or "V").
 bool is_f16_cache_type(std::string_view which, std::string_view type);
 // The stored bits per value of cache type `type` for rows of `dim` values, block scales included
-// (throws like make_store for a width the type cannot serve).
-double bits_per_value(std::string_view type, int64_t dim, std::string_view which = "K");
+// (throws like make_store for a width the type cannot serve). With n_ctx > 0, a type's per-head
+// calibration (sp) is added, amortized over n_ctx rows.
+double bits_per_value(std::string_view type, int64_t dim, std::string_view which = "K", int64_t n_ctx = 0);
 // The bytes make_store(shape, k_type, v_type) allocates, computed without allocating. A double, so
 // that no claimed shape or context can overflow it (memory estimates only compare and print it).
 double store_bytes(const KvShape& shape, std::string_view k_type, std::string_view v_type);

@@ -51,7 +51,18 @@ HadamardRotation::HadamardRotation(int64_t dim, uint64_t seed) : dim_(dim) {
   signs_second_ = random_signs(dim, state);
 }
 
+HadamardRotation HadamardRotation::plain(int64_t dim) {
+  if (dim <= 0 || !std::has_single_bit(static_cast<uint64_t>(dim))) {
+    throw_error("rotation: the plain Walsh–Hadamard transform needs a power-of-two width, not {}", dim);
+  }
+  HadamardRotation r;
+  r.dim_ = r.window_ = dim;
+  r.plain_ = true;
+  return r;
+}
+
 void HadamardRotation::apply(float* x) const {
+  if (plain_) return walsh_hadamard(x, dim_);
   multiply(x, signs_first_);
   walsh_hadamard(x, window_);
   multiply(x, signs_second_);
@@ -59,6 +70,7 @@ void HadamardRotation::apply(float* x) const {
 }
 
 void HadamardRotation::inverse(float* x) const {
+  if (plain_) return walsh_hadamard(x, dim_);
   walsh_hadamard(x + (dim_ - window_), window_);
   multiply(x, signs_second_);
   walsh_hadamard(x, window_);

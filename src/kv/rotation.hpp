@@ -17,12 +17,17 @@ class HadamardRotation {
  public:
   // One rotation per (layer, kv head) from `seed`.
   HadamardRotation(int64_t dim, uint64_t seed);
+  // The seed-000 VHT2: the normalized Walsh–Hadamard transform alone, no random signs (dim a
+  // power of two; it is its own inverse).
+  static HadamardRotation plain(int64_t dim);
   int64_t dim() const { return dim_; }
   void apply(float* x) const;    // x = R x
   void inverse(float* x) const;  // x = Rᵀ x
 
  private:
+  HadamardRotation() = default;
   int64_t dim_ = 0, window_ = 0;
+  bool plain_ = false;
   std::vector<float> signs_first_, signs_second_;
 };
 

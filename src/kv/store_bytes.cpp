@@ -39,8 +39,8 @@ bool is_f16_cache_type(std::string_view which, std::string_view type) {
 
 double store_bytes(const KvShape& shape, std::string_view k_type, std::string_view v_type) {
   // Bits per value of a whole row, exact for the block formats (row_codec in codec_store.cpp).
-  const double k_bits = bits_per_value(k_type, shape.head_dim_k, "K"),
-               v_bits = bits_per_value(v_type, shape.head_dim_v, "V");
+  const double k_bits = bits_per_value(k_type, shape.head_dim_k, "K", shape.n_ctx),
+               v_bits = bits_per_value(v_type, shape.head_dim_v, "V", shape.n_ctx);
   return row_count(shape) *
          (static_cast<double>(shape.head_dim_k) * k_bits + static_cast<double>(shape.head_dim_v) * v_bits) / 8.0;
 }

@@ -31,9 +31,10 @@ struct TempFile {
   TempFile& operator=(const TempFile&) = delete;
 };
 
-double row_bits(const KvEvalType& t, int64_t dim_k, int64_t dim_v) {
-  const double k = kv::bits_per_value(t.k, dim_k, "K") * static_cast<double>(dim_k);
-  const double v = kv::bits_per_value(t.v, dim_v, "V") * static_cast<double>(dim_v);
+// Per-head calibration (sp) is amortized over the evaluated context.
+double row_bits(const KvEvalType& t, int64_t dim_k, int64_t dim_v, int64_t n_ctx) {
+  const double k = kv::bits_per_value(t.k, dim_k, "K", n_ctx) * static_cast<double>(dim_k);
+  const double v = kv::bits_per_value(t.v, dim_v, "V", n_ctx) * static_cast<double>(dim_v);
   return (k + v) / static_cast<double>(dim_k + dim_v);
 }
 
@@ -112,7 +113,7 @@ KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::st
     KvEvalRow row;
     row.type = type;
     try {
-      row.bits_per_value = row_bits(type, dim_k, dim_v);
+      row.bits_per_value = row_bits(type, dim_k, dim_v, report.n_ctx);
     } catch (const Error& e) {
       row.error = e.what();
       if (on_row) on_row(row);
