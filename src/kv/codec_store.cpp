@@ -254,32 +254,31 @@ void CodecStore::accumulate_values(int64_t layer, int64_t kv_head, const float* 
   if (const HadamardRotation* r = v_.rotation(shape_, layer, kv_head)) r->inverse(out);
 }
 
+void CodecStore::prepare_queries(int64_t layer, int64_t kv_head, float* q, int n) const {
+  if (const HadamardRotation* r = k_.rotation(shape_, layer, kv_head)) {
+    for (int i = 0; i < n; ++i) r->apply(q + i * k_.codec.dim);
+  }
+}
+
+void CodecStore::finish_values(int64_t layer, int64_t kv_head, float* acc, int n) const {
+  if (const HadamardRotation* r = v_.rotation(shape_, layer, kv_head)) {
+    for (int i = 0; i < n; ++i) r->inverse(acc + i * v_.codec.dim);
+  }
+}
+
 void CodecStore::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
                              int64_t out_stride) const {
   const auto [lo, hi] = seen_cells(qs);
   if (lo >= hi) return;
   const int64_t dim = k_.codec.dim;
-  thread_local std::vector<float> rotated, decoded;
-  thread_local std::vector<const float*> q_rows;
+  thread_local std::vector<float> decoded;
   thread_local ChunkQueries chunk;
-  tile::Queries queries = qs;
-  if (const HadamardRotation* r = k_.rotation(shape_, layer, kv_head)) {
-    rotated.resize(static_cast<size_t>(qs.n * dim));
-    q_rows.resize(static_cast<size_t>(qs.n));
-    for (int i = 0; i < qs.n; ++i) {
-      float* row = rotated.data() + i * dim;
-      std::copy(qs.q[i], qs.q[i] + dim, row);
-      r->apply(row);
-      q_rows[static_cast<size_t>(i)] = row;
-    }
-    queries.q = q_rows.data();
-  }
   decoded.resize(static_cast<size_t>(kDecodeRows * dim));
   const tile::Kernels& kernels = tile::kernels();
   for (int64_t c0 = lo; c0 < hi; c0 += kDecodeRows) {
     const int64_t c1 = std::min(hi, c0 + kDecodeRows);
     decode_rows(k_, shape_, layer, kv_head, c0, c1, decoded.data());
-    kernels.scores_f32(chunk.view(queries, c0, c1), {decoded.data(), dim, dim}, 0, out + (c0 - first), out_stride);
+    kernels.scores_f32(chunk.view(qs, c0, c1), {decoded.data(), dim, dim}, 0, out + (c0 - first), out_stride);
   }
 }
 
@@ -288,23 +287,14 @@ void CodecStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Que
   const auto [lo, hi] = seen_cells(qs);
   if (lo >= hi) return;
   const int64_t dim = v_.codec.dim;
-  thread_local std::vector<float> sums, decoded;
+  thread_local std::vector<float> decoded;
   thread_local ChunkQueries chunk;
-  sums.assign(static_cast<size_t>(qs.n * dim), 0.0f);
   decoded.resize(static_cast<size_t>(kDecodeRows * dim));
   const tile::Kernels& kernels = tile::kernels();
   for (int64_t c0 = lo; c0 < hi; c0 += kDecodeRows) {
     const int64_t c1 = std::min(hi, c0 + kDecodeRows);
     decode_rows(v_, shape_, layer, kv_head, c0, c1, decoded.data());
-    kernels.accumulate_f32(chunk.view(qs, c0, c1), {decoded.data(), dim, dim}, 0, probs + (c0 - first), p_stride,
-                           sums.data());
-  }
-  const HadamardRotation* r = v_.rotation(shape_, layer, kv_head);
-  for (int i = 0; i < qs.n; ++i) {
-    float* s = sums.data() + i * dim;
-    if (qs.begin[i] >= qs.end[i]) continue;
-    if (r != nullptr) r->inverse(s);
-    for (int64_t d = 0; d < dim; ++d) acc[i * dim + d] += s[d];
+    kernels.accumulate_f32(chunk.view(qs, c0, c1), {decoded.data(), dim, dim}, 0, probs + (c0 - first), p_stride, acc);
   }
 }
 

@@ -3,8 +3,8 @@
 // rotated; seed 000's sp and sp-full, kv/sp_codec.hpp, calibrated on the first batch). Each row (one token's keys or values of one kv
 // head) is encoded with a format of the quant table on append, head-major like the dense stores.
 // Attention never expands the cache: a tile is decoded 16 rows at a time into a buffer that stays
-// in L1, and the dense f32 tile kernels run on it. Queries are rotated once per tile call, and a
-// tile's value sum is rotated back before it is added.
+// in L1, and the dense f32 tile kernels run on it. The tile methods work in the rotated domain:
+// queries are rotated once (prepare_queries) and value sums rotated back once (finish_values).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -46,6 +46,8 @@ class CodecStore final : public KvStore {
                    int64_t out_stride) const override;
   void tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, const float* probs,
                        int64_t p_stride, float* acc) const override;
+  void prepare_queries(int64_t layer, int64_t kv_head, float* q, int n) const override;
+  void finish_values(int64_t layer, int64_t kv_head, float* acc, int n) const override;
 
  private:
   struct Side {

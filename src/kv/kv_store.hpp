@@ -49,6 +49,18 @@ class KvStore {
   // acc[r * head_dim_v + d] += sum_j probs[r * p_stride + (j - first)] * V[j][d] (adds, in cell order).
   virtual void tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
                                const float* probs, int64_t p_stride, float* acc) const;
+  // The domain of the tile methods. A store that keeps its rows transformed (rotated) maps the
+  // queries into that domain once per query (prepare_queries, n rows of head_dim_k in place) and
+  // the value sums back once all tiles are merged (finish_values, n rows of head_dim_v), instead
+  // of once per tile: tile_scores takes prepared queries and tile_accumulate adds in the store's
+  // domain. Merging tiles (rescale and add) is linear, so it commutes with the map back. Callers of
+  // the tile methods call both; the defaults do nothing.
+  virtual void prepare_queries(int64_t layer, int64_t kv_head, float* q, int n) const {
+    (void)layer, (void)kv_head, (void)q, (void)n;
+  }
+  virtual void finish_values(int64_t layer, int64_t kv_head, float* acc, int n) const {
+    (void)layer, (void)kv_head, (void)acc, (void)n;
+  }
   // Forgets everything from `position` on (a new prompt, or a rejected draft).
   virtual void truncate(int64_t position) { (void)position; }
 

@@ -36,6 +36,7 @@ int64_t zigzag(int64_t j, int64_t n) { return (j % 2 == 0) ? j / 2 : n - 1 - j /
 // The query rows of one kv head and one block of tokens (token-major, then the heads of the
 // group), with the cells each sees and the tiles they touch.
 struct QueryRows {
+  std::vector<float> prepared;  // the query rows in the store's domain (KvStore::prepare_queries)
   std::vector<const float*> q;
   std::vector<float*> out;
   std::vector<int64_t> first, last;
@@ -85,6 +86,13 @@ class TiledAttention {
     }
     rows.tile_lo = lo / kAttentionTile;
     rows.tile_hi = (hi + kAttentionTile - 1) / kAttentionTile;
+    const int64_t dim = c_.head_dim_k;
+    rows.prepared.resize(rows.q.size() * static_cast<size_t>(dim));
+    for (size_t r = 0; r < rows.q.size(); ++r) {
+      std::copy(rows.q[r], rows.q[r] + dim, rows.prepared.data() + static_cast<int64_t>(r) * dim);
+      rows.q[r] = rows.prepared.data() + static_cast<int64_t>(r) * dim;
+    }
+    kv_.prepare_queries(c_.layer, kv_head, rows.prepared.data(), rows.n());
   }
 
   // The partial of tile `tile` for every row: max m[r], sum l[r] (-1: the row sees none of the
@@ -124,8 +132,10 @@ class TiledAttention {
     kv_.tile_accumulate(c_.layer, kv_head, qs, c0, s.scores.data(), kAttentionTile, acc);
   }
 
-  // out row r = acc[r] (normalized already).
-  static void finish(const QueryRows& rows, const float* acc, int64_t dim) {
+  // out row r = acc[r] (normalized already), mapped back from the store's domain.
+  void finish(const QueryRows& rows, int64_t kv_head, float* acc) const {
+    const int64_t dim = c_.head_dim_v;
+    kv_.finish_values(c_.layer, kv_head, acc, rows.n());
     for (int r = 0; r < rows.n(); ++r) std::copy(acc + r * dim, acc + (r + 1) * dim, rows.out[static_cast<size_t>(r)]);
   }
 
@@ -203,7 +213,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
         state.reset(rows.n(), dim);
         for (int64_t task = task_start[static_cast<size_t>(u)]; task < task_start[static_cast<size_t>(u + 1)]; ++task)
           state.merge(rows.n(), dim, m_of(task), l_of(task), acc_of(task));
-        TiledAttention::finish(rows, state.acc.data(), dim);
+        attn.finish(rows, attn.kv_head_of(u), state.acc.data());
       }
     });
     return;
@@ -222,7 +232,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
         attn.tile_partial(rows, attn.kv_head_of(u), tile, scratch, m_t.data(), l_t.data(), acc_t.data());
         state.merge(rows.n(), dim, m_t.data(), l_t.data(), acc_t.data());
       }
-      TiledAttention::finish(rows, state.acc.data(), dim);
+      attn.finish(rows, attn.kv_head_of(u), state.acc.data());
     }
   });
 }

@@ -84,12 +84,15 @@ TileResult run_tiles(const KvStore& store, const KvShape& s, int64_t layer, int6
                      const std::vector<float>& queries, const std::vector<float>& probs) {
   const int n = 3;
   const int64_t begin[n] = {0, 5, 17}, end[n] = {s.n_ctx, 40, 18};
-  const float* q[n] = {queries.data(), queries.data() + s.head_dim_k, queries.data() + 2 * s.head_dim_k};
+  std::vector<float> prepared(queries.begin(), queries.begin() + n * s.head_dim_k);
+  store.prepare_queries(layer, head, prepared.data(), n);
+  const float* q[n] = {prepared.data(), prepared.data() + s.head_dim_k, prepared.data() + 2 * s.head_dim_k};
   const tile::Queries qs{q, n, begin, end};
   TileResult r{std::vector<float>(static_cast<size_t>(n * s.n_ctx), 0.0f),
                std::vector<float>(static_cast<size_t>(n * s.head_dim_v), 0.0f)};
   store.tile_scores(layer, head, qs, 0, r.scores.data(), s.n_ctx);
   store.tile_accumulate(layer, head, qs, 0, probs.data(), s.n_ctx, r.sums.data());
+  store.finish_values(layer, head, r.sums.data(), n);
   return r;
 }
 
