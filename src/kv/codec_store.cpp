@@ -220,7 +220,7 @@ void CodecStore::decode_rows(const Side& side, const KvShape& s, int64_t layer, 
                              float* out) {
   const int64_t dim = side.codec.dim;
   if (side.codec.tbq != nullptr) {
-    for (int64_t c = c0; c < c1; ++c) tbq_decode(*side.codec.tbq, side.row(s, layer, head, c), dim, out + (c - c0) * dim);
+    tbq_decode_rows(*side.codec.tbq, side.row(s, layer, head, c0), side.codec.row_bytes, c1 - c0, dim, out);
     return;
   }
   if (side.codec.sp != nullptr) {

@@ -103,13 +103,25 @@ constexpr std::array<uint64_t, 256> kSpreadBits = [] {
 }();
 
 namespace avx512 {
-void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out);  // kv/avx512/
+void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim,
+                     float* out);  // kv/avx512/
+}
+
+namespace {
+// 16 coordinates per step, halves of whole steps: dims that are multiples of 32.
+bool avx512_decodes(int64_t dim) {
+  static const bool use_avx512 = isa() >= Isa::avx512;
+  return use_avx512 && dim % 32 == 0;
+}
+}  // namespace
+
+void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out) {
+  if (avx512_decodes(dim)) return avx512::tbq_decode_rows(spec, in, stride, n, dim, out);
+  for (int64_t r = 0; r < n; ++r) tbq_decode(spec, in + static_cast<size_t>(r) * stride, dim, out + r * dim);
 }
 
 void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out) {
-  // 16 coordinates per step, halves of whole steps: dims that are multiples of 32.
-  static const bool use_avx512 = isa() >= Isa::avx512;
-  if (use_avx512 && dim % 32 == 0) return avx512::tbq_decode(spec, in, dim, out);
+  if (avx512_decodes(dim)) return avx512::tbq_decode_rows(spec, in, 0, 1, dim, out);
   uint16_t h;
   std::memcpy(&h, in, sizeof(h));
   const float s = fp16_to_fp32(h);

@@ -36,5 +36,7 @@ size_t tbq_row_bytes(const TbqSpec& spec, int64_t dim);
 void tbq_encode(const TbqSpec& spec, const float* x, int64_t dim, uint8_t* out);
 // The rotated row back: s * level[index] per coordinate.
 void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out);
+// n rows, row i at in + i * stride, into out + i * dim: the values tbq_decode gives each.
+void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out);
 
 }  // namespace okapi::kv

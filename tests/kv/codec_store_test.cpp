@@ -256,6 +256,15 @@ TEST(TbqRows, EveryDecodePathGivesTheSameValues) {
       tbq_encode(spec, x.data(), dim, row.data());
       std::vector<float> got(static_cast<size_t>(dim));
       tbq_decode(spec, row.data(), dim, got.data());
+      // The multi-row decode gives each row the same values (here: the row, then itself again).
+      std::vector<uint8_t> two(row);
+      two.insert(two.end(), row.begin(), row.end());
+      std::vector<float> both(static_cast<size_t>(2 * dim));
+      tbq_decode_rows(spec, two.data(), row.size(), 2, dim, both.data());
+      for (int64_t c = 0; c < dim; ++c) {
+        ASSERT_EQ(both[static_cast<size_t>(c)], got[static_cast<size_t>(c)]);
+        ASSERT_EQ(both[static_cast<size_t>(dim + c)], got[static_cast<size_t>(c)]);
+      }
       uint16_t h;
       std::memcpy(&h, row.data(), sizeof(h));
       const float s = fp16_to_fp32(h);
