@@ -24,35 +24,7 @@ constexpr std::array<NamedType, 9> kCacheTypes = {{
     {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
 }};
 
-constexpr int64_t kDecodeRows = 16;  // rows decoded at once: 16 x 256 floats stay in L1
-
 std::string valid_names();
-
-// The queries of `qs` restricted to cells [c0, c1), renumbered from 0 (empty ranges: 0, 0).
-struct ChunkQueries {
-  std::vector<int64_t> begin, end;
-  tile::Queries view(const tile::Queries& qs, int64_t c0, int64_t c1) {
-    begin.resize(static_cast<size_t>(qs.n));
-    end.resize(static_cast<size_t>(qs.n));
-    for (int r = 0; r < qs.n; ++r) {
-      const int64_t b = std::max(qs.begin[r], c0), e = std::min(qs.end[r], c1);
-      begin[static_cast<size_t>(r)] = b < e ? b - c0 : 0;
-      end[static_cast<size_t>(r)] = b < e ? e - c0 : 0;
-    }
-    return {qs.q, qs.n, begin.data(), end.data()};
-  }
-};
-
-// The cells some query of `qs` sees: [lo, hi), empty when none.
-std::pair<int64_t, int64_t> seen_cells(const tile::Queries& qs) {
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (int r = 0; r < qs.n; ++r) {
-    if (qs.begin[r] >= qs.end[r]) continue;
-    lo = std::min(lo, qs.begin[r]);
-    hi = std::max(hi, qs.end[r]);
-  }
-  return lo < hi ? std::pair{lo, hi} : std::pair{int64_t{0}, int64_t{0}};
-}
 
 // The quant-table entry of a checked, non-tbq cache type name.
 const NamedType* block_type(std::string_view type) {
@@ -266,36 +238,39 @@ void CodecStore::finish_values(int64_t layer, int64_t kv_head, float* acc, int n
   }
 }
 
+namespace {
+// What a tile kernel's decoder needs to read one head's rows.
+struct HeadRows {
+  const void* store;
+  void (*decode_rows)(const void* store, int64_t c0, int64_t c1, float* out, int64_t stride, int64_t layer,
+                      int64_t head, bool values);
+  int64_t layer, head;
+  bool values;
+};
+void decode_head_rows(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride) {
+  const auto* h = static_cast<const HeadRows*>(ctx);
+  h->decode_rows(h->store, j0, j0 + n, out, stride, h->layer, h->head, h->values);
+}
+}  // namespace
+
+void CodecStore::decode_for_tiles(const void* store, int64_t c0, int64_t c1, float* out, int64_t stride, int64_t layer,
+                                  int64_t head, bool values) {
+  const auto* self = static_cast<const CodecStore*>(store);
+  const Side& side = values ? self->v_ : self->k_;
+  if (stride == side.codec.dim) return decode_rows(side, self->shape_, layer, head, c0, c1, out);
+  for (int64_t c = c0; c < c1; ++c) decode_rows(side, self->shape_, layer, head, c, c + 1, out + (c - c0) * stride);
+}
+
 void CodecStore::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
                              int64_t out_stride) const {
-  const auto [lo, hi] = seen_cells(qs);
-  if (lo >= hi) return;
-  const int64_t dim = k_.codec.dim;
-  thread_local std::vector<float> decoded;
-  thread_local ChunkQueries chunk;
-  decoded.resize(static_cast<size_t>(kDecodeRows * dim));
-  const tile::Kernels& kernels = tile::kernels();
-  for (int64_t c0 = lo; c0 < hi; c0 += kDecodeRows) {
-    const int64_t c1 = std::min(hi, c0 + kDecodeRows);
-    decode_rows(k_, shape_, layer, kv_head, c0, c1, decoded.data());
-    kernels.scores_f32(chunk.view(qs, c0, c1), {decoded.data(), dim, dim}, 0, out + (c0 - first), out_stride);
-  }
+  const HeadRows rows{this, decode_for_tiles, layer, kv_head, false};
+  tile::kernels().scores_decoded(qs, {decode_head_rows, &rows, k_.codec.dim}, first, out, out_stride);
 }
 
 void CodecStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
                                  const float* probs, int64_t p_stride, float* acc) const {
-  const auto [lo, hi] = seen_cells(qs);
-  if (lo >= hi) return;
-  const int64_t dim = v_.codec.dim;
-  thread_local std::vector<float> decoded;
-  thread_local ChunkQueries chunk;
-  decoded.resize(static_cast<size_t>(kDecodeRows * dim));
-  const tile::Kernels& kernels = tile::kernels();
-  for (int64_t c0 = lo; c0 < hi; c0 += kDecodeRows) {
-    const int64_t c1 = std::min(hi, c0 + kDecodeRows);
-    decode_rows(v_, shape_, layer, kv_head, c0, c1, decoded.data());
-    kernels.accumulate_f32(chunk.view(qs, c0, c1), {decoded.data(), dim, dim}, 0, probs + (c0 - first), p_stride, acc);
-  }
+  const HeadRows rows{this, decode_for_tiles, layer, kv_head, true};
+  tile::kernels().accumulate_decoded(qs, {decode_head_rows, &rows, v_.codec.dim}, first, probs, p_stride, acc);
 }
 
 std::unique_ptr<KvStore> make_codec_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,

@@ -2,8 +2,8 @@
 // q5_1, iq4_nl, optionally rotated with --kv-rotate hadamard; tbq2.5, tbq3, tbq3.5, tbq4, always
 // rotated; seed 000's sp and sp-full, kv/sp_codec.hpp, calibrated on the first batch). Each row (one token's keys or values of one kv
 // head) is encoded with a format of the quant table on append, head-major like the dense stores.
-// Attention never expands the cache: a tile is decoded 16 rows at a time into a buffer that stays
-// in L1, and the dense f32 tile kernels run on it. The tile methods work in the rotated domain:
+// Attention never expands the cache: the tile kernels decode 16 rows at a time into the buffer
+// their dense f32 loops read (tile::Decoded), which stays in L1. The tile methods work in the rotated domain:
 // queries are rotated once (prepare_queries) and value sums rotated back once (finish_values).
 #pragma once
 #include <cstdint>
@@ -67,6 +67,9 @@ class CodecStore final : public KvStore {
   // Rows [c0, c1) of one head decoded into `out` (row-major, codec.dim floats each).
   static void decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
                           float* out);
+  // The tile kernels' decoder (tile::Decoded): rows [c0, c1) of K or V, row i at out + i * stride.
+  static void decode_for_tiles(const void* store, int64_t c0, int64_t c1, float* out, int64_t stride, int64_t layer,
+                               int64_t head, bool values);
   void encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x);
   // sp: calibrates the heads of `layer` not yet calibrated on the n rows of x (token-major).
   void calibrate(Side& side, int64_t layer, const float* x, int64_t n);

@@ -4,6 +4,8 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 
+#include <climits>
+
 namespace okapi::kv::tile {
 namespace {
 
@@ -40,8 +42,83 @@ void accumulate_ref(const Queries& qs, Rows<Elem> v, int64_t first, const float*
 
 }  // namespace
 
+namespace decoded_in_chunks {
+
+// The queries of `qs` restricted to cells [c0, c1), renumbered from 0 (empty ranges: 0, 0).
+struct ChunkQueries {
+  int64_t begin[kMaxChunkQueries], end[kMaxChunkQueries];
+};
+Queries chunk_view(const Queries& qs, int64_t c0, int64_t c1, ChunkQueries& chunk) {
+  for (int r = 0; r < qs.n; ++r) {
+    const int64_t b = qs.begin[r] > c0 ? qs.begin[r] : c0, e = qs.end[r] < c1 ? qs.end[r] : c1;
+    chunk.begin[r] = b < e ? b - c0 : 0;
+    chunk.end[r] = b < e ? e - c0 : 0;
+  }
+  return {qs.q, qs.n, chunk.begin, chunk.end};
+}
+
+void span_of(const Queries& qs, int64_t* lo, int64_t* hi) {
+  *lo = INT64_MAX;
+  *hi = INT64_MIN;
+  for (int r = 0; r < qs.n; ++r) {
+    if (qs.begin[r] >= qs.end[r]) continue;
+    if (qs.begin[r] < *lo) *lo = qs.begin[r];
+    if (qs.end[r] > *hi) *hi = qs.end[r];
+  }
+}
+
+void scores(ScoresF32Fn dense, const Queries& qs, Decoded k, int64_t first, float* out, int64_t out_stride) {
+  if (qs.n > kMaxChunkQueries) {
+    for (int r = 0; r < qs.n; ++r) scores(dense, {qs.q + r, 1, qs.begin + r, qs.end + r}, k, first, out + r * out_stride, out_stride);
+    return;
+  }
+  alignas(64) float block[16 * kMaxDim];
+  ChunkQueries chunk;
+  const int64_t stride = (k.dim + 15) / 16 * 16;
+  int64_t lo = 0, hi = 0;
+  span_of(qs, &lo, &hi);
+  for (int64_t c0 = lo; c0 < hi; c0 += 16) {
+    const int64_t c1 = hi - c0 < 16 ? hi : c0 + 16;
+    k.decode(k.ctx, c0, c1 - c0, block, stride);
+    dense(chunk_view(qs, c0, c1, chunk), {block, stride, k.dim}, 0, out + (c0 - first), out_stride);
+  }
+}
+
+void accumulate(AccumulateF32Fn dense, const Queries& qs, Decoded v, int64_t first, const float* probs,
+                int64_t p_stride, float* acc) {
+  if (qs.n > kMaxChunkQueries) {
+    for (int r = 0; r < qs.n; ++r) {
+      accumulate(dense, {qs.q + r, 1, qs.begin + r, qs.end + r}, v, first, probs + r * p_stride, p_stride, acc + r * v.dim);
+    }
+    return;
+  }
+  alignas(64) float block[16 * kMaxDim];
+  ChunkQueries chunk;
+  const int64_t stride = (v.dim + 15) / 16 * 16;
+  int64_t lo = 0, hi = 0;
+  span_of(qs, &lo, &hi);
+  for (int64_t c0 = lo; c0 < hi; c0 += 16) {
+    const int64_t c1 = hi - c0 < 16 ? hi : c0 + 16;
+    v.decode(v.ctx, c0, c1 - c0, block, stride);
+    dense(chunk_view(qs, c0, c1, chunk), {block, stride, v.dim}, 0, probs + (c0 - first), p_stride, acc);
+  }
+}
+
+}  // namespace decoded_in_chunks
+
+namespace {
+void scores_decoded_ref(const Queries& qs, Decoded k, int64_t first, float* out, int64_t out_stride) {
+  decoded_in_chunks::scores(scores_ref<float>, qs, k, first, out, out_stride);
+}
+void accumulate_decoded_ref(const Queries& qs, Decoded v, int64_t first, const float* probs, int64_t p_stride,
+                            float* acc) {
+  decoded_in_chunks::accumulate(accumulate_ref<float>, qs, v, first, probs, p_stride, acc);
+}
+}  // namespace
+
 const Kernels& scalar_kernels() {
-  static const Kernels k{scores_ref<float>, scores_ref<uint16_t>, accumulate_ref<float>, accumulate_ref<uint16_t>};
+  static const Kernels k{scores_ref<float>,  scores_ref<uint16_t>, accumulate_ref<float>,
+                         accumulate_ref<uint16_t>, scores_decoded_ref, accumulate_decoded_ref};
   return k;
 }
 

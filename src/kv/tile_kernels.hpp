@@ -41,12 +41,37 @@ using AccumulateF32Fn = void (*)(const Queries& qs, Rows<float> v, int64_t first
 using AccumulateF16Fn = void (*)(const Queries& qs, Rows<uint16_t> v, int64_t first, const float* probs,
                                  int64_t p_stride, float* acc);
 
+// Compressed stores: rows come from a decoder instead of memory. decode(ctx, j0, n, out, stride)
+// writes rows [j0, j0 + n) (1 <= n <= 16) as dim floats each, row i at out + i * stride (stride a
+// multiple of 16, >= dim; it never writes the lanes past dim). The kernels give the bits of
+// scores_f32 / accumulate_f32 on the decoded rows, without a copy of them in between.
+struct Decoded {
+  void (*decode)(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride) = nullptr;
+  const void* ctx = nullptr;
+  int64_t dim = 0;
+};
+using ScoresDecodedFn = void (*)(const Queries& qs, Decoded k, int64_t first, float* scores, int64_t out_stride);
+using AccumulateDecodedFn = void (*)(const Queries& qs, Decoded v, int64_t first, const float* probs,
+                                     int64_t p_stride, float* acc);
+
 struct Kernels {
   ScoresF32Fn scores_f32;
   ScoresF16Fn scores_f16;
   AccumulateF32Fn accumulate_f32;
   AccumulateF16Fn accumulate_f16;
+  ScoresDecodedFn scores_decoded;
+  AccumulateDecodedFn accumulate_decoded;
 };
+
+// The decoded kernels of tiers without their own: 16 rows decoded into a buffer, then the tier's
+// dense kernel on them, queries renumbered per chunk (calls of more than kMaxChunkQueries queries
+// run query by query).
+constexpr int kMaxChunkQueries = 256;
+namespace decoded_in_chunks {
+void scores(ScoresF32Fn dense, const Queries& qs, Decoded k, int64_t first, float* out, int64_t out_stride);
+void accumulate(AccumulateF32Fn dense, const Queries& qs, Decoded v, int64_t first, const float* probs,
+                int64_t p_stride, float* acc);
+}  // namespace decoded_in_chunks
 
 // The kernels of the ISA tier in use (okapi::isa()).
 const Kernels& kernels();

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -99,6 +100,38 @@ TEST(TileKernels, EveryTierMatchesScalarAndIsIndependentOfTheOtherQueries) {
     const Fixture f(dim, 6);
     check_tiers(f, f.k32, f.v32);
     check_tiers(f, f.k16, f.v16);
+  }
+}
+
+// A decoder that reads the fixture's f32 rows, as a compressed store's decoder would produce them.
+struct CopyRows {
+  const Fixture* f;
+  const std::vector<float>* data;
+  static void decode(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride) {
+    const auto* c = static_cast<const CopyRows*>(ctx);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = c->data->data() + (j0 + i) * c->f->stride;
+      std::copy(row, row + c->f->dim, out + i * stride);
+    }
+  }
+};
+
+TEST(TileKernels, DecodedRowsGiveTheBitsOfTheDenseKernels) {
+  for (int64_t dim : {64, 72, 5, 128, 200}) {
+    const Fixture f(dim, 6);
+    const CopyRows keys{&f, &f.k32}, values{&f, &f.v32};
+    for (Isa tier : available_isas()) {
+      SCOPED_TRACE(std::string(isa_name(tier)) + " dim " + std::to_string(f.dim));
+      const tile::Kernels& k = tier_kernels(tier);
+      std::vector<float> want_scores, want_acc;
+      run(k, f, f.all(), f.k32, f.v32, &want_scores, &want_acc);
+      std::vector<float> scores(want_scores.size(), 0.0f), acc(want_acc.size(), 0.0f);
+      k.scores_decoded(f.all(), {CopyRows::decode, &keys, f.dim}, 0, scores.data(), f.cells);
+      for (float& x : scores) x = std::tanh(x * 0.1f);
+      k.accumulate_decoded(f.all(), {CopyRows::decode, &values, f.dim}, 0, scores.data(), f.cells, acc.data());
+      for (size_t i = 0; i < scores.size(); ++i) ASSERT_EQ(scores[i], want_scores[i]) << i;
+      for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], want_acc[i]) << i;
+    }
   }
 }
 

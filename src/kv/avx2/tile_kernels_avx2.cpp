@@ -98,10 +98,19 @@ void accumulate(const Queries& qs, Rows<Elem> v, int64_t first, const float* pro
   }
 }
 
+void scores_decoded(const Queries& qs, Decoded k, int64_t first, float* out, int64_t out_stride) {
+  decoded_in_chunks::scores(scores<float>, qs, k, first, out, out_stride);
+}
+void accumulate_decoded(const Queries& qs, Decoded v, int64_t first, const float* probs, int64_t p_stride,
+                        float* acc) {
+  decoded_in_chunks::accumulate(accumulate<float>, qs, v, first, probs, p_stride, acc);
+}
+
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{scores<float>, scores<uint16_t>, accumulate<float>, accumulate<uint16_t>};
+  static const Kernels k{scores<float>,         scores<uint16_t>, accumulate<float>, accumulate<uint16_t>,
+                         scores_decoded, accumulate_decoded};
   return k;
 }
 

@@ -95,15 +95,16 @@ template <int kLow, int kHigh>
   return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));  // l + 1
 }
 
-template <typename Elem>
-void scores(const Queries& qs, Rows<Elem> k, int64_t first, float* out, int64_t out_stride) {
+// The scores of every query against the rows `fill` puts in the block, 16 at a time.
+template <typename Fill>
+void scores_blocks(const Queries& qs, int64_t dim, const Fill& fill, int64_t first, float* out, int64_t out_stride) {
   alignas(64) float block[kBlock * kMaxDim];
-  const int64_t padded = round_up16(k.dim);
+  const int64_t padded = round_up16(dim);
   int64_t lo = 0, hi = 0;
   span_of(qs, &lo, &hi);
   for (int64_t j0 = lo; j0 < hi; j0 += kBlock) {
     const int64_t n = hi - j0 < kBlock ? hi - j0 : kBlock;
-    widen_block(k, j0, n, hi, padded, block);
+    fill(j0, n, hi, padded, block);
     for (int r = 0; r < qs.n; ++r) {
       const int64_t b = qs.begin[r] > j0 ? qs.begin[r] : j0, e = qs.end[r] < j0 + n ? qs.end[r] : j0 + n;
       if (b >= e) continue;
@@ -111,8 +112,8 @@ void scores(const Queries& qs, Rows<Elem> k, int64_t first, float* out, int64_t 
       __m512 sum[kBlock];
 #pragma GCC unroll 16
       for (int i = 0; i < kBlock; ++i) sum[i] = _mm512_setzero_ps();
-      for (int64_t d = 0; d < k.dim; d += 16) {
-        const __m512 qv = _mm512_maskz_loadu_ps(tail_mask(k.dim - d), q + d);
+      for (int64_t d = 0; d < dim; d += 16) {
+        const __m512 qv = _mm512_maskz_loadu_ps(tail_mask(dim - d), q + d);
 #pragma GCC unroll 16
         for (int i = 0; i < kBlock; ++i) sum[i] = _mm512_fmadd_ps(qv, _mm512_load_ps(block + i * padded + d), sum[i]);
       }
@@ -120,6 +121,30 @@ void scores(const Queries& qs, Rows<Elem> k, int64_t first, float* out, int64_t 
       _mm512_mask_storeu_ps(out + r * out_stride + (j0 - first), keep, reduce16(sum));
     }
   }
+}
+
+template <typename Elem>
+void scores(const Queries& qs, Rows<Elem> k, int64_t first, float* out, int64_t out_stride) {
+  scores_blocks(
+      qs, k.dim,
+      [&](int64_t j0, int64_t n, int64_t hi, int64_t padded, float* block) { widen_block(k, j0, n, hi, padded, block); },
+      first, out, out_stride);
+}
+
+// A decoder's rows into the block: lanes past dim and rows past n zero, as widen_block leaves them.
+void decode_block(const Decoded& rows, int64_t j0, int64_t n, int64_t padded, float* block) {
+  if (padded != rows.dim) {
+    for (int64_t i = 0; i < kBlock; ++i) _mm512_store_ps(block + i * padded + padded - 16, _mm512_setzero_ps());
+  }
+  rows.decode(rows.ctx, j0, n, block, padded);
+  for (int64_t i = n; i < kBlock; ++i)
+    for (int64_t d = 0; d < padded; d += 16) _mm512_store_ps(block + i * padded + d, _mm512_setzero_ps());
+}
+
+void scores_decoded(const Queries& qs, Decoded k, int64_t first, float* out, int64_t out_stride) {
+  scores_blocks(
+      qs, k.dim, [&](int64_t j0, int64_t n, int64_t, int64_t padded, float* block) { decode_block(k, j0, n, padded, block); },
+      first, out, out_stride);
 }
 
 // acc[0, 16 * kVecs) += w[i] * row i, for the cells i in [b, e) of the block, in cell order.
@@ -142,24 +167,27 @@ void accumulate_rows(const float* block, int64_t padded, const float* w, int64_t
   for (int c = 0; c < kVecs; ++c) _mm512_mask_storeu_ps(acc + 16 * c, m[c], a[c]);
 }
 
-template <typename Elem>
-void accumulate(const Queries& qs, Rows<Elem> v, int64_t first, const float* probs, int64_t p_stride, float* acc) {
+// The value sums of every query over the rows `fill` puts in the block, 16 at a time; Elem picks
+// how probabilities are rounded (weights_for).
+template <typename Elem, typename Fill>
+void accumulate_blocks(const Queries& qs, int64_t dim, const Fill& fill, int64_t first, const float* probs,
+                       int64_t p_stride, float* acc) {
   alignas(64) float block[kBlock * kMaxDim];
   alignas(64) float w[kBlock];
-  const int64_t padded = round_up16(v.dim);
+  const int64_t padded = round_up16(dim);
   int64_t lo = 0, hi = 0;
   span_of(qs, &lo, &hi);
   for (int64_t j0 = lo; j0 < hi; j0 += kBlock) {
     const int64_t n = hi - j0 < kBlock ? hi - j0 : kBlock;
-    widen_block(v, j0, n, hi, padded, block);
+    fill(j0, n, hi, padded, block);
     for (int r = 0; r < qs.n; ++r) {
       const int64_t b = qs.begin[r] > j0 ? qs.begin[r] : j0, e = qs.end[r] < j0 + n ? qs.end[r] : j0 + n;
       if (b >= e) continue;
       const __mmask16 cells = tail_mask(e - j0);  // probabilities past the row's end are not read
       _mm512_store_ps(w, weights_for(_mm512_maskz_loadu_ps(cells, probs + r * p_stride + (j0 - first)), Elem{}));
-      float* out = acc + r * v.dim;
-      for (int64_t d = 0; d < v.dim; d += 128) {
-        const int64_t left = v.dim - d;
+      float* out = acc + r * dim;
+      for (int64_t d = 0; d < dim; d += 128) {
+        const int64_t left = dim - d;
         const float* rows = block + d;
         switch (left >= 128 ? 8 : (left + 15) / 16) {
           case 8: accumulate_rows<8>(rows, padded, w, b - j0, e - j0, left, out + d); break;
@@ -176,10 +204,26 @@ void accumulate(const Queries& qs, Rows<Elem> v, int64_t first, const float* pro
   }
 }
 
+template <typename Elem>
+void accumulate(const Queries& qs, Rows<Elem> v, int64_t first, const float* probs, int64_t p_stride, float* acc) {
+  accumulate_blocks<Elem>(
+      qs, v.dim,
+      [&](int64_t j0, int64_t n, int64_t hi, int64_t padded, float* block) { widen_block(v, j0, n, hi, padded, block); },
+      first, probs, p_stride, acc);
+}
+
+void accumulate_decoded(const Queries& qs, Decoded v, int64_t first, const float* probs, int64_t p_stride,
+                        float* acc) {
+  accumulate_blocks<float>(
+      qs, v.dim, [&](int64_t j0, int64_t n, int64_t, int64_t padded, float* block) { decode_block(v, j0, n, padded, block); },
+      first, probs, p_stride, acc);
+}
+
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{scores<float>, scores<uint16_t>, accumulate<float>, accumulate<uint16_t>};
+  static const Kernels k{scores<float>,         scores<uint16_t>, accumulate<float>, accumulate<uint16_t>,
+                         scores_decoded, accumulate_decoded};
   return k;
 }
 

@@ -54,6 +54,9 @@ void use_avx2_kernels(std::vector<Format>& table) {
         set_quantize(f, avx2::quantize_q8_0);
         set_dot(f, DType::Q8_0, avx2::vec_dot_q8_0_q8_0);
         break;
+      case DType::IQ4_NL:
+        set_dequantize(f, avx2::dequantize_iq4_nl);
+        break;
       case DType::Q8_1:
         set_quantize(f, avx2::quantize_q8_1);
         break;

@@ -16,6 +16,7 @@ void dequantize_f16(const void* src, float* dst, int64_t n);
 void dequantize_q4_0(const void* src, float* dst, int64_t n);
 void dequantize_q5_0(const void* src, float* dst, int64_t n);
 void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
 void dequantize_q4_K(const void* src, float* dst, int64_t n);
 void dequantize_q6_K(const void* src, float* dst, int64_t n);
 void dequantize_tq2_0(const void* src, float* dst, int64_t n);
