@@ -17,8 +17,9 @@
 #
 # Peers: llama.cpp's llama-perplexity and ik_llama.cpp's (../shared/peers; LLAMA_PERPLEXITY,
 # IK_LLAMA_PERPLEXITY override). Each saves the logits of an f16 cache (flash attention off) and
-# runs --kl-divergence with -ctk/-ctv q8_0 and q4_0 (flash attention on, which quantized V needs),
-# and ik's -khad with q4_0 K. A peer that fails to load or run is reported, not fatal.
+# runs --kl-divergence with -ctk/-ctv q8_0 (flash attention on, which a quantized V needs), q4_0 K
+# with f16 V (flash attention off), and ik's -khad with q4_0 K; okapi then runs the same types. A
+# peer that fails to load or run a model is reported, not fatal.
 #
 # --speed MODEL: `okapi bench` decode (tg32) at depth 512 and 8192, 2 threads, for f16 and the
 # compressed types, interleaved round by round; ratios to f16 in the table.
@@ -71,8 +72,6 @@ for name in "${order[@]}"; do
   echo "## $name"
   "$okapi" kv-eval -m "${model_file[$name]}" -f "$text" -c "$ctx" --chunks "$chunks" --types "$types" --no-speed \
     | tee "$out/$name.md"
-  "$okapi" kv-eval -m "${model_file[$name]}" -f "$text" -c "$ctx" --chunks "$chunks" --types "$types" --no-speed \
-    --json 2>/dev/null > "$out/$name.jsonl"
   echo
 done
 
@@ -83,21 +82,31 @@ peer_kld() {  # peer binary, model, extra args for the quantized run; prints "KL
   "$bin" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 -ctk f16 -ctv f16 -fa off \
     --kl-divergence-base "$base" > /dev/null 2>&1 || { echo "base run failed"; return; }
   "$bin" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 --kl-divergence-base "$base" --kl-divergence "$@" \
-    2>&1 | awk '/^Mean    KLD:/ {k=$3} /^Mean PPL\(Q\)/ {p=$4} END {if (k == "") print "failed"; else print k " / " p}'
+    2>&1 | awk '/^Mean    KLD:/ {k=$3} /^Mean PPL\(Q\) +:/ {p=$4} END {if (k == "") print "failed"; else print k " / " p}'
 }
 echo "## peers: mean KLD / PPL of the quantized cache against each peer's own f16 cache"
 for peer in "llama.cpp:${LLAMA_PERPLEXITY:-$shared/peers/llama-perplexity}" \
             "ik_llama.cpp:${IK_LLAMA_PERPLEXITY:-$shared/peers/ik-llama-perplexity}"; do
   label="${peer%%:*}" bin="${peer#*:}"
-  if ! "$bin" --help > /dev/null 2>&1; then echo "$label: does not run here ($bin)"; continue; fi
+  help="$("$bin" --help 2>&1 || true)"  # (--help exits 1 in these builds)
+  if [[ "$help" != usage:* ]]; then
+    echo "$label: does not run here ($bin: ${help%%$'\n'*})"
+    continue
+  fi
   for name in "${order[@]}"; do
-    for t in q8_0 q4_0; do
-      echo "$label $name $t: $(peer_kld "$bin" "${model_file[$name]}" -ctk $t -ctv $t -fa on)"
-    done
+    echo "$label $name q8_0: $(peer_kld "$bin" "${model_file[$name]}" -ctk q8_0 -ctv q8_0 -fa on)"
+    # q4_0 K only, without flash attention: ik's build has no q4_0 in its flash attention
+    # (GGML_IQK_FA_ALL_QUANTS=OFF), and a quantized V needs flash attention.
+    echo "$label $name q4_0/f16: $(peer_kld "$bin" "${model_file[$name]}" -ctk q4_0 -ctv f16 -fa off)"
     if [[ "$label" == ik_llama.cpp ]]; then
-      echo "$label $name q4_0 K -khad: $(peer_kld "$bin" "${model_file[$name]}" -ctk q4_0 -ctv f16 -fa on -khad)"
+      echo "$label $name q4_0/f16 -khad: $(peer_kld "$bin" "${model_file[$name]}" -ctk q4_0 -ctv f16 -fa off -khad)"
     fi
   done
+done
+echo "## okapi on the same types (its reference is an f32 cache)"
+for name in "${order[@]}"; do
+  "$okapi" kv-eval -m "${model_file[$name]}" -f "$text" -c "$ctx" --chunks "$chunks" \
+    --types q8_0,q4_0/f16,q4_0/f16+hadamard --no-speed 2>&1 | sed "s/^/$name /"
 done
 
 # --- speed --------------------------------------------------------------------------------------
@@ -106,9 +115,8 @@ if [[ -n "$speed_model" ]]; then
   speed_types=(f16 q8_0 q4_0 iq4_nl tbq4 tbq3.5 tbq3)
   for round in 1 2 3; do
     for t in "${speed_types[@]}"; do
-      "$okapi" bench -m "$speed_model" -p 0 -n 32 -d 512,8192 -t 2 -r 2 -ctk "$t" -ctv "$t" -o json 2>/dev/null |
-        sed "s/^/{\"round\":$round,\"cache\":\"$t\",\"row\":/; s/\$/}/" >> "$out/speed.jsonl"
+      "$okapi" bench -m "$speed_model" -p 0 -n 32 -d 512,8192 -t 2 -r 2 -ctk "$t" -ctv "$t" 2>/dev/null |
+        grep ' tg' | sed "s/^/| round $round /" | tee -a "$out/speed.md"
     done
   done
-  echo "raw rows: $out/speed.jsonl"
 fi
