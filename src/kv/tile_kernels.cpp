@@ -67,21 +67,29 @@ void span_of(const Queries& qs, int64_t* lo, int64_t* hi) {
   }
 }
 
-void scores(ScoresF32Fn dense, const Queries& qs, Decoded k, int64_t first, float* out, int64_t out_stride) {
-  if (qs.n > kMaxChunkQueries) {
-    for (int r = 0; r < qs.n; ++r) scores(dense, {qs.q + r, 1, qs.begin + r, qs.end + r}, k, first, out + r * out_stride, out_stride);
-    return;
-  }
+// fn(chunk queries, decoded rows, c0) for each run of up to 16 cells some query sees, in order.
+template <typename Fn>
+void for_each_chunk(const Queries& qs, Decoded rows, const Fn& fn) {
   alignas(64) float block[16 * kMaxDim];
   ChunkQueries chunk;
-  const int64_t stride = (k.dim + 15) / 16 * 16;
+  const int64_t stride = (rows.dim + 15) / 16 * 16;
   int64_t lo = 0, hi = 0;
   span_of(qs, &lo, &hi);
   for (int64_t c0 = lo; c0 < hi; c0 += 16) {
     const int64_t c1 = hi - c0 < 16 ? hi : c0 + 16;
-    k.decode(k.ctx, c0, c1 - c0, block, stride);
-    dense(chunk_view(qs, c0, c1, chunk), {block, stride, k.dim}, 0, out + (c0 - first), out_stride);
+    rows.decode(rows.ctx, c0, c1 - c0, block, stride);
+    fn(chunk_view(qs, c0, c1, chunk), Rows<float>{block, stride, rows.dim}, c0);
   }
+}
+
+void scores(ScoresF32Fn dense, const Queries& qs, Decoded k, int64_t first, float* out, int64_t out_stride) {
+  if (qs.n > kMaxChunkQueries) {  // more queries than a chunk view holds: one at a time
+    for (int r = 0; r < qs.n; ++r) scores(dense, {qs.q + r, 1, qs.begin + r, qs.end + r}, k, first, out + r * out_stride, out_stride);
+    return;
+  }
+  for_each_chunk(qs, k, [&](const Queries& chunk, Rows<float> rows, int64_t c0) {
+    dense(chunk, rows, 0, out + (c0 - first), out_stride);
+  });
 }
 
 void accumulate(AccumulateF32Fn dense, const Queries& qs, Decoded v, int64_t first, const float* probs,
@@ -92,16 +100,9 @@ void accumulate(AccumulateF32Fn dense, const Queries& qs, Decoded v, int64_t fir
     }
     return;
   }
-  alignas(64) float block[16 * kMaxDim];
-  ChunkQueries chunk;
-  const int64_t stride = (v.dim + 15) / 16 * 16;
-  int64_t lo = 0, hi = 0;
-  span_of(qs, &lo, &hi);
-  for (int64_t c0 = lo; c0 < hi; c0 += 16) {
-    const int64_t c1 = hi - c0 < 16 ? hi : c0 + 16;
-    v.decode(v.ctx, c0, c1 - c0, block, stride);
-    dense(chunk_view(qs, c0, c1, chunk), {block, stride, v.dim}, 0, probs + (c0 - first), p_stride, acc);
-  }
+  for_each_chunk(qs, v, [&](const Queries& chunk, Rows<float> rows, int64_t c0) {
+    dense(chunk, rows, 0, probs + (c0 - first), p_stride, acc);
+  });
 }
 
 }  // namespace decoded_in_chunks
