@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libfmt-dev nlohmann-json3-dev libcli11-dev libssl-dev libpcre2-dev libicu-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libssl-dev libpcre2-dev libicu-dev liblapacke-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
