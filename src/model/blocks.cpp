@@ -1,5 +1,6 @@
 #include "model/blocks.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace okapi::model {
@@ -68,14 +69,25 @@ void finish_projection(Ops& ops, const Projection& p, int64_t n_tokens, float* y
 
 }  // namespace
 
+// The workspace slot of a low-rank projection's intermediate (rank values per token); far above
+// the slots Scratch takes.
+constexpr size_t kLowRankSlot = 64;
+
 void project(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, float* y) {
-  ops.matmul(p.w, x, n_tokens, y);
+  if (p.in) {
+    float* mid = ops.workspace().floats(kLowRankSlot, static_cast<size_t>(n_tokens * p.in.n_out));
+    ops.matmul(p.in, x, n_tokens, mid);
+    ops.matmul(p.w, mid, n_tokens, y);
+  } else {
+    ops.matmul(p.w, x, n_tokens, y);
+  }
   finish_projection(ops, p, n_tokens, y);
 }
 
 void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size_t n, const float* x, int64_t n_tokens) {
   constexpr size_t kMaxGroup = 4;
-  if (n > kMaxGroup) {
+  const bool low_rank = std::any_of(ps, ps + n, [](const Projection* p) { return static_cast<bool>(p->in); });
+  if (n > kMaxGroup || low_rank) {
     for (size_t i = 0; i < n; ++i) project(ops, *ps[i], x, n_tokens, ys[i]);
     return;
   }
@@ -106,7 +118,7 @@ void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const Attenti
 void ffn_block(Ops& ops, const HParams& hp, const FfnWeights& w, Activation act, Scratch& s) {
   const int64_t T = s.n_tokens, n_ff = w.gate.w.n_out;
   ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
-  if (!w.gate.bias && !w.gate.scale && !w.up.bias && !w.up.scale) {
+  if (!w.gate.bias && !w.gate.scale && !w.up.bias && !w.up.scale && !w.gate.in && !w.up.in) {
     ops.matmul_glu(act, w.gate.w, w.up.w, s.h.data(), T, s.gate.data(), s.up.data());
   } else {  // llama.cpp applies scale and bias before the activation
     const Projection* gate_up[] = {&w.gate, &w.up};
@@ -142,8 +154,18 @@ Projection DecoderModel::projection(const std::string& prefix, std::vector<int64
     return Weight{};
   };
   Projection p;
-  const int64_t n_out = shape.size() == 2 ? shape[1] : 0;
-  p.w = tensor(prefix + ".weight", std::move(shape));
+  const int64_t n_in = shape.size() == 2 ? shape[0] : 0, n_out = shape.size() == 2 ? shape[1] : 0;
+  const std::string in_name = prefix + ".lr_in.weight", out_name = prefix + ".lr_out.weight";
+  if (!file().find_tensor(prefix + ".weight") && file().find_tensor(in_name)) {
+    // Low rank (okapi compress): in is [n_in, rank], out is [rank, n_out] in ggml's order.
+    const gguf::TensorInfo& in = *file().find_tensor(in_name);
+    const int64_t rank = in.shape.size() == 2 ? in.shape[1] : 0;
+    p.in = tensor(in_name, {n_in, rank});
+    p.w = tensor(out_name, {rank, n_out});
+    uses_in_matmul(p.in);
+  } else {
+    p.w = tensor(prefix + ".weight", std::move(shape));
+  }
   uses_in_matmul(p.w);
   p.bias = lookup(parts.bias, prefix + ".bias", {n_out});
   p.scale = lookup(parts.scale, prefix + ".scale", {1});

@@ -16,8 +16,11 @@
 namespace okapi::model {
 
 // A projection with its optional bias and optional one-element output scale (BitNet's `*.scale`).
+// A low-rank projection (okapi compress) keeps W ≈ out · in as two weights: `in` (rank x n_in,
+// tensor NAME.lr_in.weight) applied first, then `w` = out (n_out x rank, NAME.lr_out.weight).
 struct Projection {
   Weight w, bias, scale;
+  Weight in;  // set only for a low-rank projection
 };
 
 struct AttentionWeights {

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 
 namespace okapi::compress {
+std::vector<float> with_spectrum_for_svd(int64_t rows, int64_t cols, const std::vector<double>& sigma);
 namespace {
 
 // Q D Rᵀ for random orthogonal Q (rows x k) and R (cols x k) from Gram–Schmidt, D = diag(sigma).
@@ -47,6 +48,12 @@ std::vector<float> with_spectrum(int64_t rows, int64_t cols, const std::vector<d
   }
   return a;
 }
+
+}  // namespace
+std::vector<float> with_spectrum_for_svd(int64_t rows, int64_t cols, const std::vector<double>& sigma) {
+  return with_spectrum(rows, cols, sigma, 11);
+}
+namespace {
 
 TEST(SingularValues, RecoverAKnownSpectrumInEitherOrientation) {
   const std::vector<double> sigma = {9, 5, 2, 1, 0.5};
@@ -97,6 +104,37 @@ TEST(Spectrum, TensorNames) {
   EXPECT_EQ(layer_and_kind("token_embd.weight"), (std::pair<int64_t, std::string>{-1, "token_embd"}));
   EXPECT_EQ(layer_and_kind("blk.x.attn_q.weight"), (std::pair<int64_t, std::string>{-1, "blk.x.attn_q"}));
   EXPECT_EQ(layer_and_kind("blk.99999999999999999999.attn_q.weight").first, -1);  // no overflow
+}
+
+}  // namespace
+}  // namespace okapi::compress
+
+namespace okapi::compress {
+namespace {
+
+TEST(TruncatedSvd, FactorsAreTheBestRankRApproximation) {
+  const int64_t rows = 30, cols = 20;
+  const std::vector<double> sigma = {8, 4, 2, 1, 0.5};
+  const auto a = with_spectrum_for_svd(rows, cols, sigma);
+  for (const int64_t rank : {5, 3}) {
+    const LowRankFactors f = truncated_svd(a, rows, cols, rank);
+    ASSERT_EQ(f.out.size(), static_cast<size_t>(rows * rank));
+    ASSERT_EQ(f.in.size(), static_cast<size_t>(rank * cols));
+    double err = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        double v = 0;
+        for (int64_t p = 0; p < rank; ++p) v += f.out[static_cast<size_t>(i * rank + p)] * f.in[static_cast<size_t>(p * cols + j)];
+        err += std::pow(v - a[static_cast<size_t>(i * cols + j)], 2);
+      }
+    }
+    // Eckart–Young: the Frobenius error is the norm of the dropped singular values.
+    double dropped = 0;
+    for (size_t p = static_cast<size_t>(rank); p < sigma.size(); ++p) dropped += sigma[p] * sigma[p];
+    EXPECT_NEAR(std::sqrt(err), std::sqrt(dropped), 1e-4) << rank;
+  }
+  EXPECT_THROW((void)truncated_svd(a, rows, cols, 0), Error);
+  EXPECT_THROW((void)truncated_svd(a, rows, cols, 21), Error);
 }
 
 }  // namespace

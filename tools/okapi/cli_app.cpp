@@ -137,6 +137,7 @@ int run_command_line(const std::vector<std::string>& args, const CliMode& mode) 
   register_bench(app, result);
   register_kv_eval(app, result);
   register_analyze(app, result);
+  register_compress(app, result);
   register_train(app, result);
 
   const std::vector<std::string> verbs = verb_names(app);

@@ -22,6 +22,7 @@ void register_perplexity(CLI::App& app, VerbResult& result);
 void register_bench(CLI::App& app, VerbResult& result);
 void register_kv_eval(CLI::App& app, VerbResult& result);
 void register_analyze(CLI::App& app, VerbResult& result);
+void register_compress(CLI::App& app, VerbResult& result);
 void register_train(CLI::App& app, VerbResult& result);
 
 }  // namespace okapi::cli
