@@ -18,18 +18,9 @@ namespace {
 constexpr const char* kProjectionKinds[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 
 bool is_projection(const gguf::TensorInfo& t) {
-  if (t.shape.size() != 2 || !t.name.ends_with(".weight")) return false;
+  if (!is_weight_matrix(t) || !t.name.ends_with(".weight")) return false;
   const auto [layer, kind] = layer_and_kind(t.name);
   return layer >= 0 && std::find(std::begin(kProjectionKinds), std::end(kProjectionKinds), kind) != std::end(kProjectionKinds);
-}
-
-std::vector<float> dequantized(const gguf::TensorInfo& t) {
-  if (quant::find_format(t.type) == nullptr) {
-    throw_error("compress: tensor '{}' is stored as {}, which okapi cannot dequantize", t.name, dtype_name(t.type));
-  }
-  std::vector<float> values(static_cast<size_t>(t.n_elements()));
-  quant::dequantize_tensor(t.type, t.bytes(), t.shape, values.data());
-  return values;
 }
 
 struct Candidate {
@@ -83,7 +74,7 @@ CompressReport plan_compression(const gguf::File& file, const CompressOptions& o
     report.bytes_before += static_cast<double>(t.nbytes);
     if (!is_projection(t)) continue;
     all_f32 = all_f32 && t.type == DType::F32;
-    const std::vector<double> sigma = singular_values(dequantized(t), t.shape[1], t.shape[0]);
+    const std::vector<double> sigma = singular_values(dequantized_matrix(t, "compress"), t.shape[1], t.shape[0]);
     Candidate c{&t, {}};
     double total = 0;
     for (const double s : sigma) total += s * s;
@@ -158,7 +149,7 @@ CompressReport compress_model(const gguf::File& file, const std::filesystem::pat
     const gguf::TensorInfo* source = &t;
     writer.add_tensor_producer(prefix_of(t.name) + ".lr_in.weight", type, {m.cols, m.rank},
                                [source, m, type, pending, on_matrix] {
-                                 LowRankFactors f = truncated_svd(dequantized(*source), m.rows, m.cols, m.rank);
+                                 LowRankFactors f = truncated_svd(dequantized_matrix(*source, "compress"), m.rows, m.cols, m.rank);
                                  *pending = std::move(f.out);
                                  if (on_matrix) on_matrix(m);
                                  return stored(f.in, type);

@@ -58,21 +58,29 @@ std::pair<int64_t, std::string> layer_and_kind(const std::string& tensor_name) {
   return {-1, base};
 }
 
+bool is_weight_matrix(const gguf::TensorInfo& t, const std::string& filter) {
+  return t.shape.size() == 2 && t.shape[0] >= 2 && t.shape[1] >= 2 &&
+         (filter.empty() || t.name.find(filter) != std::string::npos);
+}
+
+std::vector<float> dequantized_matrix(const gguf::TensorInfo& t, const char* who) {
+  if (quant::find_format(t.type) == nullptr) {
+    throw_error("{}: tensor '{}' is stored as {}, which okapi cannot dequantize", who, t.name, dtype_name(t.type));
+  }
+  std::vector<float> values(static_cast<size_t>(t.n_elements()));
+  quant::dequantize_tensor(t.type, t.bytes(), t.shape, values.data());
+  return values;
+}
+
 std::vector<MatrixSpectrum> weight_spectra(const gguf::File& file, const std::string& filter,
                                            const std::function<void(const MatrixSpectrum&)>& on_matrix) {
   std::vector<MatrixSpectrum> out;
   bool matched = false;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (t.shape.size() != 2 || t.shape[0] < 2 || t.shape[1] < 2) continue;
-    if (!filter.empty() && t.name.find(filter) == std::string::npos) continue;
+    if (!is_weight_matrix(t, filter)) continue;
     matched = true;
-    if (quant::find_format(t.type) == nullptr) {
-      throw_error("analyze: tensor '{}' is stored as {}, which okapi cannot dequantize", t.name, dtype_name(t.type));
-    }
     const int64_t cols = t.shape[0], rows = t.shape[1];
-    std::vector<float> values(static_cast<size_t>(rows * cols));
-    quant::dequantize_tensor(t.type, t.bytes(), t.shape, values.data());
-    MatrixSpectrum m = summarize_spectrum(t.name, rows, cols, singular_values(values, rows, cols));
+    MatrixSpectrum m = summarize_spectrum(t.name, rows, cols, singular_values(dequantized_matrix(t, "analyze"), rows, cols));
     m.type = std::string(dtype_name(t.type));
     if (on_matrix) on_matrix(m);
     out.push_back(std::move(m));

@@ -28,6 +28,12 @@ MatrixSpectrum summarize_spectrum(std::string name, int64_t rows, int64_t cols, 
 // blk.N.KIND.weight -> (N, KIND); other names -> (-1, name without ".weight").
 std::pair<int64_t, std::string> layer_and_kind(const std::string& tensor_name);
 
+// True for a 2-D weight matrix (both sides >= 2) whose name contains `filter` ("" for all).
+bool is_weight_matrix(const gguf::TensorInfo& t, const std::string& filter = "");
+// The matrix as floats, row-major (rows = ggml ne[1]); `who` ("analyze", "compress") starts the
+// error for a type okapi cannot dequantize.
+std::vector<float> dequantized_matrix(const gguf::TensorInfo& t, const char* who);
+
 // The 2-D weight matrices of `file` whose name contains `filter` ("" for all), in file order, each
 // dequantized to float and decomposed; `on_matrix` sees each as it is done. Throws okapi::Error
 // when no tensor matches or a type cannot be dequantized.

@@ -24,16 +24,11 @@ constexpr std::array<NamedType, 9> kCacheTypes = {{
     {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
 }};
 
-std::string valid_names();
-
 // The quant-table entry of a checked, non-tbq cache type name.
 const NamedType* block_type(std::string_view type) {
   return std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
 }
 
-}  // namespace
-
-namespace {
 std::string valid_names() {
   std::string out;
   for (const std::string_view name : cache_type_names()) out += (out.empty() ? "" : ", ") + std::string(name);
@@ -238,39 +233,24 @@ void CodecStore::finish_values(int64_t layer, int64_t kv_head, float* acc, int n
   }
 }
 
-namespace {
-// What a tile kernel's decoder needs to read one head's rows.
-struct HeadRows {
-  const void* store;
-  void (*decode_rows)(const void* store, int64_t c0, int64_t c1, float* out, int64_t stride, int64_t layer,
-                      int64_t head, bool values);
-  int64_t layer, head;
-  bool values;
-};
-void decode_head_rows(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride) {
-  const auto* h = static_cast<const HeadRows*>(ctx);
-  h->decode_rows(h->store, j0, j0 + n, out, stride, h->layer, h->head, h->values);
-}
-}  // namespace
-
-void CodecStore::decode_for_tiles(const void* store, int64_t c0, int64_t c1, float* out, int64_t stride, int64_t layer,
-                                  int64_t head, bool values) {
-  const auto* self = static_cast<const CodecStore*>(store);
-  const Side& side = values ? self->v_ : self->k_;
-  if (stride == side.codec.dim) return decode_rows(side, self->shape_, layer, head, c0, c1, out);
-  for (int64_t c = c0; c < c1; ++c) decode_rows(side, self->shape_, layer, head, c, c + 1, out + (c - c0) * stride);
+void CodecStore::decode_for_tiles(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride) {
+  const auto& h = *static_cast<const TileRows*>(ctx);
+  const Side& side = h.values ? h.store->v_ : h.store->k_;
+  const KvShape& s = h.store->shape_;
+  if (stride == side.codec.dim) return decode_rows(side, s, h.layer, h.head, j0, j0 + n, out);
+  for (int64_t c = j0; c < j0 + n; ++c) decode_rows(side, s, h.layer, h.head, c, c + 1, out + (c - j0) * stride);
 }
 
 void CodecStore::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
                              int64_t out_stride) const {
-  const HeadRows rows{this, decode_for_tiles, layer, kv_head, false};
-  tile::kernels().scores_decoded(qs, {decode_head_rows, &rows, k_.codec.dim}, first, out, out_stride);
+  const TileRows rows{this, layer, kv_head, false};
+  tile::kernels().scores_decoded(qs, {decode_for_tiles, &rows, k_.codec.dim}, first, out, out_stride);
 }
 
 void CodecStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
                                  const float* probs, int64_t p_stride, float* acc) const {
-  const HeadRows rows{this, decode_for_tiles, layer, kv_head, true};
-  tile::kernels().accumulate_decoded(qs, {decode_head_rows, &rows, v_.codec.dim}, first, probs, p_stride, acc);
+  const TileRows rows{this, layer, kv_head, true};
+  tile::kernels().accumulate_decoded(qs, {decode_for_tiles, &rows, v_.codec.dim}, first, probs, p_stride, acc);
 }
 
 std::unique_ptr<KvStore> make_codec_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,

@@ -67,9 +67,13 @@ class CodecStore final : public KvStore {
   // Rows [c0, c1) of one head decoded into `out` (row-major, codec.dim floats each).
   static void decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
                           float* out);
-  // The tile kernels' decoder (tile::Decoded): rows [c0, c1) of K or V, row i at out + i * stride.
-  static void decode_for_tiles(const void* store, int64_t c0, int64_t c1, float* out, int64_t stride, int64_t layer,
-                               int64_t head, bool values);
+  // The tile kernels' decoder (tile::Decoded) of one head's K or V rows; ctx is a TileRows.
+  struct TileRows {
+    const CodecStore* store;
+    int64_t layer, head;
+    bool values;
+  };
+  static void decode_for_tiles(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride);
   void encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x);
   // sp: calibrates the heads of `layer` not yet calibrated on the n rows of x (token-major).
   void calibrate(Side& side, int64_t layer, const float* x, int64_t n);

@@ -103,7 +103,8 @@ constexpr std::array<uint64_t, 256> kSpreadBits = [] {
 }();
 
 namespace avx512 {
-void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim,
+// False (nothing written) for a width pair it has no instance of.
+bool tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim,
                      float* out);  // kv/avx512/
 }
 
@@ -116,12 +117,12 @@ bool avx512_decodes(int64_t dim) {
 }  // namespace
 
 void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out) {
-  if (avx512_decodes(dim)) return avx512::tbq_decode_rows(spec, in, stride, n, dim, out);
+  if (avx512_decodes(dim) && avx512::tbq_decode_rows(spec, in, stride, n, dim, out)) return;
   for (int64_t r = 0; r < n; ++r) tbq_decode(spec, in + static_cast<size_t>(r) * stride, dim, out + r * dim);
 }
 
 void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out) {
-  if (avx512_decodes(dim)) return avx512::tbq_decode_rows(spec, in, 0, 1, dim, out);
+  if (avx512_decodes(dim) && avx512::tbq_decode_rows(spec, in, 0, 1, dim, out)) return;
   uint16_t h;
   std::memcpy(&h, in, sizeof(h));
   const float s = fp16_to_fp32(h);

@@ -12,7 +12,6 @@
 #include "core/error.hpp"
 
 namespace okapi::compress {
-std::vector<float> with_spectrum_for_svd(int64_t rows, int64_t cols, const std::vector<double>& sigma);
 namespace {
 
 // Q D Rᵀ for random orthogonal Q (rows x k) and R (cols x k) from Gram–Schmidt, D = diag(sigma).
@@ -48,12 +47,6 @@ std::vector<float> with_spectrum(int64_t rows, int64_t cols, const std::vector<d
   }
   return a;
 }
-
-}  // namespace
-std::vector<float> with_spectrum_for_svd(int64_t rows, int64_t cols, const std::vector<double>& sigma) {
-  return with_spectrum(rows, cols, sigma, 11);
-}
-namespace {
 
 TEST(SingularValues, RecoverAKnownSpectrumInEitherOrientation) {
   const std::vector<double> sigma = {9, 5, 2, 1, 0.5};
@@ -106,16 +99,10 @@ TEST(Spectrum, TensorNames) {
   EXPECT_EQ(layer_and_kind("blk.99999999999999999999.attn_q.weight").first, -1);  // no overflow
 }
 
-}  // namespace
-}  // namespace okapi::compress
-
-namespace okapi::compress {
-namespace {
-
 TEST(TruncatedSvd, FactorsAreTheBestRankRApproximation) {
   const int64_t rows = 30, cols = 20;
   const std::vector<double> sigma = {8, 4, 2, 1, 0.5};
-  const auto a = with_spectrum_for_svd(rows, cols, sigma);
+  const auto a = with_spectrum(rows, cols, sigma, 11);
   for (const int64_t rank : {5, 3}) {
     const LowRankFactors f = truncated_svd(a, rows, cols, rank);
     ASSERT_EQ(f.out.size(), static_cast<size_t>(rows * rank));

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 struct AnalyzeArgs {
   std::string model;
-  bool spectra = false;
+  bool spectra = false;  // the only analysis so far, run whether or not it is asked for
   std::string filter;
   std::string svg_dir;
   bool json = false;
@@ -45,8 +45,7 @@ std::vector<NamedPath> planned_svgs(const gguf::File& file, const AnalyzeArgs& a
   std::vector<NamedPath> out;
   std::set<std::string> kinds;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (t.shape.size() != 2 || t.shape[0] < 2 || t.shape[1] < 2) continue;
-    if (!args.filter.empty() && t.name.find(args.filter) == std::string::npos) continue;
+    if (!compress::is_weight_matrix(t, args.filter)) continue;
     const std::string kind = compress::layer_and_kind(t.name).second;
     if (kinds.insert(kind).second) out.push_back({fs::path(args.svg_dir) / fmt::format("spectra-{}.svg", kind), "--svg"});
   }
@@ -80,8 +79,7 @@ void print_row(const compress::MatrixSpectrum& m, bool json) {
   std::fflush(stdout);
 }
 
-int run(AnalyzeArgs args) {
-  if (!args.spectra) args.spectra = true;  // the only analysis so far, and the default
+int run(const AnalyzeArgs& args) {
   require_input_file(args.model, "--model");
   const gguf::File file = gguf::open_model(args.model);
   std::vector<NamedPath> svgs;

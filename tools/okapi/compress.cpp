@@ -32,9 +32,14 @@ int run(const CompressArgs& args) {
   if (args.type == "f32") options.factor_type = DType::F32;
   if (args.type == "f16") options.factor_type = DType::F16;
   const gguf::File file = gguf::open_model(args.model);
-  std::printf("| tensor                       | rows x cols   |  rank | energy kept |\n");
-  std::printf("|------------------------------|---------------|------:|------------:|\n");
-  const auto report = compress::compress_model(file, args.out, options, [](const compress::FactoredMatrix& m) {
+  // The header waits for the first row: a plan the model cannot serve leaves stdout empty.
+  bool header = false;
+  const auto report = compress::compress_model(file, args.out, options, [&header](const compress::FactoredMatrix& m) {
+    if (!header) {
+      std::printf("| tensor                       | rows x cols   |  rank | energy kept |\n");
+      std::printf("|------------------------------|---------------|------:|------------:|\n");
+      header = true;
+    }
     std::printf("| %-28s | %5lld x %-5lld | %5lld | %10.4f%% |\n", m.name.c_str(), static_cast<long long>(m.rows),
                 static_cast<long long>(m.cols), static_cast<long long>(m.rank), 100.0 * m.energy_kept);
     std::fflush(stdout);

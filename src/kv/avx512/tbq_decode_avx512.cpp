@@ -55,41 +55,13 @@ void decode_rows(const uint8_t* in, size_t stride, int64_t n, int64_t dim, float
 
 }  // namespace
 
-void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out) {
-  const int key = spec.bits_hi * 10 + spec.bits_lo;
-  switch (key) {
-    case 32: return decode_rows<3, 2>(in, stride, n, dim, out);
-    case 33: return decode_rows<3, 3>(in, stride, n, dim, out);
-    case 43: return decode_rows<4, 3>(in, stride, n, dim, out);
-    case 44: return decode_rows<4, 4>(in, stride, n, dim, out);
-    default: break;
-  }
-  // Any other width pair: the same steps with the widths at run time.
-  for (int64_t r = 0; r < n; ++r, in += stride, out += dim) {
-    const int64_t half = dim / 2;
-    size_t plane_offset[4] = {};
-    size_t offset = sizeof(uint16_t);
-    const int max_bits = spec.bits_hi > spec.bits_lo ? spec.bits_hi : spec.bits_lo;
-    for (int k = 0; k < max_bits; ++k) {
-      plane_offset[k] = offset;
-      offset += static_cast<size_t>(((k < spec.bits_lo ? dim : half) + 7) / 8);
-    }
-    uint16_t h;
-    std::memcpy(&h, in, sizeof(h));
-    const __m512 s = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h)));
-    for (int64_t c = 0; c < dim; c += 16) {
-      const int bits = c < half ? spec.bits_hi : spec.bits_lo;
-      const auto levels = lloyd_max_levels(bits);
-      alignas(64) float padded[16] = {};
-      std::memcpy(padded, levels.data(), levels.size() * sizeof(float));
-      __m512i index = _mm512_setzero_si512();
-      for (int k = 0; k < bits; ++k) {
-        uint16_t m;
-        std::memcpy(&m, in + plane_offset[k] + c / 8, sizeof(m));
-        index = _mm512_mask_add_epi32(index, static_cast<__mmask16>(m), index, _mm512_set1_epi32(1 << k));
-      }
-      _mm512_storeu_ps(out + c, _mm512_permutexvar_ps(index, _mm512_mul_ps(_mm512_load_ps(padded), s)));
-    }
+bool tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out) {
+  switch (spec.bits_hi * 10 + spec.bits_lo) {
+    case 32: decode_rows<3, 2>(in, stride, n, dim, out); return true;
+    case 33: decode_rows<3, 3>(in, stride, n, dim, out); return true;
+    case 43: decode_rows<4, 3>(in, stride, n, dim, out); return true;
+    case 44: decode_rows<4, 4>(in, stride, n, dim, out); return true;
+    default: return false;  // a width pair without an instance: the scalar decode
   }
 }
 
