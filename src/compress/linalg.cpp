@@ -1,5 +1,6 @@
 #include "compress/linalg.hpp"
 
+#include <cblas.h>
 #include <lapacke.h>
 
 #include <algorithm>
@@ -63,6 +64,54 @@ LowRankFactors truncated_svd(std::span<const float> a, int64_t rows, int64_t col
   }
   f.sigma = std::move(s);
   return f;
+}
+
+ThinSvd thin_svd(std::vector<double> a, int64_t rows, int64_t cols, bool vectors) {
+  if (rows <= 0 || cols <= 0 || static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) != a.size()) {
+    throw_error("SVD: a {} x {} matrix needs {} values, got {}", rows, cols, rows * cols, a.size());
+  }
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!std::isfinite(a[i])) throw_error("SVD: the matrix holds a non-finite value at entry {}", i);
+  ThinSvd r;
+  r.rows = rows;
+  r.cols = cols;
+  r.k = std::min(rows, cols);
+  r.s.resize(static_cast<size_t>(r.k));
+  // Column-major, `a` is aᵀ = U' S V'ᵀ, so a = V' S U'ᵀ: LAPACK's V'ᵀ buffer (k x rows,
+  // column-major) is a's U row-major, and its U' buffer (cols x k) is a's Vᵀ row-major.
+  if (vectors) {
+    r.u.resize(static_cast<size_t>(rows * r.k));
+    r.vt.resize(static_cast<size_t>(r.k * cols));
+  }
+  const lapack_int info = LAPACKE_dgesdd(
+      LAPACK_COL_MAJOR, vectors ? 'S' : 'N', static_cast<lapack_int>(cols), static_cast<lapack_int>(rows), a.data(),
+      static_cast<lapack_int>(cols), r.s.data(), vectors ? r.vt.data() : nullptr, static_cast<lapack_int>(cols),
+      vectors ? r.u.data() : nullptr, static_cast<lapack_int>(r.k));
+  if (info != 0) throw_error("SVD: LAPACK dgesdd failed (info {}) on a {} x {} matrix", info, rows, cols);
+  return r;
+}
+
+std::vector<double> cholesky_lower(std::vector<double> c, int64_t n, double damping, double* damping_used) {
+  if (n <= 0 || c.size() != static_cast<size_t>(n * n)) throw_error("Cholesky: a {} x {} matrix needs {} values", n, n, n * n);
+  double mean_diag = 0;
+  for (int64_t i = 0; i < n; ++i) mean_diag += c[static_cast<size_t>(i * n + i)];
+  mean_diag = mean_diag > 0 ? mean_diag / static_cast<double>(n) : 1.0;
+  for (double delta = damping; delta <= 1.0; delta *= 10) {
+    std::vector<double> l = c;
+    for (int64_t i = 0; i < n; ++i) l[static_cast<size_t>(i * n + i)] += delta * mean_diag;
+    if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), l.data(), static_cast<lapack_int>(n)) == 0) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = i + 1; j < n; ++j) l[static_cast<size_t>(i * n + j)] = 0.0;
+      if (damping_used) *damping_used = delta;
+      return l;
+    }
+  }
+  throw_error("Cholesky: the {} x {} input second moment is not positive definite even with damping", n, n);
+}
+
+void multiply_by_lower_inverse(std::span<const double> l, int64_t n, std::span<double> y, int64_t rows) {
+  cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, static_cast<blasint>(rows),
+              static_cast<blasint>(n), 1.0, l.data(), static_cast<blasint>(n), y.data(), static_cast<blasint>(n));
 }
 
 }  // namespace okapi::compress

@@ -21,4 +21,21 @@ struct LowRankFactors {
 };
 LowRankFactors truncated_svd(std::span<const float> a, int64_t rows, int64_t cols, int64_t rank);
 
+// The thin SVD a = U diag(s) Vᵀ of a rows x cols row-major matrix: u is rows x k, vt is k x cols
+// (row-major), k = min(rows, cols), s descending. With `vectors` false only s is computed.
+struct ThinSvd {
+  int64_t rows = 0, cols = 0, k = 0;
+  std::vector<double> u, s, vt;
+};
+ThinSvd thin_svd(std::vector<double> a, int64_t rows, int64_t cols, bool vectors = true);
+
+// The lower Cholesky factor L (n x n row-major, zeros above the diagonal) of a symmetric positive
+// semi-definite matrix, L Lᵀ = c + δ·mean(diag c)·I: δ starts at `damping` and grows tenfold until
+// the factorization succeeds (a calibration set rarely spans every input direction). Returns L
+// and sets *damping_used to the δ that worked.
+std::vector<double> cholesky_lower(std::vector<double> c, int64_t n, double damping, double* damping_used);
+
+// y := y · L⁻¹ for a lower-triangular n x n L; y is rows x n, row-major.
+void multiply_by_lower_inverse(std::span<const double> l, int64_t n, std::span<double> y, int64_t rows);
+
 }  // namespace okapi::compress

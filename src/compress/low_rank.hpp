@@ -1,9 +1,20 @@
 // okapi compress: a model's projection matrices replaced by low-rank factors W ≈ out · in, stored
 // as NAME.lr_out.weight ([rank, n_out]) and NAME.lr_in.weight ([n_in, rank]), which the engine
-// runs as two matmuls (model/blocks.hpp). Ranks come from the spectra: one energy threshold e for
-// the whole model, each matrix keeping the fewest singular values that hold e of its Σσ², and
-// factored only where the factors are smaller than the matrix; e is the largest threshold that
-// removes the requested fraction of the weight bytes.
+// runs as two matmuls (model/blocks.hpp). A basis shared by several projections (GRC's Q/K/V
+// basis, Basis Sharing's cross-layer basis) is stored once, under its first user's name, and the
+// others carry the metadata key okapi.lr_in.NAME naming it.
+//
+// Every method factors "units": one matrix, or several with the same input stacked vertically,
+// [W_1; …; W_n] · T = U Σ Vᵀ, truncated to rank r: in = √Σ_r V_rᵀ T⁻¹ (shared), out_i = U_i √Σ_r.
+// T is the metric the truncation is optimal in:
+//   svd, gp, grc   T = I                        (‖W − W'‖_F; GRC stacks a layer's Q, K, V)
+//   asvd           T = diag(E|x_j|)^½           (activation-aware scaling, ASVD)
+//   svd-llm, best  T = chol(E[x xᵀ])            (‖(W − W')x‖ on calibration data, SVD-LLM)
+//   basis-sharing  T = chol(Σ_layers E[x xᵀ])   (Q, K, V, gate, up stacked over groups of layers)
+// Ranks (--ranks): `energy`, one threshold on the fraction of each unit's Σσ² kept (in its
+// metric); `uniform`, one fraction of each unit's break-even rank (SVD-LLM's per-matrix ratio);
+// `mcr`, seed 003's phase-aware scales of that fraction per layer; or a file of ranks. For a
+// ratio, the allocation's parameter is searched so that R of the weight bytes are removed.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -12,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/calibration.hpp"
 #include "core/dtype.hpp"
 #include "format/gguf.hpp"
 
@@ -19,29 +31,43 @@ namespace okapi::compress {
 
 // The methods okapi compress has; the first is the default.
 std::vector<std::string> compress_methods();
+// Whether a method needs calibration data (--calib).
+bool method_needs_calibration(const std::string& method);
+// The rank allocation a method uses for --ranks auto.
+std::string default_rank_allocation(const std::string& method);
 
 struct CompressOptions {
-  std::string method = "svd";
-  double ratio = 0.2;  // fraction of the weight bytes to remove, 0 < ratio < 1
-  // Storage of the factors: F32 or F16; F32 by default when every projection is F32, else F16.
+  std::string method = "best";
+  std::optional<double> ratio;  // fraction of the weight bytes to remove, 0 < ratio < 1 (not with a ranks file)
+  // Storage of the factors: F32, F16 or a block type okapi quantizes to (ranks are then multiples
+  // of its block); F32 by default when every projection is F32, else F16.
   std::optional<DType> factor_type;
+  std::string ranks = "auto";  // auto | energy | uniform | mcr | a file of "NAME RANK" lines
+  const Calibration* calibration = nullptr;  // required by method_needs_calibration() and mcr
+  int64_t share_layers = 2;                  // basis-sharing: layers per shared basis
+  bool sink_bypass = true;                   // gp: seed 003's attention-sink direction in the basis
 };
 
 struct FactoredMatrix {
   std::string name;
   int64_t rows = 0, cols = 0, rank = 0;  // rank 0: kept dense
-  double energy_kept = 1.0;
+  double energy_kept = 1.0;              // of its unit, in the method's metric
+  std::string basis;                     // the in-factor's tensor when shared with others (else empty)
+  bool sink_vector = false;              // gp: the sink direction replaced the last basis vector
 };
 
 struct CompressReport {
+  std::string method, ranks;  // ranks: the allocation used
   double bytes_before = 0, bytes_after = 0;  // tensor data
-  double energy_threshold = 1.0;
+  double allocation_parameter = 0;  // energy threshold, or fraction of the break-even rank
   DType factor_type = DType::F32;
-  std::vector<FactoredMatrix> matrices;  // every projection, factored or not
+  std::vector<std::string> notes;          // e.g. "mcr: phases flat, uniform ranks"
+  std::vector<FactoredMatrix> matrices;    // every projection the method considers, factored or not
 };
 
 // Plans the ranks (no output). Throws okapi::Error for a ratio outside (0, 1), a ratio the
-// projections cannot give, a model without projections, or an unknown method.
+// projections cannot give, a model without projections or already compressed, an unknown method,
+// missing calibration, or a bad ranks file.
 CompressReport plan_compression(const gguf::File& file, const CompressOptions& options);
 // Plans, then writes the compressed model to `out` (atomically). `on_matrix` sees each factored
 // matrix as it is written.

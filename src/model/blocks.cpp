@@ -86,14 +86,27 @@ void project(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, fl
 
 void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size_t n, const float* x, int64_t n_tokens) {
   constexpr size_t kMaxGroup = 4;
-  const bool low_rank = std::any_of(ps, ps + n, [](const Projection* p) { return static_cast<bool>(p->in); });
-  if (n > kMaxGroup || low_rank) {
+  if (n > kMaxGroup) {
     for (size_t i = 0; i < n; ++i) project(ops, *ps[i], x, n_tokens, ys[i]);
     return;
   }
+  const Weight& first_in = ps[0]->in;
+  const bool low_rank = std::any_of(ps, ps + n, [](const Projection* p) { return static_cast<bool>(p->in); });
+  const bool shared_in = first_in && std::all_of(ps, ps + n, [&](const Projection* p) { return p->in.data == first_in.data; });
+  if (low_rank && !shared_in) {
+    for (size_t i = 0; i < n; ++i) project(ops, *ps[i], x, n_tokens, ys[i]);
+    return;
+  }
+  // Dense, or one basis shared by the group (GRC): the basis once, then the outs as one group.
+  const float* input = x;
+  if (shared_in) {
+    float* mid = ops.workspace().floats(kLowRankSlot, static_cast<size_t>(n_tokens * first_in.n_out));
+    ops.matmul(first_in, x, n_tokens, mid);
+    input = mid;
+  }
   MatmulTarget targets[kMaxGroup];
   for (size_t i = 0; i < n; ++i) targets[i] = {&ps[i]->w, ys[i]};
-  ops.matmul_group(std::span<const MatmulTarget>(targets, n), x, n_tokens);
+  ops.matmul_group(std::span<const MatmulTarget>(targets, n), input, n_tokens);
   for (size_t i = 0; i < n; ++i) finish_projection(ops, *ps[i], n_tokens, ys[i]);
 }
 
@@ -155,7 +168,11 @@ Projection DecoderModel::projection(const std::string& prefix, std::vector<int64
   };
   Projection p;
   const int64_t n_in = shape.size() == 2 ? shape[0] : 0, n_out = shape.size() == 2 ? shape[1] : 0;
-  const std::string in_name = prefix + ".lr_in.weight", out_name = prefix + ".lr_out.weight";
+  const std::string out_name = prefix + ".lr_out.weight";
+  std::string in_name = prefix + ".lr_in.weight";
+  // A shared in-factor (one basis for several projections) is stored once; the others name it.
+  if (const gguf::Value* shared = file().find(std::string(kSharedInKeyPrefix) + prefix); shared && shared->is_string())
+    in_name = shared->as_string();
   if (!file().find_tensor(prefix + ".weight") && file().find_tensor(in_name)) {
     // Low rank (okapi compress): in is [n_in, rank], out is [rank, n_out] in ggml's order.
     const gguf::TensorInfo& in = *file().find_tensor(in_name);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/model.hpp"
@@ -18,6 +19,9 @@ namespace okapi::model {
 // A projection with its optional bias and optional one-element output scale (BitNet's `*.scale`).
 // A low-rank projection (okapi compress) keeps W ≈ out · in as two weights: `in` (rank x n_in,
 // tensor NAME.lr_in.weight) applied first, then `w` = out (n_out x rank, NAME.lr_out.weight).
+// An in-factor shared by several projections is stored once; the others carry the metadata key
+// kSharedInKeyPrefix + NAME naming its tensor.
+inline constexpr std::string_view kSharedInKeyPrefix = "okapi.lr_in.";
 struct Projection {
   Weight w, bias, scale;
   Weight in;  // set only for a low-rank projection

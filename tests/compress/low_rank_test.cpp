@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/calibration.hpp"
 #include "compress/low_rank.hpp"
 #include "core/error.hpp"
 #include "format/gguf.hpp"
@@ -32,8 +33,8 @@ TEST(LowRank, PlanRemovesTheRequestedBytes) {
     const CompressReport r = plan_compression(file, {"svd", ratio, std::nullopt});
     EXPECT_NEAR(r.bytes_after / r.bytes_before, 1.0 - ratio, 0.01) << ratio;
     EXPECT_EQ(r.factor_type, DType::F32);
-    EXPECT_GT(r.energy_threshold, 0.0);
-    EXPECT_LT(r.energy_threshold, 1.0);
+    EXPECT_GT(r.allocation_parameter, 0.0);
+    EXPECT_LT(r.allocation_parameter, 1.0);
     for (const FactoredMatrix& m : r.matrices) {
       if (m.rank > 0) {
         EXPECT_LT(m.rank * (m.rows + m.cols), m.rows * m.cols) << m.name;  // smaller than dense
@@ -42,7 +43,24 @@ TEST(LowRank, PlanRemovesTheRequestedBytes) {
   }
   EXPECT_THROW((void)plan_compression(file, {"svd", 0.9, std::nullopt}), Error);  // more than rank 1 can give
   EXPECT_THROW((void)plan_compression(file, {"svd", 0.0, std::nullopt}), Error);
-  EXPECT_THROW((void)plan_compression(file, {"grc", 0.2, std::nullopt}), Error);
+  EXPECT_THROW((void)plan_compression(file, {"no-such-method", 0.2, std::nullopt}), Error);
+  EXPECT_THROW((void)plan_compression(file, {"svd-llm", 0.2, std::nullopt}), Error);  // needs calibration
+  EXPECT_THROW((void)plan_compression(file, {"svd", std::nullopt, std::nullopt}), Error);  // no ratio, no ranks file
+}
+
+// Adds PREFIX.weight = PREFIX.lr_out · in, `in` being the f32 in-factor tensor.
+void write_product(const gguf::File& compressed, gguf::Writer& w, const std::string& prefix, const gguf::TensorInfo& in_tensor) {
+  const gguf::TensorInfo& o = compressed.tensor(prefix + ".lr_out.weight");
+  const int64_t cols = in_tensor.shape[0], rank = in_tensor.shape[1], rows = o.shape[1];
+  const auto* in = reinterpret_cast<const float*>(in_tensor.data);
+  const auto* outf = reinterpret_cast<const float*>(o.data);
+  std::vector<float> dense(static_cast<size_t>(rows * cols), 0.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t p = 0; p < rank; ++p)
+      for (int64_t j = 0; j < cols; ++j) dense[static_cast<size_t>(i * cols + j)] += outf[i * rank + p] * in[p * cols + j];
+  std::vector<uint8_t> bytes(dense.size() * 4);
+  std::memcpy(bytes.data(), dense.data(), bytes.size());
+  w.add_tensor(prefix + ".weight", DType::F32, {cols, rows}, std::move(bytes));
 }
 
 // The dense model whose projections are out · in of `compressed`'s factors.
@@ -55,18 +73,12 @@ void write_reconstructed(const gguf::File& compressed, const fs::path& out) {
       w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
       continue;
     }
-    const std::string prefix = t.name.substr(0, t.name.size() - std::string(".lr_in.weight").size());
-    const gguf::TensorInfo& o = compressed.tensor(prefix + ".lr_out.weight");
-    const int64_t cols = t.shape[0], rank = t.shape[1], rows = o.shape[1];
-    const auto* in = reinterpret_cast<const float*>(t.data);
-    const auto* outf = reinterpret_cast<const float*>(o.data);
-    std::vector<float> dense(static_cast<size_t>(rows * cols), 0.0f);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t p = 0; p < rank; ++p)
-        for (int64_t j = 0; j < cols; ++j) dense[static_cast<size_t>(i * cols + j)] += outf[i * rank + p] * in[p * cols + j];
-    std::vector<uint8_t> bytes(dense.size() * 4);
-    std::memcpy(bytes.data(), dense.data(), bytes.size());
-    w.add_tensor(prefix + ".weight", DType::F32, {cols, rows}, std::move(bytes));
+    write_product(compressed, w, t.name.substr(0, t.name.size() - std::string(".lr_in.weight").size()), t);
+  }
+  // Projections whose in-factor is another's (a shared basis) name it in metadata.
+  for (const gguf::KeyValue& kv : compressed.metadata()) {
+    if (!kv.key.starts_with("okapi.lr_in.")) continue;
+    write_product(compressed, w, kv.key.substr(std::string("okapi.lr_in.").size()), compressed.tensor(kv.value.as_string()));
   }
   w.write(out);
 }
@@ -95,6 +107,45 @@ TEST(LowRank, EngineRunsTheFactorsAsTheirProduct) {
   const double low_rank = run(dir / "c.gguf"), dense = run(dir / "dense.gguf"), original = run(stories260k());
   EXPECT_NEAR(low_rank / dense, 1.0, 1e-4);
   EXPECT_GT(low_rank, original);  // 20% of the bytes gone from a 260K model costs something
+  fs::remove_all(dir);
+}
+
+// Every method, including the shared bases (GRC within a layer, Basis Sharing across layers) and
+// the calibrated metrics: the engine's result is the dense product's, and the bytes are as planned.
+TEST(LowRank, EveryMethodRunsAsItsProduct) {
+  const fs::path dir = fs::temp_directory_path() / ("okapi-low-rank-all-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string text = runtime::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
+  CalibrationOptions calib_options;
+  calib_options.n_ctx = 64;
+  const Calibration calibration = calibrate(stories260k(), text, calib_options);
+  ASSERT_GT(calibration.tokens, 0);
+  ASSERT_NE(calibration.input_of("blk.0.attn_k.weight"), nullptr);
+  EXPECT_EQ(calibration.input_of("blk.0.attn_k.weight"), calibration.input_of("blk.0.attn_q.weight"));  // one x
+  const auto file = gguf::File::open(stories260k());
+  runtime::PerplexityOptions ppl;
+  ppl.n_ctx = 64;
+  const auto run = [&](const fs::path& model) {
+    const auto engine = runtime::Engine::load(model, {1, "f32", "f32"});
+    return runtime::compute_perplexity(*engine, text, ppl).ppl;
+  };
+  for (const std::string& method : compress_methods()) {
+    CompressOptions options;
+    options.method = method;
+    options.ratio = method == "grc" ? 0.05 : 0.15;  // GRC factors Q/K/V only
+    options.calibration = &calibration;
+    const fs::path out = dir / (method + ".gguf");
+    const CompressReport r = compress_model(file, out, options);
+    EXPECT_NEAR(r.bytes_after / r.bytes_before, 1.0 - *options.ratio, 0.02) << method;
+    const auto compressed = gguf::File::open(out);
+    EXPECT_EQ(compressed.at("okapi.compress.method").as_string(), method);
+    // GRC: K uses Q's basis in its layer; Basis Sharing: layer 1 uses layer 0's.
+    EXPECT_EQ(compressed.find("okapi.lr_in.blk.0.attn_k") != nullptr, method == "grc") << method;
+    EXPECT_EQ(compressed.find("okapi.lr_in.blk.1.attn_k") != nullptr, method == "grc" || method == "basis-sharing")
+        << method;
+    write_reconstructed(compressed, dir / "dense.gguf");
+    EXPECT_NEAR(run(out) / run(dir / "dense.gguf"), 1.0, 1e-4) << method;
+  }
   fs::remove_all(dir);
 }
 

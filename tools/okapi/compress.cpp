@@ -1,7 +1,9 @@
-// okapi compress -m IN.gguf -o OUT.gguf --ratio R [--method svd] [--type f32|f16]
+// okapi compress -m IN.gguf -o OUT.gguf --ratio R [--method M] [--calib TEXT] [--calib-tokens N]
+//                [--ranks auto|energy|uniform|mcr|FILE] [--type T]
 // Replaces projection matrices by low-rank factors so that OUT holds about (1 - R) of IN's weight
-// bytes (compress/low_rank.hpp); the engine runs OUT like any model. Prints the plan (rank and
-// energy kept per matrix) and the sizes.
+// bytes (compress/low_rank.hpp); the engine runs OUT like any model. Calibrated methods first run
+// the model over TEXT (compress/calibration.hpp). Prints the plan (rank and energy kept per
+// matrix) and the sizes.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -15,13 +17,17 @@
 #include "core/input_file.hpp"
 #include "core/output_paths.hpp"
 #include "format/model_file.hpp"
+#include "runtime/perplexity.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
 namespace {
 
 struct CompressArgs {
-  std::string model, out, type;
+  std::string model, out, type, calib;
+  double ratio = 0;
+  int64_t calib_tokens = 8192;
+  int threads = 0;
   compress::CompressOptions options;
 };
 
@@ -29,28 +35,60 @@ int run(const CompressArgs& args) {
   require_input_file(args.model, "--model");
   check_output_path({args.out, "-o"}, {{args.model, "--model"}});
   compress::CompressOptions options = args.options;
-  if (args.type == "f32") options.factor_type = DType::F32;
-  if (args.type == "f16") options.factor_type = DType::F16;
+  if (args.ratio > 0) options.ratio = args.ratio;
+  if (!args.type.empty()) {
+    const auto type = dtype_from_name(args.type);
+    if (!type) throw_usage_error("compress: --type '{}' is not a tensor type (f32, f16, q8_0, ...)", args.type);
+    options.factor_type = *type;
+  }
+  const std::string ranks = options.ranks == "auto" ? compress::default_rank_allocation(options.method) : options.ranks;
+  const bool ranks_file = ranks != "energy" && ranks != "uniform" && ranks != "mcr";
+  if (!ranks_file && !options.ratio) throw_usage_error("compress: --ratio R is required (or --ranks FILE)");
+  if (ranks_file && options.ratio) throw_usage_error("compress: --ranks FILE sets the ranks; leave out --ratio");
+  if (ranks_file) require_input_file(ranks, "--ranks");
+  const bool wants_calibration = compress::method_needs_calibration(options.method) || ranks == "mcr" ||
+                                 (options.method == "gp" && !args.calib.empty());
+  if (!args.calib.empty() && !wants_calibration) {
+    throw_usage_error("compress: --method {} with --ranks {} does not use calibration text; leave out --calib",
+                      options.method, ranks);
+  }
+  if (wants_calibration && args.calib.empty()) {
+    throw_usage_error("compress: --method {} with --ranks {} needs calibration text: --calib TEXT", options.method, ranks);
+  }
   const gguf::File file = gguf::open_model(args.model);
+  compress::Calibration calibration;
+  if (wants_calibration) {
+    require_input_file(args.calib, "--calib");
+    compress::CalibrationOptions calib_options;
+    calib_options.max_tokens = args.calib_tokens;
+    calib_options.threads = args.threads > 0 ? args.threads : default_threads();
+    calibration = compress::calibrate(args.model, runtime::read_text_file(args.calib), calib_options);
+    std::fprintf(stderr, "compress: calibrated on %lld tokens of %s\n", static_cast<long long>(calibration.tokens),
+                 args.calib.c_str());
+    options.calibration = &calibration;
+  }
   // The header waits for the first row: a plan the model cannot serve leaves stdout empty.
   bool header = false;
   const auto report = compress::compress_model(file, args.out, options, [&header](const compress::FactoredMatrix& m) {
     if (!header) {
-      std::printf("| tensor                       | rows x cols   |  rank | energy kept |\n");
-      std::printf("|------------------------------|---------------|------:|------------:|\n");
+      std::printf("| tensor                       | rows x cols   |  rank | energy kept | basis\n");
+      std::printf("|------------------------------|---------------|------:|------------:|------\n");
       header = true;
     }
-    std::printf("| %-28s | %5lld x %-5lld | %5lld | %10.4f%% |\n", m.name.c_str(), static_cast<long long>(m.rows),
-                static_cast<long long>(m.cols), static_cast<long long>(m.rank), 100.0 * m.energy_kept);
+    std::printf("| %-28s | %5lld x %-5lld | %5lld | %10.4f%% | %s%s\n", m.name.c_str(), static_cast<long long>(m.rows),
+                static_cast<long long>(m.cols), static_cast<long long>(m.rank), 100.0 * m.energy_kept,
+                m.basis.empty() ? "own" : m.basis.c_str(), m.sink_vector ? " +sink" : "");
     std::fflush(stdout);
   });
   int64_t factored = 0;
   for (const auto& m : report.matrices) factored += m.rank > 0;
+  for (const std::string& note : report.notes) std::fprintf(stderr, "compress: %s\n", note.c_str());
   std::fprintf(stderr,
-               "compress: %s: %lld of %zu projections factored (%s), energy threshold %.4f; weights %.2f MB -> %.2f MB "
-               "(%.1f%% removed)\n",
-               args.out.c_str(), static_cast<long long>(factored), report.matrices.size(),
-               std::string(dtype_name(report.factor_type)).c_str(), report.energy_threshold, report.bytes_before / 1e6,
+               "compress: %s: method %s, ranks %s (parameter %.4f), %lld of %zu projections factored (%s); weights "
+               "%.2f MB -> %.2f MB (%.1f%% removed)\n",
+               args.out.c_str(), report.method.c_str(), report.ranks.c_str(), report.allocation_parameter,
+               static_cast<long long>(factored), report.matrices.size(),
+               std::string(dtype_name(report.factor_type)).c_str(), report.bytes_before / 1e6,
                report.bytes_after / 1e6, 100.0 * (1.0 - report.bytes_after / report.bytes_before));
   return 0;
 }
@@ -62,14 +100,29 @@ void register_compress(CLI::App& app, VerbResult& result) {
   auto* cmd = app.add_subcommand("compress", "replace projection matrices by low-rank factors (a smaller GGUF)");
   cmd->add_option("-m,--model", args->model, "GGUF model to compress")->required()->check(non_empty());
   cmd->add_option("-o,--output", args->out, "the compressed GGUF to write")->required()->check(non_empty());
-  cmd->add_option("--ratio", args->options.ratio, "fraction of the weight bytes to remove, in (0, 1)")
-      ->required()
+  cmd->add_option("--ratio", args->ratio, "fraction of the weight bytes to remove, in (0, 1)")
       ->check(in_range(1e-9, 1.0 - 1e-9));
-  cmd->add_option("--method", args->options.method, "how to factor: svd (truncated SVD of each matrix)")
+  cmd->add_option("--method", args->options.method,
+                  "best (okapi's measured best: SVD-LLM whitening with energy-threshold ranks), svd, asvd, svd-llm, "
+                  "basis-sharing, grc (seed 003: shared Q/K/V basis), gp (seed 003: per-slot PCA, MCR ranks)")
       ->capture_default_str()
       ->check(CLI::IsMember(compress::compress_methods()));
-  cmd->add_option("--type", args->type, "storage of the factors: f32 or f16 (default: f32 for an f32 model, else f16)")
-      ->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--calib", args->calib, "calibration text for asvd, svd-llm, basis-sharing, best, and mcr ranks")
+      ->check(non_empty());
+  cmd->add_option("--calib-tokens", args->calib_tokens, "tokens of the calibration text to run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{128}, int64_t{1} << 24));
+  cmd->add_option("--ranks", args->options.ranks,
+                  "rank allocation: auto (the method's), energy, uniform, mcr, or a file of 'NAME RANK' lines")
+      ->capture_default_str()
+      ->check(non_empty());
+  cmd->add_option("--share-layers", args->options.share_layers, "basis-sharing: layers per shared basis")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_option("--type", args->type,
+                  "storage of the factors: f32, f16 or a quantized type such as q8_0 (default: f32 for an f32 model, "
+                  "else f16)");
+  add_threads_flag(cmd, args->threads);
   cmd->callback([args, &result] {
     if (result.dry_run) return;
     result.exit_code = run(*args);

@@ -1,0 +1,195 @@
+#include "compress/calibration.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "compress/spectra.hpp"
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "format/model_file.hpp"
+#include "model/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace okapi::compress {
+
+const InputStats* Calibration::input_of(const std::string& weight_name) const {
+  const auto it = inputs.find(weight_name);
+  return it == inputs.end() ? nullptr : it->second.get();
+}
+
+void ObservingOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {
+  const std::string_view names[] = {w.name};
+  observer_.matmul_input(names, x, n_tokens, w.n_in);
+  CpuOps::matmul(w, x, n_tokens, y);
+}
+
+void ObservingOps::matmul_group(std::span<const model::MatmulTarget> targets, const float* x, int64_t n_tokens) {
+  std::vector<std::string_view> names;
+  for (const model::MatmulTarget& t : targets) names.push_back(t.w->name);
+  if (!targets.empty()) observer_.matmul_input(names, x, n_tokens, targets.front().w->n_in);
+  CpuOps::matmul_group(targets, x, n_tokens);
+}
+
+void ObservingOps::matmul_glu(model::Activation act, const model::Weight& gate, const model::Weight& up, const float* x,
+                              int64_t n_tokens, float* gate_y, float* up_y) {
+  const std::string_view names[] = {gate.name, up.name};
+  observer_.matmul_input(names, x, n_tokens, gate.n_in);
+  CpuOps::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
+}
+
+void ObservingOps::rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
+  observer_.norm_input(weight.name, x, n_rows, n);
+  CpuOps::rmsnorm(x, weight, n_rows, n, eps, y);
+}
+
+namespace {
+
+// Accumulates the statistics; finish() turns the sums into means.
+class StatsRecorder : public ObservingOps::Observer {
+ public:
+  explicit StatsRecorder(int64_t n_layer) : layers_(static_cast<size_t>(n_layer)) {}
+
+  void norm_input(std::string_view weight, const float* x, int64_t n_rows, int64_t n) override {
+    const auto [layer, kind] = layer_and_kind(std::string(weight));
+    if (layer < 0 || static_cast<size_t>(layer) >= layers_.size()) return;
+    if (kind != "attn_norm" && kind != "ffn_norm") return;
+    // Sink tokens: residual norms above mean + 3 sd within this batch.
+    std::vector<double> norms(static_cast<size_t>(n_rows));
+    double sum = 0, sum2 = 0;
+    for (int64_t t = 0; t < n_rows; ++t) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[t * n + i]) * x[t * n + i];
+      norms[static_cast<size_t>(t)] = std::sqrt(s);
+      sum += norms[static_cast<size_t>(t)];
+      sum2 += norms[static_cast<size_t>(t)] * norms[static_cast<size_t>(t)];
+    }
+    const double mean = sum / static_cast<double>(n_rows);
+    const double sd = std::sqrt(std::max(0.0, sum2 / static_cast<double>(n_rows) - mean * mean));
+    sink_mask_.assign(static_cast<size_t>(n_rows), 0);
+    for (int64_t t = 0; t < n_rows; ++t) sink_mask_[static_cast<size_t>(t)] = n_rows > 1 && norms[static_cast<size_t>(t)] > mean + 3 * sd;
+    if (kind != "attn_norm") return;
+    Residual& r = layers_[static_cast<size_t>(layer)];
+    if (r.sum.empty()) r.sum.assign(static_cast<size_t>(n), 0.0);
+    for (int64_t t = 0; t < n_rows; ++t) {
+      for (int64_t i = 0; i < n; ++i) r.sum[static_cast<size_t>(i)] += x[t * n + i];
+      r.sum_squares += norms[static_cast<size_t>(t)] * norms[static_cast<size_t>(t)];
+      r.sinks += sink_mask_[static_cast<size_t>(t)];
+    }
+    r.rows += n_rows;
+  }
+
+  void matmul_input(std::span<const std::string_view> weights, const float* x, int64_t n_tokens, int64_t n) override {
+    if (weights.empty() || !weights.front().starts_with("blk.")) return;
+    const std::string key(weights.front());
+    std::shared_ptr<InputStats>& stats = inputs_[key];
+    if (!stats) {
+      stats = std::make_shared<InputStats>();
+      stats->n = n;
+      stats->second_moment.assign(static_cast<size_t>(n * n), 0.0);
+      stats->mean_abs.assign(static_cast<size_t>(n), 0.0);
+      stats->sink_mean.assign(static_cast<size_t>(n), 0.0);
+    }
+    for (const std::string_view w : weights.subspan(1)) inputs_[std::string(w)] = stats;
+    if (stats->n != n) return;
+    // xᵀx of this batch in float (OpenBLAS), summed into doubles: batches are at most a few
+    // hundred rows, so float holds each batch's sum well.
+    block_.assign(static_cast<size_t>(n * n), 0.0f);
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(n_tokens), 1.0f, x,
+                static_cast<blasint>(n), 0.0f, block_.data(), static_cast<blasint>(n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i; j < n; ++j) stats->second_moment[static_cast<size_t>(i * n + j)] += block_[static_cast<size_t>(i * n + j)];
+    const bool masked = static_cast<int64_t>(sink_mask_.size()) == n_tokens;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* row = x + t * n;
+      for (int64_t i = 0; i < n; ++i) stats->mean_abs[static_cast<size_t>(i)] += std::fabs(row[i]);
+      if (masked && sink_mask_[static_cast<size_t>(t)]) {
+        for (int64_t i = 0; i < n; ++i) stats->sink_mean[static_cast<size_t>(i)] += row[i];
+        ++stats->sink_tokens;
+      }
+    }
+    stats->tokens += n_tokens;
+  }
+
+  Calibration finish(int64_t tokens) {
+    Calibration c;
+    c.tokens = tokens;
+    std::vector<InputStats*> done;
+    for (auto& [name, stats] : inputs_) {
+      c.inputs[name] = stats;
+      if (std::find(done.begin(), done.end(), stats.get()) != done.end()) continue;
+      done.push_back(stats.get());
+      const int64_t n = stats->n;
+      const double inv = stats->tokens > 0 ? 1.0 / static_cast<double>(stats->tokens) : 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = i; j < n; ++j) {
+          const double v = stats->second_moment[static_cast<size_t>(i * n + j)] * inv;
+          stats->second_moment[static_cast<size_t>(i * n + j)] = v;
+          stats->second_moment[static_cast<size_t>(j * n + i)] = v;
+        }
+        stats->mean_abs[static_cast<size_t>(i)] *= inv;
+        if (stats->sink_tokens > 0) stats->sink_mean[static_cast<size_t>(i)] /= static_cast<double>(stats->sink_tokens);
+      }
+    }
+    for (const Residual& r : layers_) {
+      LayerActivity a;
+      if (r.rows > 0) {
+        double mean_norm2 = 0;
+        for (const double s : r.sum) mean_norm2 += (s / static_cast<double>(r.rows)) * (s / static_cast<double>(r.rows));
+        a.residual_variance = (r.sum_squares / static_cast<double>(r.rows) - mean_norm2) / static_cast<double>(r.sum.size());
+      }
+      a.sink_tokens = r.sinks;
+      c.layers.push_back(a);
+    }
+    return c;
+  }
+
+ private:
+  struct Residual {
+    std::vector<double> sum;
+    double sum_squares = 0;
+    int64_t rows = 0, sinks = 0;
+  };
+  std::vector<Residual> layers_;
+  std::map<std::string, std::shared_ptr<InputStats>> inputs_;
+  std::vector<float> block_;
+  std::vector<uint8_t> sink_mask_;
+};
+
+}  // namespace
+
+Calibration calibrate(const std::filesystem::path& model_path, const std::string& text, const CalibrationOptions& options) {
+  std::unique_ptr<model::Model> model = model::Model::load(gguf::open_model(model_path));
+  const model::HParams& hp = model->hparams();
+  const tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
+  tokenizer::EncodeOptions encode;
+  encode.add_special = true;
+  encode.parse_special = false;
+  const std::vector<int32_t> tokens = tokenizer.encode(text, encode);
+  const int64_t trained = hp.n_ctx_train > 0 ? hp.n_ctx_train : options.n_ctx;
+  const int64_t n_ctx = std::min<int64_t>({options.n_ctx, trained, static_cast<int64_t>(tokens.size())});
+  if (n_ctx < 64 || static_cast<int64_t>(tokens.size()) < 128) {
+    throw_error("compress: the calibration text holds {} tokens; at least 128 are needed", tokens.size());
+  }
+  const int64_t n_chunks = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(tokens.size()), options.max_tokens) / n_ctx);
+
+  ThreadPool pool(options.threads);
+  StatsRecorder recorder(hp.n_layer);
+  ObservingOps ops(&pool, recorder);
+  ops.prepare(model->weights());
+  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
+  std::unique_ptr<kv::KvStore> kv = ops.make_kv(shape, model::KvTypes{});
+  std::vector<int32_t> positions(static_cast<size_t>(n_ctx));
+  for (int64_t i = 0; i < n_ctx; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::vector<float> logits(static_cast<size_t>(model->n_vocab()));
+  const tokenizer::TokenId bos = tokenizer.vocab().bos;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+    if (tokenizer.vocab().add_bos && bos != tokenizer::kNoToken) chunk[0] = bos;
+    model->forward(ops, *kv, chunk, positions, model::LogitRows::Last, logits.data());
+  }
+  return recorder.finish(n_chunks * n_ctx);
+}
+
+}  // namespace okapi::compress

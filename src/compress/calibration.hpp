@@ -1,0 +1,73 @@
+// Calibration for the data-aware compression methods: the model runs over a text on the CPU
+// while an observing backend records, for every projection's input x, the second moment
+// E[x xᵀ] (SVD-LLM's and Basis Sharing's whitening), the mean |x| per channel (ASVD's scaling)
+// and the mean of the inputs of attention-sink tokens (seed 003's sink bypass); and for every
+// layer, the residual stream's per-feature variance (seed 003's MCR phases).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/cpu_ops.hpp"
+
+namespace okapi::compress {
+
+// What one projection input saw. Projections fed the same x (Q/K/V, gate/up) share one.
+struct InputStats {
+  int64_t n = 0;        // input width
+  int64_t tokens = 0;   // rows accumulated
+  std::vector<double> second_moment;  // n x n, E[x xᵀ] (both triangles filled by finish())
+  std::vector<double> mean_abs;       // n, E|x_j|
+  std::vector<double> sink_mean;      // n, mean x over sink tokens (zeros when none)
+  int64_t sink_tokens = 0;
+};
+
+struct LayerActivity {
+  double residual_variance = 0;  // E‖h − h̄‖² / d of the residual entering the layer
+  int64_t sink_tokens = 0;       // tokens whose residual norm is above mean + 3 sd of their batch
+};
+
+struct Calibration {
+  int64_t tokens = 0;
+  std::map<std::string, std::shared_ptr<InputStats>> inputs;  // by weight tensor name
+  std::vector<LayerActivity> layers;
+  const InputStats* input_of(const std::string& weight_name) const;  // nullptr when not seen
+};
+
+struct CalibrationOptions {
+  int64_t max_tokens = 8192;  // tokens of the text run (whole chunks of n_ctx)
+  int64_t n_ctx = 512;        // capped at the model's trained context
+  int threads = 1;
+};
+
+// Runs `model_path` over `text` (tokenized with BOS, cut into chunks of n_ctx) and returns the
+// statistics. Throws okapi::Error when the text holds fewer than 2 * 64 tokens.
+Calibration calibrate(const std::filesystem::path& model_path, const std::string& text, const CalibrationOptions& options);
+
+// A CPU backend that shows every mat-mul input and every RMSNorm input to a callback, by the name
+// of the weight involved, before computing as CpuOps does. Grouped mat-muls (Q/K/V, gate/up) are
+// shown once, with the names of all their weights.
+class ObservingOps : public model::CpuOps {
+ public:
+  struct Observer {
+    virtual ~Observer() = default;
+    virtual void matmul_input(std::span<const std::string_view> weights, const float* x, int64_t n_tokens, int64_t n) = 0;
+    virtual void norm_input(std::string_view weight, const float* x, int64_t n_rows, int64_t n) = 0;
+  };
+  ObservingOps(ThreadPool* pool, Observer& observer) : CpuOps(pool), observer_(observer) {}
+
+  void matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) override;
+  void matmul_group(std::span<const model::MatmulTarget> targets, const float* x, int64_t n_tokens) override;
+  void matmul_glu(model::Activation act, const model::Weight& gate, const model::Weight& up, const float* x,
+                  int64_t n_tokens, float* gate_y, float* up_y) override;
+  void rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
+
+ private:
+  Observer& observer_;
+};
+
+}  // namespace okapi::compress
