@@ -19,9 +19,24 @@ const InputStats* Calibration::input_of(const std::string& weight_name) const {
   return it == inputs.end() ? nullptr : it->second.get();
 }
 
+const ObservingOps::Replacement* ObservingOps::replacement(const model::Weight& w) const {
+  if (!replacements_) return nullptr;
+  const auto it = replacements_->find(std::string(w.name));
+  return it == replacements_->end() ? nullptr : &it->second;
+}
+
+void ObservingOps::replaced_matmul(const model::Weight& w, const Replacement& r, const float* x, int64_t n_tokens, float* y) {
+  model::Weight in{w.name, DType::F32, r.in.data(), w.n_in, r.rank};
+  model::Weight out{w.name, DType::F32, r.out.data(), r.rank, w.n_out};
+  mid_.resize(static_cast<size_t>(n_tokens * r.rank));
+  CpuOps::matmul(in, x, n_tokens, mid_.data());
+  CpuOps::matmul(out, mid_.data(), n_tokens, y);
+}
+
 void ObservingOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {
   const std::string_view names[] = {w.name};
   observer_.matmul_input(names, x, n_tokens, w.n_in);
+  if (const Replacement* r = replacement(w)) return replaced_matmul(w, *r, x, n_tokens, y);
   CpuOps::matmul(w, x, n_tokens, y);
 }
 
@@ -29,14 +44,31 @@ void ObservingOps::matmul_group(std::span<const model::MatmulTarget> targets, co
   std::vector<std::string_view> names;
   for (const model::MatmulTarget& t : targets) names.push_back(t.w->name);
   if (!targets.empty()) observer_.matmul_input(names, x, n_tokens, targets.front().w->n_in);
-  CpuOps::matmul_group(targets, x, n_tokens);
+  if (std::none_of(targets.begin(), targets.end(), [&](const model::MatmulTarget& t) { return replacement(*t.w); })) {
+    return CpuOps::matmul_group(targets, x, n_tokens);
+  }
+  for (const model::MatmulTarget& t : targets) {
+    if (const Replacement* r = replacement(*t.w)) {
+      replaced_matmul(*t.w, *r, x, n_tokens, t.y);
+    } else {
+      CpuOps::matmul(*t.w, x, n_tokens, t.y);
+    }
+  }
 }
 
 void ObservingOps::matmul_glu(model::Activation act, const model::Weight& gate, const model::Weight& up, const float* x,
                               int64_t n_tokens, float* gate_y, float* up_y) {
   const std::string_view names[] = {gate.name, up.name};
   observer_.matmul_input(names, x, n_tokens, gate.n_in);
-  CpuOps::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
+  if (!replacement(gate) && !replacement(up)) return CpuOps::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
+  for (const auto& [w, y] : {std::pair{&gate, gate_y}, std::pair{&up, up_y}}) {
+    if (const Replacement* r = replacement(*w)) {
+      replaced_matmul(*w, *r, x, n_tokens, y);
+    } else {
+      CpuOps::matmul(*w, x, n_tokens, y);
+    }
+  }
+  glu(act, gate_y, up_y, n_tokens, gate.n_out, gate_y);
 }
 
 void ObservingOps::rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
@@ -159,37 +191,48 @@ class StatsRecorder : public ObservingOps::Observer {
 
 }  // namespace
 
-Calibration calibrate(const std::filesystem::path& model_path, const std::string& text, const CalibrationOptions& options) {
-  std::unique_ptr<model::Model> model = model::Model::load(gguf::open_model(model_path));
-  const model::HParams& hp = model->hparams();
-  const tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
+std::vector<std::vector<int32_t>> calibration_chunks(const model::Model& model, const std::string& text,
+                                                     const CalibrationOptions& options) {
+  const tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model.file()));
   tokenizer::EncodeOptions encode;
   encode.add_special = true;
   encode.parse_special = false;
   const std::vector<int32_t> tokens = tokenizer.encode(text, encode);
-  const int64_t trained = hp.n_ctx_train > 0 ? hp.n_ctx_train : options.n_ctx;
+  const int64_t trained = model.hparams().n_ctx_train > 0 ? model.hparams().n_ctx_train : options.n_ctx;
   const int64_t n_ctx = std::min<int64_t>({options.n_ctx, trained, static_cast<int64_t>(tokens.size())});
   if (n_ctx < 64 || static_cast<int64_t>(tokens.size()) < 128) {
     throw_error("compress: the calibration text holds {} tokens; at least 128 are needed", tokens.size());
   }
   const int64_t n_chunks = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(tokens.size()), options.max_tokens) / n_ctx);
+  const tokenizer::TokenId bos = tokenizer.vocab().bos;
+  std::vector<std::vector<int32_t>> chunks;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    chunks.emplace_back(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+    if (tokenizer.vocab().add_bos && bos != tokenizer::kNoToken) chunks.back()[0] = bos;
+  }
+  return chunks;
+}
 
+void run_chunk(const model::Model& model, model::Ops& ops, kv::KvStore& kv, const std::vector<int32_t>& chunk) {
+  std::vector<int32_t> positions(chunk.size());
+  for (size_t i = 0; i < chunk.size(); ++i) positions[i] = static_cast<int32_t>(i);
+  std::vector<float> logits(static_cast<size_t>(model.n_vocab()));
+  model.forward(ops, kv, chunk, positions, model::LogitRows::Last, logits.data());
+}
+
+Calibration calibrate(const std::filesystem::path& model_path, const std::string& text, const CalibrationOptions& options) {
+  std::unique_ptr<model::Model> model = model::Model::load(gguf::open_model(model_path));
+  const model::HParams& hp = model->hparams();
+  const std::vector<std::vector<int32_t>> chunks = calibration_chunks(*model, text, options);
   ThreadPool pool(options.threads);
   StatsRecorder recorder(hp.n_layer);
   ObservingOps ops(&pool, recorder);
   ops.prepare(model->weights());
+  const auto n_ctx = static_cast<int64_t>(chunks.front().size());
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
   std::unique_ptr<kv::KvStore> kv = ops.make_kv(shape, model::KvTypes{});
-  std::vector<int32_t> positions(static_cast<size_t>(n_ctx));
-  for (int64_t i = 0; i < n_ctx; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  std::vector<float> logits(static_cast<size_t>(model->n_vocab()));
-  const tokenizer::TokenId bos = tokenizer.vocab().bos;
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
-    if (tokenizer.vocab().add_bos && bos != tokenizer::kNoToken) chunk[0] = bos;
-    model->forward(ops, *kv, chunk, positions, model::LogitRows::Last, logits.data());
-  }
-  return recorder.finish(n_chunks * n_ctx);
+  for (const auto& chunk : chunks) run_chunk(*model, ops, *kv, chunk);
+  return recorder.finish(static_cast<int64_t>(chunks.size()) * n_ctx);
 }
 
 }  // namespace okapi::compress

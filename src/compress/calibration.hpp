@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/cpu_ops.hpp"
+#include "model/model.hpp"
 
 namespace okapi::compress {
 
@@ -44,15 +45,28 @@ struct CalibrationOptions {
   int threads = 1;
 };
 
+// The token chunks a calibration runs: the text tokenized with BOS, cut into whole chunks of
+// n_ctx (capped by the model's trained context), each starting with BOS when the vocab adds one.
+std::vector<std::vector<int32_t>> calibration_chunks(const model::Model& model, const std::string& text,
+                                                     const CalibrationOptions& options);
+
+// One forward pass of a chunk at positions 0.. (logits of the last token only).
+void run_chunk(const model::Model& model, model::Ops& ops, kv::KvStore& kv, const std::vector<int32_t>& chunk);
+
 // Runs `model_path` over `text` (tokenized with BOS, cut into chunks of n_ctx) and returns the
 // statistics. Throws okapi::Error when the text holds fewer than 2 * 64 tokens.
 Calibration calibrate(const std::filesystem::path& model_path, const std::string& text, const CalibrationOptions& options);
 
 // A CPU backend that shows every mat-mul input and every RMSNorm input to a callback, by the name
 // of the weight involved, before computing as CpuOps does. Grouped mat-muls (Q/K/V, gate/up) are
-// shown once, with the names of all their weights.
+// shown once, with the names of all their weights. Weights may be replaced by low-rank factors
+// held in memory (out · (in · x)), so a partly compressed model runs without a file.
 class ObservingOps : public model::CpuOps {
  public:
+  struct Replacement {
+    int64_t rank = 0;
+    std::vector<float> in, out;  // rank x n_in, n_out x rank, row-major
+  };
   struct Observer {
     virtual ~Observer() = default;
     virtual void matmul_input(std::span<const std::string_view> weights, const float* x, int64_t n_tokens, int64_t n) = 0;
@@ -66,8 +80,15 @@ class ObservingOps : public model::CpuOps {
                   int64_t n_tokens, float* gate_y, float* up_y) override;
   void rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
 
+  // Replacements apply while enabled; `replacements` is owned by the caller.
+  void set_replacements(const std::map<std::string, Replacement>* replacements) { replacements_ = replacements; }
+
  private:
+  const Replacement* replacement(const model::Weight& w) const;
+  void replaced_matmul(const model::Weight& w, const Replacement& r, const float* x, int64_t n_tokens, float* y);
   Observer& observer_;
+  std::vector<float> mid_;
+  const std::map<std::string, Replacement>* replacements_ = nullptr;
 };
 
 }  // namespace okapi::compress

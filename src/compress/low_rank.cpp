@@ -12,6 +12,7 @@
 
 #include "compress/linalg.hpp"
 #include "compress/rank_allocation.hpp"
+#include "compress/sequential.hpp"
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
 #include "model/blocks.hpp"
@@ -31,16 +32,17 @@ struct MethodSpec {
   const char* ranks;  // the allocation of --ranks auto
   bool calibration;   // needs --calib
   bool sink_bypass;   // seed 003's sink direction kept in the basis (with calibration)
+  bool sequential;    // error-compensating fit, site by site (compress/sequential.hpp)
 };
 
 constexpr MethodSpec kMethods[] = {
-    {"best", Metric::Whitened, Stacking::Single, "energy", true, false},
-    {"svd", Metric::Plain, Stacking::Single, "energy", false, false},
-    {"asvd", Metric::Scaled, Stacking::Single, "energy", true, false},
-    {"svd-llm", Metric::Whitened, Stacking::Single, "uniform", true, false},
-    {"basis-sharing", Metric::Whitened, Stacking::AcrossLayers, "uniform", true, false},
-    {"grc", Metric::Plain, Stacking::QkvPerLayer, "uniform", false, false},
-    {"gp", Metric::Plain, Stacking::Single, "mcr", false, true},
+    {"best", Metric::Whitened, Stacking::Single, "energy", true, false, true},
+    {"svd", Metric::Plain, Stacking::Single, "energy", false, false, false},
+    {"asvd", Metric::Scaled, Stacking::Single, "energy", true, false, false},
+    {"svd-llm", Metric::Whitened, Stacking::Single, "uniform", true, false, false},
+    {"basis-sharing", Metric::Whitened, Stacking::AcrossLayers, "uniform", true, false, false},
+    {"grc", Metric::Plain, Stacking::QkvPerLayer, "uniform", false, false, false},
+    {"gp", Metric::Plain, Stacking::Single, "mcr", false, true, false},
 };
 
 const MethodSpec& method_spec(const std::string& name) {
@@ -151,12 +153,6 @@ std::vector<double> transformed_stack(const Unit& u, Metric metric, const std::v
   return product;
 }
 
-struct Factors {
-  std::vector<float> in;                // rank x cols
-  std::vector<std::vector<float>> outs;  // per member: rows x rank
-  bool sink_vector = false;
-};
-
 // The sink direction of a unit's input (unit length), or empty when calibration saw no sink.
 std::vector<double> sink_direction(const Unit& u, const Calibration* calibration) {
   const InputStats* s = calibration ? calibration->input_of(u.members.front()->name) : nullptr;
@@ -265,6 +261,7 @@ struct Plan {
   std::vector<Unit> units;
   Metric metric = Metric::Plain;
   bool sink_bypass = false;
+  bool sequential = false;
 };
 
 Plan make_plan(const gguf::File& file, const CompressOptions& options) {
@@ -281,7 +278,7 @@ Plan make_plan(const gguf::File& file, const CompressOptions& options) {
   if (options.ratio && !(*options.ratio > 0.0 && *options.ratio < 1.0)) {
     throw_error("compress: --ratio is the fraction of the weight bytes to remove, in (0, 1); got {}", *options.ratio);
   }
-  if (spec.calibration && !options.calibration) {
+  if (spec.calibration && (!options.calibration || (spec.sequential && !options.source))) {
     throw_error("compress: --method {} needs calibration text (--calib TEXT)", spec.name);
   }
   if (spec.stacking == Stacking::AcrossLayers && options.share_layers < 1) {
@@ -290,6 +287,7 @@ Plan make_plan(const gguf::File& file, const CompressOptions& options) {
   Plan plan;
   plan.metric = spec.metric;
   plan.sink_bypass = spec.sink_bypass && options.sink_bypass && options.calibration;
+  plan.sequential = spec.sequential;
   CompressReport& report = plan.report;
   report.method = spec.name;
   bool all_f32 = true;
@@ -367,11 +365,15 @@ CompressReport compress_model(const gguf::File& file, const std::filesystem::pat
     std::optional<Factors> factors;
     size_t outs_left = 0;
   };
+  std::vector<Factors> fitted;  // sequential methods fit every unit before writing
+  if (plan.sequential) fitted = sequential_factors(*options.source, plan.units, options.on_site);
   std::map<const gguf::TensorInfo*, std::pair<std::shared_ptr<UnitState>, size_t>> member_of;
-  for (const Unit& u : plan.units) {
+  for (size_t i = 0; i < plan.units.size(); ++i) {
+    const Unit& u = plan.units[i];
     if (u.rank == 0) continue;
     auto state = std::make_shared<UnitState>(UnitState{&u, std::nullopt, u.members.size()});
-    for (size_t i = 0; i < u.members.size(); ++i) member_of[u.members[i]] = {state, i};
+    if (plan.sequential) state->factors = std::move(fitted[i]);
+    for (size_t j = 0; j < u.members.size(); ++j) member_of[u.members[j]] = {state, j};
   }
   const Metric metric = plan.metric;
   const Calibration* calibration = options.calibration;

@@ -9,7 +9,9 @@
 // T is the metric the truncation is optimal in:
 //   svd, gp, grc   T = I                        (‖W − W'‖_F; GRC stacks a layer's Q, K, V)
 //   asvd           T = diag(E|x_j|)^½           (activation-aware scaling, ASVD)
-//   svd-llm, best  T = chol(E[x xᵀ])            (‖(W − W')x‖ on calibration data, SVD-LLM)
+//   svd-llm        T = chol(E[x xᵀ])            (‖(W − W')x‖ on calibration data, SVD-LLM)
+//   best           SVD-LLM's metric, fitted site by site to the inputs the compressed model sees
+//                  (compress/sequential.hpp), with energy-threshold ranks
 //   basis-sharing  T = chol(Σ_layers E[x xᵀ])   (Q, K, V, gate, up stacked over groups of layers)
 // Ranks (--ranks): `energy`, one threshold on the fraction of each unit's Σσ² kept (in its
 // metric); `uniform`, one fraction of each unit's break-even rank (SVD-LLM's per-matrix ratio);
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "compress/calibration.hpp"
+#include "compress/sequential.hpp"
 #include "core/dtype.hpp"
 #include "format/gguf.hpp"
 
@@ -44,6 +47,8 @@ struct CompressOptions {
   std::optional<DType> factor_type;
   std::string ranks = "auto";  // auto | energy | uniform | mcr | a file of "NAME RANK" lines
   const Calibration* calibration = nullptr;  // required by method_needs_calibration() and mcr
+  const CalibrationSource* source = nullptr;  // the model and text behind it (best's site-by-site fit)
+  std::function<void(size_t, size_t)> on_site;  // best: progress of the fit (site, sites)
   int64_t share_layers = 2;                  // basis-sharing: layers per shared basis
   bool sink_bypass = true;                   // gp: seed 003's attention-sink direction in the basis
 };

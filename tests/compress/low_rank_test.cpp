@@ -27,10 +27,17 @@ namespace fs = std::filesystem;
 
 fs::path stories260k() { return test::repo_dir() / "models/stories260K.gguf"; }
 
+CompressOptions options(const std::string& method, std::optional<double> ratio) {
+  CompressOptions o;
+  o.method = method;
+  o.ratio = ratio;
+  return o;
+}
+
 TEST(LowRank, PlanRemovesTheRequestedBytes) {
   const auto file = gguf::File::open(stories260k());
   for (const double ratio : {0.1, 0.2}) {
-    const CompressReport r = plan_compression(file, {"svd", ratio, std::nullopt});
+    const CompressReport r = plan_compression(file, options("svd", ratio));
     EXPECT_NEAR(r.bytes_after / r.bytes_before, 1.0 - ratio, 0.01) << ratio;
     EXPECT_EQ(r.factor_type, DType::F32);
     EXPECT_GT(r.allocation_parameter, 0.0);
@@ -41,11 +48,11 @@ TEST(LowRank, PlanRemovesTheRequestedBytes) {
       }
     }
   }
-  EXPECT_THROW((void)plan_compression(file, {"svd", 0.9, std::nullopt}), Error);  // more than rank 1 can give
-  EXPECT_THROW((void)plan_compression(file, {"svd", 0.0, std::nullopt}), Error);
-  EXPECT_THROW((void)plan_compression(file, {"no-such-method", 0.2, std::nullopt}), Error);
-  EXPECT_THROW((void)plan_compression(file, {"svd-llm", 0.2, std::nullopt}), Error);  // needs calibration
-  EXPECT_THROW((void)plan_compression(file, {"svd", std::nullopt, std::nullopt}), Error);  // no ratio, no ranks file
+  EXPECT_THROW((void)plan_compression(file, options("svd", 0.9)), Error);  // more than rank 1 can give
+  EXPECT_THROW((void)plan_compression(file, options("svd", 0.0)), Error);
+  EXPECT_THROW((void)plan_compression(file, options("no-such-method", 0.2)), Error);
+  EXPECT_THROW((void)plan_compression(file, options("svd-llm", 0.2)), Error);  // needs calibration
+  EXPECT_THROW((void)plan_compression(file, options("svd", std::nullopt)), Error);  // no ratio, no ranks file
 }
 
 // Adds PREFIX.weight = PREFIX.lr_out · in, `in` being the f32 in-factor tensor.
@@ -88,7 +95,7 @@ TEST(LowRank, EngineRunsTheFactorsAsTheirProduct) {
   fs::create_directories(dir);
   const auto file = gguf::File::open(stories260k());
   int64_t factored = 0;
-  const CompressReport r = compress_model(file, dir / "c.gguf", {"svd", 0.2, std::nullopt},
+  const CompressReport r = compress_model(file, dir / "c.gguf", options("svd", 0.2),
                                           [&](const FactoredMatrix&) { ++factored; });
   ASSERT_GT(factored, 0);
   const auto compressed = gguf::File::open(dir / "c.gguf");
@@ -134,6 +141,8 @@ TEST(LowRank, EveryMethodRunsAsItsProduct) {
     options.method = method;
     options.ratio = method == "grc" ? 0.05 : 0.15;  // GRC factors Q/K/V only
     options.calibration = &calibration;
+    const CalibrationSource source{stories260k(), text, calib_options};
+    options.source = &source;
     const fs::path out = dir / (method + ".gguf");
     const CompressReport r = compress_model(file, out, options);
     EXPECT_NEAR(r.bytes_after / r.bytes_before, 1.0 - *options.ratio, 0.02) << method;

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/output_paths.hpp"
+#include "core/progress.hpp"
 #include "format/model_file.hpp"
 #include "runtime/perplexity.hpp"
 #include "verbs.hpp"
@@ -57,12 +58,23 @@ int run(const CompressArgs& args) {
   }
   const gguf::File file = gguf::open_model(args.model);
   compress::Calibration calibration;
+  compress::CalibrationSource source;
+  std::unique_ptr<ProgressBar> progress;
   if (wants_calibration) {
     require_input_file(args.calib, "--calib");
     compress::CalibrationOptions calib_options;
     calib_options.max_tokens = args.calib_tokens;
     calib_options.threads = args.threads > 0 ? args.threads : default_threads();
-    calibration = compress::calibrate(args.model, runtime::read_text_file(args.calib), calib_options);
+    source.model = args.model;
+    source.text = runtime::read_text_file(args.calib);
+    source.options = calib_options;
+    options.source = &source;
+    options.on_site = [&progress](size_t site, size_t sites) {
+      if (!progress) progress = std::make_unique<ProgressBar>("compress: fitting input sites", sites);
+      progress->update(site);
+      if (site == sites) progress->finish();
+    };
+    calibration = compress::calibrate(args.model, source.text, calib_options);
     std::fprintf(stderr, "compress: calibrated on %lld tokens of %s\n", static_cast<long long>(calibration.tokens),
                  args.calib.c_str());
     options.calibration = &calibration;
