@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compress/linalg.hpp"
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
@@ -224,6 +225,7 @@ Calibration calibrate(const std::filesystem::path& model_path, const std::string
   std::unique_ptr<model::Model> model = model::Model::load(gguf::open_model(model_path));
   const model::HParams& hp = model->hparams();
   const std::vector<std::vector<int32_t>> chunks = calibration_chunks(*model, text, options);
+  use_single_threaded_blas();
   ThreadPool pool(options.threads);
   StatsRecorder recorder(hp.n_layer);
   ObservingOps ops(&pool, recorder);

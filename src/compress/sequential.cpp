@@ -99,6 +99,7 @@ std::vector<Factors> sequential_factors(const CalibrationSource& source, const s
   std::unique_ptr<model::Model> model = model::Model::load(gguf::open_model(source.model));
   const model::HParams& hp = model->hparams();
   const std::vector<std::vector<int32_t>> chunks = calibration_chunks(*model, source.text, source.options);
+  use_single_threaded_blas();
   ThreadPool pool(source.options.threads);
   SiteCapture capture;
   ObservingOps ops(&pool, capture);
