@@ -100,6 +100,14 @@ class StatsRecorder : public ObservingOps::Observer {
     }
     const double mean = sum / static_cast<double>(n_rows);
     const double sd = std::sqrt(std::max(0.0, sum2 / static_cast<double>(n_rows) - mean * mean));
+    if (residual_.empty()) residual_.assign(static_cast<size_t>(n * n), 0.0);
+    if (residual_.size() == static_cast<size_t>(n * n)) {
+      block_.assign(static_cast<size_t>(n * n), 0.0f);
+      cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(n_rows), 1.0f, x,
+                  static_cast<blasint>(n), 0.0f, block_.data(), static_cast<blasint>(n));
+      for (size_t i = 0; i < block_.size(); ++i) residual_[i] += block_[i];
+      residual_rows_ += n_rows;
+    }
     sink_mask_.assign(static_cast<size_t>(n_rows), 0);
     for (int64_t t = 0; t < n_rows; ++t) sink_mask_[static_cast<size_t>(t)] = n_rows > 1 && norms[static_cast<size_t>(t)] > mean + 3 * sd;
     if (kind != "attn_norm") return;
@@ -165,6 +173,16 @@ class StatsRecorder : public ObservingOps::Observer {
         if (stats->sink_tokens > 0) stats->sink_mean[static_cast<size_t>(i)] /= static_cast<double>(stats->sink_tokens);
       }
     }
+    if (residual_rows_ > 0) {
+      const auto n = static_cast<int64_t>(std::sqrt(static_cast<double>(residual_.size())));
+      c.residual_second_moment.resize(residual_.size());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = i; j < n; ++j) {
+          const double v = residual_[static_cast<size_t>(i * n + j)] / static_cast<double>(residual_rows_);
+          c.residual_second_moment[static_cast<size_t>(i * n + j)] = v;
+          c.residual_second_moment[static_cast<size_t>(j * n + i)] = v;
+        }
+    }
     for (const Residual& r : layers_) {
       LayerActivity a;
       if (r.rows > 0) {
@@ -188,6 +206,8 @@ class StatsRecorder : public ObservingOps::Observer {
   std::map<std::string, std::shared_ptr<InputStats>> inputs_;
   std::vector<float> block_;
   std::vector<uint8_t> sink_mask_;
+  std::vector<double> residual_;  // upper triangle of Σ h hᵀ
+  int64_t residual_rows_ = 0;
 };
 
 }  // namespace

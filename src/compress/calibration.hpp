@@ -36,6 +36,9 @@ struct Calibration {
   int64_t tokens = 0;
   std::map<std::string, std::shared_ptr<InputStats>> inputs;  // by weight tensor name
   std::vector<LayerActivity> layers;
+  // E[h hᵀ] of the residual stream (d x d), pooled over every attention and FFN norm's input:
+  // the orthogonal gauge's PCA basis (compress/gauge.hpp).
+  std::vector<double> residual_second_moment;
   const InputStats* input_of(const std::string& weight_name) const;  // nullptr when not seen
 };
 
