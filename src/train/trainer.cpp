@@ -120,7 +120,7 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
     hyper_ = m.hyper;
     hyper_.steps = options.hyper.steps;
     config_ = m.config;
-    init_from_ = m.init_from;
+    init_from_ = options_.init_from = m.init_from;  // still an input: an export may not replace it
     export_metadata_ = m.export_metadata;
   } else {
     hyper_ = options_.hyper;
