@@ -31,7 +31,7 @@ struct ExportOptions {
   std::string name;  // general.name; empty: the config's name
   // Written as they are (an --init-from model's okapi.compress.* keys, so that a fine-tuned
   // compressed model still says how it was compressed).
-  std::vector<gguf::KeyValue> metadata;
+  std::vector<gguf::KeyValue> metadata = {};
 };
 
 struct ExportSummary {
