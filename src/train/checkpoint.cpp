@@ -18,6 +18,7 @@ constexpr char kMagic[8] = {'O', 'K', 'A', 'P', 'I', 'C', 'K', 'P'};
 constexpr size_t kHexDigest = 64;
 constexpr uint32_t kMaxStringBytes = 1u << 20;
 constexpr uint32_t kMaxDataFiles = 1u << 16;
+constexpr uint32_t kMaxLowRank = 1u << 20;
 
 // Streams fields into the atomic file and the digest at once.
 class FieldWriter {
@@ -75,6 +76,7 @@ class FieldReader {
     std::memcpy(out.data(), take(n * sizeof(float), field), n * sizeof(float));
   }
   size_t remaining() const { return bytes_.size() - pos_; }
+  const std::string& name() const { return name_; }
 
  private:
   std::span<const uint8_t> bytes_;
@@ -89,9 +91,15 @@ void write_config(FieldWriter& w, const ModelConfig& c) {
   w.pod(c.rope_theta);
   w.pod(static_cast<uint8_t>(c.tied_embeddings));
   w.pod(static_cast<uint8_t>(c.ternary));
+  w.pod(static_cast<uint32_t>(c.low_rank.size()));
+  for (const LowRankProjection& lr : c.low_rank) {
+    w.str(lr.name);
+    w.pod(lr.rank);
+    w.str(lr.in_factor);
+  }
 }
 
-ModelConfig read_config(FieldReader& r) {
+ModelConfig read_config(FieldReader& r, uint32_t version) {
   ModelConfig c;
   c.name = r.str("config.name");
   for (int64_t* v : {&c.dim, &c.hidden_dim, &c.n_layers, &c.n_heads, &c.n_kv_heads, &c.vocab_size, &c.seq_len}) {
@@ -101,7 +109,39 @@ ModelConfig read_config(FieldReader& r) {
   c.rope_theta = r.pod<float>("config.rope_theta");
   c.tied_embeddings = r.pod<uint8_t>("config.tied_embeddings") != 0;
   c.ternary = r.pod<uint8_t>("config.ternary") != 0;
+  if (version < 2) return c;
+  const auto n_low_rank = r.pod<uint32_t>("config.low_rank.count");
+  if (n_low_rank > kMaxLowRank) throw_error("checkpoint '{}': {} low-rank projections (corrupt)", r.name(), n_low_rank);
+  for (uint32_t i = 0; i < n_low_rank; ++i) {
+    LowRankProjection lr;
+    lr.name = r.str("config.low_rank.name");
+    lr.rank = r.pod<int64_t>("config.low_rank.rank");
+    lr.in_factor = r.str("config.low_rank.in_factor");
+    c.low_rank.push_back(std::move(lr));
+  }
   return c;
+}
+
+// Keys as a GGUF without tensors: every value type round-trips as the reader knows it.
+void write_keys(FieldWriter& w, const std::vector<gguf::KeyValue>& keys) {
+  gguf::Writer g;
+  for (const gguf::KeyValue& kv : keys) g.set(kv.key, kv.value);
+  const std::vector<uint8_t> bytes = g.to_bytes();
+  w.pod(static_cast<uint64_t>(bytes.size()));
+  w.raw(bytes.data(), bytes.size());
+}
+
+std::vector<gguf::KeyValue> read_keys(FieldReader& r, std::string_view field) {
+  const auto size = r.pod<uint64_t>(field);
+  if (size > kMaxStringBytes) throw_error("checkpoint '{}': field {} has length {} (corrupt)", r.name(), field, size);
+  const uint8_t* p = r.take(static_cast<size_t>(size), field);
+  try {
+    std::vector<gguf::KeyValue> keys = gguf::File::parse({p, static_cast<size_t>(size)}, std::string(field)).metadata();
+    for (gguf::KeyValue& kv : keys) kv.file_offset = 0;
+    return keys;
+  } catch (const Error& e) {
+    throw_error("checkpoint '{}': field {} is not readable: {}", r.name(), field, e.what());
+  }
 }
 
 void write_hyper(FieldWriter& w, const TrainHyper& h) {
@@ -166,6 +206,8 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
   w.str(meta.tokenizer_path);
   w.pod(static_cast<uint32_t>(meta.data_files.size()));
   for (const auto& f : meta.data_files) w.str(f);
+  w.str(meta.init_from);
+  write_keys(w, meta.export_metadata);
   w.pod(static_cast<uint64_t>(params.size()));
   for (auto values : {params, adam_m, adam_v}) w.raw(values.data(), values.size_bytes());
   w.finish();
@@ -191,12 +233,12 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   FieldReader r(bytes.first(body), name);
   r.take(sizeof(kMagic), "magic");
   const auto version = r.pod<uint32_t>("version");
-  if (version != kCheckpointVersion) {
-    throw_error("checkpoint '{}' has version {}; this okapi reads version {}", name, version, kCheckpointVersion);
+  if (version < 1 || version > kCheckpointVersion) {
+    throw_error("checkpoint '{}' has version {}; this okapi reads versions 1 to {}", name, version, kCheckpointVersion);
   }
   Checkpoint ck;
   CheckpointMeta& m = ck.meta;
-  m.config = read_config(r);
+  m.config = read_config(r, version);
   m.hyper = read_hyper(r);
   m.step = r.pod<int64_t>("step");
   for (auto& word : m.sampler.rng) word = r.pod<uint64_t>("sampler.rng");
@@ -210,13 +252,17 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   const auto n_files = r.pod<uint32_t>("data_files.count");
   if (n_files > kMaxDataFiles) throw_error("checkpoint '{}': {} data files (corrupt)", name, n_files);
   for (uint32_t i = 0; i < n_files; ++i) m.data_files.push_back(r.str("data_files"));
+  if (version >= 2) {
+    m.init_from = r.str("init_from");
+    m.export_metadata = read_keys(r, "export_metadata");
+  }
+  size_t expected = 0;
   try {
-    m.config.validate();
+    expected = ParameterLayout(m.config).total();  // validates the config, low-rank entries too
   } catch (const Error& e) {
     throw_error("checkpoint '{}': bad model config: {}", name, e.what());
   }
   const auto n = r.pod<uint64_t>("parameter count");
-  const size_t expected = ParameterLayout(m.config).total();
   if (n != expected || r.remaining() != 3 * n * sizeof(float)) {
     throw_error("checkpoint '{}': {} parameters stored ({} bytes left), the config needs {}", name, n, r.remaining(),
                 expected);

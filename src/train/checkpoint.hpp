@@ -2,8 +2,8 @@
 //
 // File layout (little-endian), written through AtomicFileWriter (temp file, fsync, rename), so a
 // checkpoint on disk is either absent or complete:
-//   "OKAPICKP" | u32 version | metadata (config, hyper-parameters, step, RNG, data cursor, data
-//   identity, paths) | u64 n | f32 params[n] | f32 adam_m[n] | f32 adam_v[n] |
+//   "OKAPICKP" | u32 version | metadata (config with its low-rank ranks, hyper-parameters, step,
+//   RNG, data cursor, data identity, paths, the --init-from model and its carried GGUF keys) | u64 n | f32 params[n] | f32 adam_m[n] | f32 adam_v[n] |
 //   64 hex chars: sha256 of every byte before them.
 // load_checkpoint() verifies the digest before parsing, so a torn or altered file is reported as
 // corrupt rather than half-read.
@@ -15,12 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "format/gguf.hpp"
 #include "train/data.hpp"
 #include "train/model.hpp"
 
 namespace okapi::train {
 
-inline constexpr uint32_t kCheckpointVersion = 1;
+// Version 2 added the low-rank projections of the config, the --init-from model and the metadata
+// its export carries over; version 1 files still load (a dense model, no source model).
+inline constexpr uint32_t kCheckpointVersion = 2;
 
 // What defines the loss curve: a resume must use the same values to reproduce it exactly.
 struct TrainHyper {
@@ -56,6 +59,9 @@ struct CheckpointMeta {
   std::string tokenizer_sha256;
   std::string tokenizer_path;
   std::vector<std::string> data_files;
+  std::string init_from;  // the model a fine-tuning run started from (empty: random init)
+  // GGUF keys of that model the export writes again (okapi.compress.*: it stays compressed).
+  std::vector<gguf::KeyValue> export_metadata;
 };
 
 struct Checkpoint {

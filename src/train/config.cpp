@@ -1,5 +1,7 @@
 // Model configs: validation and the llama2.c "stories" shapes by name.
+#include <algorithm>
 #include <array>
+#include <string>
 
 #include "core/error.hpp"
 #include "train/model.hpp"
@@ -25,6 +27,38 @@ void ModelConfig::validate() const {
   if (!(norm_eps >= 0.0f)) throw_error("model config '{}': norm_eps {} must be >= 0", name, norm_eps);
   if (!(rope_theta > 0.0f)) throw_error("model config '{}': rope_theta {} must be positive", name, rope_theta);
   if (vocab_size > INT32_MAX) throw_error("model config '{}': vocab_size {} does not fit int32 ids", name, vocab_size);
+  for (size_t i = 0; i < low_rank.size(); ++i) {
+    const LowRankProjection& lr = low_rank[i];
+    if (ternary) throw_error("model config '{}': low-rank projections ({}) are for float models, not ternary", name, lr.name);
+    // "blk.N.KIND" with N < n_layers and KIND a projection
+    const size_t dot = lr.name.find('.', 4);
+    int64_t layer = -1;
+    std::string_view kind;
+    if (lr.name.rfind("blk.", 0) == 0 && dot != std::string::npos && dot > 4 &&
+        lr.name.find_first_not_of("0123456789", 4) == dot) {
+      layer = std::stoll(lr.name.substr(4, dot - 4));
+      kind = std::string_view(lr.name).substr(dot + 1);
+    }
+    const auto kinds = projection_kinds();
+    if (layer < 0 || layer >= n_layers || std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+      throw_error("model config '{}': low-rank entry '{}' names no projection of its {} layers", name, lr.name, n_layers);
+    }
+    const auto [n_out, n_in] = projection_shape(*this, kind);
+    if (lr.rank < 1 || lr.rank > std::min(n_out, n_in)) {
+      throw_error("model config '{}': {} has rank {}, outside [1, {}]", name, lr.name, lr.rank, std::min(n_out, n_in));
+    }
+    if (lr.in_factor.empty()) throw_error("model config '{}': {} has no in-factor tensor name", name, lr.name);
+    for (size_t j = 0; j < i; ++j) {
+      if (low_rank[j].name == lr.name) throw_error("model config '{}': {} is listed twice as low-rank", name, lr.name);
+    }
+  }
+}
+
+const LowRankProjection* ModelConfig::find_low_rank(std::string_view projection) const {
+  for (const LowRankProjection& lr : low_rank) {
+    if (lr.name == projection) return &lr;
+  }
+  return nullptr;
 }
 
 namespace {

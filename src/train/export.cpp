@@ -89,6 +89,10 @@ ExportSummary export_gguf(const ModelConfig& config, std::span<const float> para
   if (type == DType::F16) w.set("general.file_type", uint32_t{1});  // LLAMA_FTYPE_MOSTLY_F16
   write_shape_keys(w, summary.architecture, config);
   write_tokenizer(w, tok);
+  for (const gguf::KeyValue& kv : options.metadata) w.set(kv.key, kv.value);
+  for (const LowRankProjection& lr : config.low_rank) {
+    if (lr.shares_in_factor()) w.set("okapi.lr_in." + lr.name, lr.in_factor);
+  }
 
   for (const TensorSlot& slot : layout.slots()) {
     const auto values = params.subspan(slot.offset, slot.size());

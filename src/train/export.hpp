@@ -9,11 +9,15 @@
 // 256, else into F32 (exact, too); embeddings and norms stay F32.
 // The tokenizer metadata are those llama.cpp's llama2.c converter writes (a tokenizer.bin), or the
 // tokenizer.* keys of the GGUF the tokenizer came from.
+// Low-rank projections (a compressed model fine-tuned with --init-from) are written as okapi
+// compress writes them: P.lr_in.weight [n_in, rank] and P.lr_out.weight [rank, n_out] in the
+// matrices' type, a shared in-factor once under its name with an okapi.lr_in.P key naming it.
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "train/data.hpp"
@@ -25,6 +29,9 @@ struct ExportOptions {
   // Float models: F32 or F16. Ternary models: TQ2_0, TQ1_0 or F32 (codes as floats).
   DType type = DType::F32;
   std::string name;  // general.name; empty: the config's name
+  // Written as they are (an --init-from model's okapi.compress.* keys, so that a fine-tuned
+  // compressed model still says how it was compressed).
+  std::vector<gguf::KeyValue> metadata = {};
 };
 
 struct ExportSummary {

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace okapi {
@@ -24,6 +25,17 @@ class ThreadPool;
 }
 
 namespace okapi::train {
+
+// A projection stored as two trainable factors W ~ out · in (okapi compress's layout): `in` is
+// rank x n_in, `out` is n_out x rank, y = out · (in · x).
+struct LowRankProjection {
+  std::string name;  // the projection, e.g. "blk.3.attn_q"
+  int64_t rank = 0;
+  // The tensor holding the in-factor: "<name>.lr_in.weight", or one shared with other
+  // projections (the source model's okapi.lr_in.<name> key names it).
+  std::string in_factor;
+  bool shares_in_factor() const { return in_factor != name + ".lr_in.weight"; }
+};
 
 struct ModelConfig {
   std::string name = "custom";
@@ -38,10 +50,15 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   bool tied_embeddings = true;
   bool ternary = false;  // b1.58 QAT: ternary projections, 8-bit activations, sub-norms, NeoX rope
+  // Projections kept as low-rank factors (a compressed model fine-tuned with --init-from); the
+  // others are dense. Float models only.
+  std::vector<LowRankProjection> low_rank;
+  const LowRankProjection* find_low_rank(std::string_view projection) const;  // null: dense
   int64_t head_dim() const { return dim / n_heads; }
   int64_t kv_dim() const { return n_kv_heads * head_dim(); }
   // Throws okapi::Error naming the first bad field (non-positive sizes, dim % n_heads,
-  // n_heads % n_kv_heads, odd head_dim).
+  // n_heads % n_kv_heads, odd head_dim, a low-rank entry that names no projection, has a rank
+  // outside [1, min(n_in, n_out)] or sits in a ternary model).
   void validate() const;
 };
 
@@ -58,7 +75,9 @@ enum class TensorRole { Embedding, Norm, Matrix, Output };
 // (PyTorch nn.Linear layout = ggml ne [cols, rows]); a norm is 1 x dim. Names are the GGUF ones:
 // token_embd.weight, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, attn_sub_norm,
 // ffn_norm, ffn_gate (W1), ffn_down (W2), ffn_up (W3), ffn_sub_norm}.weight, output_norm.weight,
-// output.weight (untied only). Sub-norms exist only in ternary models.
+// output.weight (untied only). Sub-norms exist only in ternary models. A low-rank projection P
+// has P.lr_in.weight (rank x n_in; or its shared in-factor's name) and P.lr_out.weight
+// (n_out x rank) instead of P.weight, both Matrix slots.
 struct TensorSlot {
   std::string name;
   TensorRole role = TensorRole::Matrix;
@@ -68,17 +87,32 @@ struct TensorSlot {
   size_t size() const { return static_cast<size_t>(rows * cols); }
 };
 
+// Where a projection's weights sit in the buffer: rank 0, the dense matrix at `weight`; else the
+// out-factor (n_out x rank) at `weight` and the in-factor (rank x n_in) at `in`.
+struct ProjectionSlots {
+  size_t weight = 0;
+  size_t in = 0;
+  int64_t rank = 0;
+};
+
 class ParameterLayout {
  public:
   explicit ParameterLayout(const ModelConfig& config);  // validates the config
   const std::vector<TensorSlot>& slots() const { return slots_; }
   size_t total() const { return total_; }  // floats
   const TensorSlot& find(std::string_view name) const;  // throws okapi::Error when absent
+  // A projection by name ("blk.3.attn_q"); throws okapi::Error when absent.
+  ProjectionSlots projection(std::string_view name) const;
 
  private:
   std::vector<TensorSlot> slots_;
+  std::vector<std::pair<std::string, ProjectionSlots>> projections_;
   size_t total_ = 0;
 };
+
+// The projection kinds of a block, in layout order, and the (n_out, n_in) of each.
+std::span<const std::string_view> projection_kinds();
+std::pair<int64_t, int64_t> projection_shape(const ModelConfig& config, std::string_view kind);
 
 enum class Init {
   Xavier,   // seed 002: uniform(+-sqrt(6 / (fan_in + fan_out))) matrices, norms 1

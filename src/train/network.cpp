@@ -18,14 +18,9 @@ Network<T>::Network(const ModelConfig& config, ThreadPool* pool)
     const auto at = [&](const char* name) { return layout_.find(b + name).offset; };
     LayerSlots s{};
     s.attn_norm = at("attn_norm.weight");
-    s.wq = at("attn_q.weight");
-    s.wk = at("attn_k.weight");
-    s.wv = at("attn_v.weight");
-    s.wo = at("attn_output.weight");
     s.ffn_norm = at("ffn_norm.weight");
-    s.w1 = at("ffn_gate.weight");
-    s.w2 = at("ffn_down.weight");
-    s.w3 = at("ffn_up.weight");
+    const auto kinds = projection_kinds();
+    for (int j = 0; j < kProjections; ++j) s.proj[j] = layout_.projection(b + std::string(kinds[static_cast<size_t>(j)]));
     if (config_.ternary) {
       s.attn_sub_norm = at("attn_sub_norm.weight");
       s.ffn_sub_norm = at("ffn_sub_norm.weight");
@@ -67,7 +62,8 @@ void Network<T>::resize(int64_t batch, int64_t seq) {
   const int64_t d = config_.dim, f = config_.hidden_dim, kv = config_.kv_dim();
   const bool t = config_.ternary;
   layers_.resize(static_cast<size_t>(config_.n_layers));
-  for (LayerState& s : layers_) {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    LayerState& s = layers_[l];
     s.x_in.resize(sz(d));
     s.rstd_attn.resize(sz(1));
     s.h_attn.resize(sz(d));
@@ -93,6 +89,11 @@ void Network<T>::resize(int64_t batch, int64_t seq) {
     s.dq.resize(sz(d));
     s.dk.resize(sz(kv));
     s.dv.resize(sz(kv));
+    for (int j = 0; j < kProjections; ++j) {
+      const int64_t rank = slots_[l].proj[j].rank;
+      s.mid[j].resize(sz(rank));
+      s.d_mid[j].resize(sz(rank));
+    }
   }
   final_x_.resize(sz(d));
   rstd_out_.resize(sz(1));
@@ -148,6 +149,19 @@ void Network<T>::quantize_rows(const T* x, int64_t rows, int64_t d, T* xq) {
 }
 
 template <typename T>
+void Network<T>::project(const T* params, size_t l, Proj j, const T* x, int64_t in, int64_t out, T* y,
+                         bool accumulate) {
+  const ProjectionSlots& p = slots_[l].proj[j];
+  if (p.rank == 0) {
+    ops::linear_forward(x, rows_, in, matrix(params, p.weight), out, y, accumulate, pool_);
+    return;
+  }
+  T* mid = layers_[l].mid[j].data();
+  ops::linear_forward(x, rows_, in, params + p.in, p.rank, mid, false, pool_);
+  ops::linear_forward(mid, rows_, p.rank, params + p.weight, out, y, accumulate, pool_);
+}
+
+template <typename T>
 ops::AttentionShape Network<T>::attention_shape() const {
   return {batch_, seq_, config_.n_heads, config_.n_kv_heads, config_.head_dim()};
 }
@@ -169,9 +183,9 @@ void Network<T>::forward(const T* params, const int32_t* tokens) {
     T* normed = ternary ? scratch_d_.data() : s.h_attn.data();
     ops::rmsnorm_forward(s.x_in.data(), params + w.attn_norm, n, d, eps, normed, s.rstd_attn.data(), pool_);
     if (ternary) quantize_rows(normed, n, d, s.h_attn.data());
-    ops::linear_forward(s.h_attn.data(), n, d, matrix(params, w.wq), d, s.q.data(), false, pool_);
-    ops::linear_forward(s.h_attn.data(), n, d, matrix(params, w.wk), kv, s.k.data(), false, pool_);
-    ops::linear_forward(s.h_attn.data(), n, d, matrix(params, w.wv), kv, s.v.data(), false, pool_);
+    project(params, l, Q, s.h_attn.data(), d, d, s.q.data(), false);
+    project(params, l, K, s.h_attn.data(), d, kv, s.k.data(), false);
+    project(params, l, V, s.h_attn.data(), d, kv, s.v.data(), false);
     ops::rope(s.q.data(), n, seq_, config_.n_heads, config_.head_dim(), rope_, ternary, false, pool_);
     ops::rope(s.k.data(), n, seq_, config_.n_kv_heads, config_.head_dim(), rope_, ternary, false, pool_);
     ops::attention_forward(attention_shape(), s.q.data(), s.k.data(), s.v.data(), s.probs.data(), s.att.data(), pool_);
@@ -183,13 +197,13 @@ void Network<T>::forward(const T* params, const int32_t* tokens) {
       att_in = s.att_in.data();
     }
     std::copy(s.x_in.begin(), s.x_in.end(), s.x_mid.begin());
-    ops::linear_forward(att_in, n, d, matrix(params, w.wo), d, s.x_mid.data(), true, pool_);
+    project(params, l, O, att_in, d, d, s.x_mid.data(), true);
     // feed-forward
     normed = ternary ? scratch_d_.data() : s.h_ffn.data();
     ops::rmsnorm_forward(s.x_mid.data(), params + w.ffn_norm, n, d, eps, normed, s.rstd_ffn.data(), pool_);
     if (ternary) quantize_rows(normed, n, d, s.h_ffn.data());
-    ops::linear_forward(s.h_ffn.data(), n, d, matrix(params, w.w1), f, s.gate.data(), false, pool_);
-    ops::linear_forward(s.h_ffn.data(), n, d, matrix(params, w.w3), f, s.up.data(), false, pool_);
+    project(params, l, Gate, s.h_ffn.data(), d, f, s.gate.data(), false);
+    project(params, l, Up, s.h_ffn.data(), d, f, s.up.data(), false);
     ops::swiglu_forward(s.gate.data(), s.up.data(), n * f, s.f.data(), pool_);
     const T* f_in = s.f.data();
     if (ternary) {
@@ -199,7 +213,7 @@ void Network<T>::forward(const T* params, const int32_t* tokens) {
       f_in = s.f_in.data();
     }
     std::copy(s.x_mid.begin(), s.x_mid.end(), x_out);
-    ops::linear_forward(f_in, n, f, matrix(params, w.w2), d, x_out, true, pool_);
+    project(params, l, Down, f_in, f, d, x_out, true);
   }
   ops::rmsnorm_forward(final_x_.data(), params + output_norm_, n, d, eps, xf_.data(), rstd_out_.data(), pool_);
   ops::linear_forward(xf_.data(), n, d, params + output_, config_.vocab_size, logits_.data(), false, pool_);

@@ -37,15 +37,20 @@ class Network {
   void forward_logits(const T* params, const int32_t* tokens, int64_t seq, T* logits);
 
  private:
+  // A block's projections, in ParameterLayout's order (projection_kinds()).
+  enum Proj { Q, K, V, O, Gate, Down, Up, kProjections };
   struct LayerSlots {
-    size_t attn_norm, wq, wk, wv, wo, attn_sub_norm, ffn_norm, w1, w2, w3, ffn_sub_norm;
+    size_t attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm;
+    ProjectionSlots proj[kProjections];
   };
   // Everything one layer keeps from the forward for the backward, and the output gradients its
-  // weight-gradient jobs read (kept per layer so that the jobs can run late).
+  // weight-gradient jobs read (kept per layer so that the jobs can run late). A low-rank
+  // projection keeps mid = in · x and d mid (rows x rank; empty for a dense one).
   struct LayerState {
     Buffer<T> x_in, rstd_attn, h_attn, q, k, v, probs, att, rstd_sub_attn, att_in;
     Buffer<T> x_mid, rstd_ffn, h_ffn, gate, up, f, rstd_sub_ffn, f_in;
     Buffer<T> d_out, d_gate, d_up, d_attn_out, dq, dk, dv;
+    Buffer<T> mid[kProjections], d_mid[kProjections];
   };
 
   void check_inputs(const int32_t* tokens, const int32_t* targets, int64_t batch, int64_t seq) const;
@@ -56,6 +61,13 @@ class Network {
   void quantize_weights(const T* params);
   void quantize_rows(const T* x, int64_t rows, int64_t d, T* xq);  // activations, honouring QuantOffsets
   void weight_gradient(const T* dy, const T* x, int64_t in, int64_t out, T* dw);  // queued dW += dy^T x
+  // y[rows x out] (+)= W x of layer l's projection j (dense: the effective matrix; low rank:
+  // out · (in · x), keeping in · x for the backward).
+  void project(const T* params, size_t l, Proj j, const T* x, int64_t in, int64_t out, T* y, bool accumulate);
+  // dx (+)= W^T dy, and queues the weight gradients (both factors' for a low-rank projection);
+  // x is the forward input, kept alive until the jobs finish.
+  void project_backward(const T* params, size_t l, Proj j, const T* dy, const T* x, int64_t in, int64_t out, T* dx,
+                        bool accumulate, T* grads);
   ops::AttentionShape attention_shape() const;
 
   ModelConfig config_;

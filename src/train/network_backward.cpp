@@ -1,7 +1,8 @@
 // Network: the backward pass. The data path (dx) runs on the pool; every weight gradient
 // dW += dy^T x is a job of the WeightGradientQueue, inline or on its worker thread. The jobs read
 // per-layer buffers that nothing overwrites before the final wait, and write disjoint slices of
-// grads; the norm gradients and the embedding scatter (after the wait: a tied embedding also
+// grads (except a shared low-rank in-factor's, whose jobs add into it one after the other on the
+// queue); the norm gradients and the embedding scatter (after the wait: a tied embedding also
 // receives the classifier's dW) are written by the data path.
 #include <algorithm>
 
@@ -16,6 +17,25 @@ void Network<T>::weight_gradient(const T* dy, const T* x, int64_t in, int64_t ou
   dw_queue_.submit([=](bool on_worker) {
     ops::linear_backward_weight(dy, x, n, in, out, dw, on_worker ? nullptr : pool);
   });
+}
+
+template <typename T>
+void Network<T>::project_backward(const T* params, size_t l, Proj j, const T* dy, const T* x, int64_t in, int64_t out,
+                                  T* dx, bool accumulate, T* grads) {
+  const ProjectionSlots& p = slots_[l].proj[j];
+  if (p.rank == 0) {
+    ops::linear_backward_data(dy, rows_, in, out, matrix(params, p.weight), dx, accumulate, pool_);
+    weight_gradient(dy, x, in, out, grads + p.weight);
+    return;
+  }
+  // y = out · mid, mid = in · x: d mid = dy · out, dx = d mid · in; dOut = dy^T mid, dIn = d mid^T x
+  // (a shared in-factor's jobs add into one gradient, in order, on the one queue).
+  LayerState& s = layers_[l];
+  T* d_mid = s.d_mid[j].data();
+  ops::linear_backward_data(dy, rows_, p.rank, out, params + p.weight, d_mid, false, pool_);
+  weight_gradient(dy, s.mid[j].data(), p.rank, out, grads + p.weight);
+  ops::linear_backward_data(d_mid, rows_, in, p.rank, params + p.in, dx, accumulate, pool_);
+  weight_gradient(d_mid, x, in, p.rank, grads + p.in);
 }
 
 template <typename T>
@@ -37,8 +57,8 @@ void Network<T>::backward(const T* params, const int32_t* tokens, T* grads) {
       const LayerSlots& w = slots_[l];
       // feed-forward: x_out = x_mid + W2 f_in
       std::copy(dx, dx + n * d, s.d_out.begin());
-      ops::linear_backward_data(s.d_out.data(), n, f, d, matrix(params, w.w2), grad_f_.data(), false, pool);
-      weight_gradient(s.d_out.data(), ternary ? s.f_in.data() : s.f.data(), f, d, grads + w.w2);
+      project_backward(params, l, Down, s.d_out.data(), ternary ? s.f_in.data() : s.f.data(), f, d, grad_f_.data(),
+                       false, grads);
       const T* df = grad_f_.data();
       if (ternary) {  // straight-through the activation quantizer, then the sub-norm
         ops::rmsnorm_backward(s.f.data(), params + w.ffn_sub_norm, s.rstd_sub_ffn.data(), grad_f_.data(), n, f,
@@ -46,16 +66,14 @@ void Network<T>::backward(const T* params, const int32_t* tokens, T* grads) {
         df = grad_f2_.data();
       }
       ops::swiglu_backward(s.gate.data(), s.up.data(), df, n * f, s.d_gate.data(), s.d_up.data(), pool);
-      ops::linear_backward_data(s.d_gate.data(), n, d, f, matrix(params, w.w1), dh, false, pool);
-      ops::linear_backward_data(s.d_up.data(), n, d, f, matrix(params, w.w3), dh, true, pool);
-      weight_gradient(s.d_gate.data(), s.h_ffn.data(), d, f, grads + w.w1);
-      weight_gradient(s.d_up.data(), s.h_ffn.data(), d, f, grads + w.w3);
+      project_backward(params, l, Gate, s.d_gate.data(), s.h_ffn.data(), d, f, dh, false, grads);
+      project_backward(params, l, Up, s.d_up.data(), s.h_ffn.data(), d, f, dh, true, grads);
       ops::rmsnorm_backward(s.x_mid.data(), params + w.ffn_norm, s.rstd_ffn.data(), dh, n, d, dx, true,
                             grads + w.ffn_norm, pool);
       // attention: x_mid = x_in + Wo att_in
       std::copy(dx, dx + n * d, s.d_attn_out.begin());
-      ops::linear_backward_data(s.d_attn_out.data(), n, d, d, matrix(params, w.wo), dh, false, pool);
-      weight_gradient(s.d_attn_out.data(), ternary ? s.att_in.data() : s.att.data(), d, d, grads + w.wo);
+      project_backward(params, l, O, s.d_attn_out.data(), ternary ? s.att_in.data() : s.att.data(), d, d, dh, false,
+                       grads);
       const T* datt = dh;
       if (ternary) {
         ops::rmsnorm_backward(s.att.data(), params + w.attn_sub_norm, s.rstd_sub_attn.data(), dh, n, d,
@@ -66,12 +84,9 @@ void Network<T>::backward(const T* params, const int32_t* tokens, T* grads) {
                               s.dq.data(), s.dk.data(), s.dv.data(), pool);
       ops::rope(s.dq.data(), n, seq_, config_.n_heads, config_.head_dim(), rope_, ternary, true, pool);
       ops::rope(s.dk.data(), n, seq_, config_.n_kv_heads, config_.head_dim(), rope_, ternary, true, pool);
-      ops::linear_backward_data(s.dq.data(), n, d, d, matrix(params, w.wq), dh, false, pool);
-      ops::linear_backward_data(s.dk.data(), n, d, kv, matrix(params, w.wk), dh, true, pool);
-      ops::linear_backward_data(s.dv.data(), n, d, kv, matrix(params, w.wv), dh, true, pool);
-      weight_gradient(s.dq.data(), s.h_attn.data(), d, d, grads + w.wq);
-      weight_gradient(s.dk.data(), s.h_attn.data(), d, kv, grads + w.wk);
-      weight_gradient(s.dv.data(), s.h_attn.data(), d, kv, grads + w.wv);
+      project_backward(params, l, Q, s.dq.data(), s.h_attn.data(), d, d, dh, false, grads);
+      project_backward(params, l, K, s.dk.data(), s.h_attn.data(), d, kv, dh, true, grads);
+      project_backward(params, l, V, s.dv.data(), s.h_attn.data(), d, kv, dh, true, grads);
       ops::rmsnorm_backward(s.x_in.data(), params + w.attn_norm, s.rstd_attn.data(), dh, n, d, dx, true,
                             grads + w.attn_norm, pool);
     }
@@ -85,6 +100,11 @@ void Network<T>::backward(const T* params, const int32_t* tokens, T* grads) {
 
 template void Network<float>::backward(const float*, const int32_t*, float*);
 template void Network<double>::backward(const double*, const int32_t*, double*);
+// network.hpp declares the class templates extern, so members defined here are instantiated here.
+template void Network<float>::project_backward(const float*, size_t, Proj, const float*, const float*, int64_t,
+                                              int64_t, float*, bool, float*);
+template void Network<double>::project_backward(const double*, size_t, Proj, const double*, const double*, int64_t,
+                                               int64_t, double*, bool, double*);
 template void Network<float>::weight_gradient(const float*, const float*, int64_t, int64_t, float*);
 template void Network<double>::weight_gradient(const double*, const double*, int64_t, int64_t, double*);
 

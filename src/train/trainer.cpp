@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <system_error>
 
 #include "core/error.hpp"
@@ -14,6 +15,7 @@
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
+#include "train/init_from.hpp"
 #include "train/optimizer.hpp"
 #include "train/train_log.hpp"
 
@@ -61,6 +63,7 @@ void check_run_paths(const TrainOptions& o) {
   OutputPlan paths;
   for (const auto& file : o.data_files) paths.inputs.push_back({file, "--data"});
   paths.inputs.push_back({o.tokenizer, "--tokenizer"});
+  if (!o.init_from.empty()) paths.inputs.push_back({o.init_from, "--init-from"});
   for (const auto& model : o.eval_models) paths.inputs.push_back({model, "--eval-model"});
   paths.outputs = {{o.out_dir / "train.csv", "the run's log"}, {o.out_dir / "loss.svg", "the run's loss plot"},
                    {o.export_path, "--export"}};
@@ -117,6 +120,8 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
     hyper_ = m.hyper;
     hyper_.steps = options.hyper.steps;
     config_ = m.config;
+    init_from_ = options_.init_from = m.init_from;  // still an input: an export may not replace it
+    export_metadata_ = m.export_metadata;
   } else {
     hyper_ = options_.hyper;
     if (!list_checkpoints(options_.out_dir).empty()) {
@@ -124,12 +129,28 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
                   options_.out_dir.string(), options_.out_dir.string());
     }
   }
-  check_run_paths(options_);
+  std::optional<SourceModel> source;
+  if (!resume_from && !options_.init_from.empty()) {
+    init_from_ = options_.init_from;
+    if (options_.tokenizer.empty()) options_.tokenizer = init_from_;
+    check_run_paths(options_);
+    source = load_source_model(init_from_, options_.overrides.seq_len);
+    config_ = source->config;
+    export_metadata_ = source->export_metadata;
+    if (options_.tokenizer == init_from_ && gguf::File::open(init_from_).find("tokenizer.ggml.tokens") == nullptr) {
+      throw_error("--init-from '{}' has no tokenizer.ggml.* vocabulary: give the tokenizer with --tokenizer",
+                  init_from_.string());
+    }
+  } else {
+    check_run_paths(options_);
+  }
   tokenizer_ = std::make_unique<TrainingTokenizer>(load_training_tokenizer(options_.tokenizer));
-  if (!resume_from) config_ = make_config(options_.config_name, options_.overrides, options_.ternary, tokenizer_->vocab_size());
+  if (!resume_from && !source) {
+    config_ = make_config(options_.config_name, options_.overrides, options_.ternary, tokenizer_->vocab_size());
+  }
   if (config_.vocab_size != tokenizer_->vocab_size()) {
-    throw_error("tokenizer '{}' has {} tokens but the model was trained with {}", options_.tokenizer.string(),
-                tokenizer_->vocab_size(), config_.vocab_size);
+    throw_error("tokenizer '{}' has {} tokens but the model {} {}", options_.tokenizer.string(),
+                tokenizer_->vocab_size(), source ? "to fine-tune has" : "was trained with", config_.vocab_size);
   }
   check_hyper(hyper_, config_);
   if (resume_from && resume_from->meta.tokenizer_sha256 != tokenizer_->file_sha256) {
@@ -157,6 +178,8 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
     step_ = resume_from->meta.step;
     tokens_seen_ = resume_from->meta.tokens_seen;
     train_seconds_ = resume_from->meta.train_seconds;
+  } else if (source) {
+    params_ = std::move(source->params);
   } else {
     params_.assign(n, 0.0f);
     initialize(rt_->transformer.layout(), static_cast<Init>(hyper_.init), hyper_.seed, params_);
@@ -168,6 +191,13 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
   report(fmt::format("train: {}{}: dim {}, hidden {}, {} layers, {} heads / {} kv, vocab {}, {} parameters", config_.name,
                      config_.ternary ? " (ternary)" : "", config_.dim, config_.hidden_dim, config_.n_layers,
                      config_.n_heads, config_.n_kv_heads, config_.vocab_size, n));
+  if (!init_from_.empty()) {
+    report(fmt::format("train: fine-tuning {}{}", init_from_.string(),
+                       config_.low_rank.empty() ? std::string()
+                                                : fmt::format(" ({} of {} projections as low-rank factors)",
+                                                              config_.low_rank.size(),
+                                                              projection_kinds().size() * static_cast<size_t>(config_.n_layers))));
+  }
   report(fmt::format("train: data: {} training tokens, {} held out ({} of {} files from the cache); {} eval windows",
                      data_.train.size(), data_.held_out.size(), data_.cache_hits, options_.data_files.size(),
                      eval_.count));
@@ -252,6 +282,8 @@ CheckpointMeta Trainer::meta() const {
   m.tokenizer_sha256 = tokenizer_->file_sha256;
   m.tokenizer_path = std::filesystem::absolute(options_.tokenizer).string();
   for (const auto& f : options_.data_files) m.data_files.push_back(std::filesystem::absolute(f).string());
+  if (!init_from_.empty()) m.init_from = std::filesystem::absolute(init_from_).string();
+  m.export_metadata = export_metadata_;
   return m;
 }
 

@@ -29,6 +29,10 @@ struct TrainOptions {
   std::vector<std::filesystem::path> data_files;
   std::filesystem::path tokenizer;
   std::string config_name = "stories260K";
+  // A new run that fine-tunes this GGUF: its config and weights replace config_name, overrides
+  // (but a non-zero seq_len, which replaces the file's context length) and the initialization;
+  // its vocabulary is the tokenizer unless `tokenizer` is given.
+  std::filesystem::path init_from;
   ConfigOverrides overrides;
   bool ternary = false;
   TrainHyper hyper;
@@ -65,7 +69,8 @@ struct TrainResult {
 
 class Trainer {
  public:
-  // A new run (resume_from == nullptr; out_dir must hold no checkpoints), or the continuation of
+  // A new run (resume_from == nullptr; out_dir must hold no checkpoints; options.init_from: from
+  // that model, else randomly initialized), or the continuation of
   // `resume_from`, whose config and hyper-parameters are used (options.hyper.steps may extend
   // the run). Refuses outputs (train.csv, loss.svg, checkpoints, the token cache, the export) that
   // would replace an input; tokenizes (or reads the cache) and checks the data matches the
@@ -84,6 +89,8 @@ class Trainer {
   const ModelConfig& config() const { return config_; }
   const TrainHyper& hyper() const { return hyper_; }
   const TrainingTokenizer& tokenizer() const { return *tokenizer_; }
+  // GGUF keys an export writes again (an --init-from model's okapi.compress.*).
+  const std::vector<gguf::KeyValue>& export_metadata() const { return export_metadata_; }
   const Dataset& dataset() const { return data_; }
   const EvalWindows& eval_windows() const { return eval_; }
   std::span<const float> params() const { return params_; }
@@ -103,6 +110,8 @@ class Trainer {
   Dataset data_;
   EvalWindows eval_;
   std::vector<float> params_, grads_;
+  std::filesystem::path init_from_;
+  std::vector<gguf::KeyValue> export_metadata_;
   int64_t step_ = 0;
   uint64_t tokens_seen_ = 0;
   double train_seconds_ = 0;

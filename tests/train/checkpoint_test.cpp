@@ -2,10 +2,12 @@
 // anywhere, truncation, a foreign file) reported as a clear error instead of a half-read state.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 
 #include "core/error.hpp"
+#include "core/sha256.hpp"
 #include "support/paths.hpp"
 #include "train/checkpoint.hpp"
 
@@ -94,6 +96,67 @@ TEST(TrainCheckpoint, RoundTripsEveryField) {
   EXPECT_EQ(ck.adam_v, a.v);
   // Nothing but the checkpoint itself is left in the directory (the temp file was renamed).
   EXPECT_EQ(std::distance(fs::directory_iterator(checkpoint_dir(dir)), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}
+
+// A fine-tuning run's checkpoint: the low-rank ranks (own and shared in-factors), the source model
+// and the GGUF keys its export carries over.
+TEST(TrainCheckpoint, RoundTripsLowRankProjectionsAndTheSourceModel) {
+  const auto dir = test::make_temp_dir("ckpt-low-rank");
+  CheckpointMeta meta = sample_meta();
+  meta.config.ternary = false;
+  meta.config.low_rank = {{"blk.0.attn_q", 7, "blk.0.attn_q.lr_in.weight"},
+                          {"blk.0.ffn_up", 5, "blk.0.ffn_gate_up.lr_in.weight"},
+                          {"blk.0.ffn_gate", 5, "blk.0.ffn_gate_up.lr_in.weight"}};
+  meta.init_from = "/models/compressed.gguf";
+  meta.export_metadata = {{"okapi.compress.method", gguf::Value("svd")}, {"okapi.compress.ratio", gguf::Value(0.3f)}};
+  const Arrays a = sample_arrays(meta);
+  const fs::path path = dir / "c.ckpt";
+  save_checkpoint(path, meta, a.p, a.m, a.v);
+  const Checkpoint ck = load_checkpoint(path);
+  ASSERT_EQ(ck.meta.config.low_rank.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(ck.meta.config.low_rank[i].name, meta.config.low_rank[i].name);
+    EXPECT_EQ(ck.meta.config.low_rank[i].rank, meta.config.low_rank[i].rank);
+    EXPECT_EQ(ck.meta.config.low_rank[i].in_factor, meta.config.low_rank[i].in_factor);
+  }
+  EXPECT_EQ(ck.meta.init_from, meta.init_from);
+  ASSERT_EQ(ck.meta.export_metadata.size(), 2u);
+  EXPECT_EQ(ck.meta.export_metadata[0].key, "okapi.compress.method");
+  EXPECT_EQ(ck.meta.export_metadata[0].value.as_string(), "svd");
+  EXPECT_EQ(ck.meta.export_metadata[1].value.type(), gguf::ValueType::F32);
+  EXPECT_EQ(ck.meta.export_metadata[1].value.as_double(), static_cast<double>(0.3f));
+  EXPECT_EQ(ck.params, a.p);
+  fs::remove_all(dir);
+}
+
+// Checkpoints written before low-rank training (version 1: no ranks, no source model) still load.
+TEST(TrainCheckpoint, Version1CheckpointsStillLoad) {
+  const auto dir = test::make_temp_dir("ckpt-v1");
+  CheckpointMeta meta = sample_meta();
+  const Arrays a = sample_arrays(meta);
+  const fs::path path = dir / "c.ckpt";
+  save_checkpoint(path, meta, a.p, a.m, a.v);
+  // Version 2 -> 1: drop the low-rank count after the config, and init_from and the key blob
+  // before the parameter count; then the version and the digest.
+  std::string bytes = test::read_file(path);
+  bytes.resize(bytes.size() - 64);
+  const size_t config_end = 8 + 4 + 4 + meta.config.name.size() + 7 * 8 + 4 + 4 + 1 + 1;
+  const size_t keys_blob = gguf::Writer().to_bytes().size();
+  const size_t source_begin = bytes.size() - 8 - 3 * a.p.size() * sizeof(float) - (4 + 8 + keys_blob);
+  bytes.erase(source_begin, 4 + 8 + keys_blob);
+  bytes.erase(config_end, 4);
+  const uint32_t version = 1;
+  std::memcpy(bytes.data() + 8, &version, sizeof(version));
+  bytes += sha256_hex(bytes.data(), bytes.size());
+  std::ofstream(path, std::ios::binary) << bytes;
+  const Checkpoint ck = load_checkpoint(path);
+  EXPECT_EQ(ck.meta.step, meta.step);
+  EXPECT_EQ(ck.meta.data_files, meta.data_files);
+  EXPECT_TRUE(ck.meta.config.low_rank.empty());
+  EXPECT_TRUE(ck.meta.init_from.empty());
+  EXPECT_EQ(ck.params, a.p);
+  EXPECT_EQ(ck.adam_v, a.v);
   fs::remove_all(dir);
 }
 

@@ -4,6 +4,7 @@
 // Network::QuantOffsets). Then the float model (the AVX2 path) against the double gradient.
 #include <gtest/gtest.h>
 
+#include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "grad_check.hpp"
 #include "train/network.hpp"
@@ -97,6 +98,58 @@ TEST(ModelGrad, UntiedMha) { check_model(tiny_config(false, 4, false)); }
 TEST(ModelGrad, UntiedGqa) { check_model(tiny_config(false, 2, false)); }
 TEST(ModelGrad, TernaryTiedGqa) { check_model(tiny_config(true, 2, true)); }
 TEST(ModelGrad, TernaryUntiedMha) { check_model(tiny_config(false, 4, true)); }
+
+// Low-rank projections (a compressed model fine-tuned with --init-from): both factors of each,
+// dense ones beside them, and an in-factor shared by two projections (its gradients add).
+ModelConfig low_rank_config(bool shared) {
+  ModelConfig c = tiny_config(false, 2, false);
+  const auto own = [](const std::string& name, int64_t rank) {
+    return LowRankProjection{name, rank, name + ".lr_in.weight"};
+  };
+  c.low_rank = {own("blk.0.attn_q", 3), own("blk.0.ffn_down", 5), own("blk.1.attn_output", 2),
+                own("blk.1.ffn_gate", 4)};
+  if (shared) {
+    c.low_rank.push_back(own("blk.1.attn_k", 3));
+    c.low_rank.push_back({"blk.1.attn_v", 3, "blk.1.attn_k.lr_in.weight"});
+    c.low_rank.push_back({"blk.0.ffn_up", 4, "blk.0.ffn_gate_up.lr_in.weight"});
+    c.low_rank.push_back({"blk.0.ffn_gate", 4, "blk.0.ffn_gate_up.lr_in.weight"});
+  }
+  return c;
+}
+
+TEST(ModelGrad, LowRankFactors) {
+  const ModelConfig config = low_rank_config(false);
+  const ParameterLayout layout(config);
+  EXPECT_EQ(layout.find("blk.0.attn_q.lr_in.weight").rows, 3);
+  EXPECT_EQ(layout.find("blk.0.attn_q.lr_in.weight").cols, 16);
+  EXPECT_EQ(layout.find("blk.0.ffn_down.lr_out.weight").rows, 16);
+  EXPECT_EQ(layout.find("blk.0.ffn_down.lr_out.weight").cols, 5);
+  EXPECT_THROW(layout.find("blk.0.attn_q.weight"), Error);
+  check_model(config);
+}
+
+TEST(ModelGrad, SharedLowRankInFactor) {
+  const ModelConfig config = low_rank_config(true);
+  const ParameterLayout layout(config);
+  EXPECT_EQ(layout.projection("blk.1.attn_k").in, layout.projection("blk.1.attn_v").in);
+  EXPECT_EQ(layout.projection("blk.0.ffn_up").in, layout.find("blk.0.ffn_gate_up.lr_in.weight").offset);
+  check_model(config);
+}
+
+TEST(ModelGrad, LowRankConfigErrors) {
+  ModelConfig c = tiny_config(true, 2, false);
+  c.low_rank = {{"blk.2.attn_q", 2, "blk.2.attn_q.lr_in.weight"}};  // two layers only
+  EXPECT_THROW(c.validate(), Error);
+  c.low_rank = {{"blk.0.attn_q", 17, "blk.0.attn_q.lr_in.weight"}};  // above min(16, 16)
+  EXPECT_THROW(c.validate(), Error);
+  c.low_rank = {{"blk.0.ffn_up", 2, "x.weight"}, {"blk.0.attn_q", 3, "x.weight"}};  // shared, ranks differ
+  EXPECT_THROW(ParameterLayout{c}, Error);
+  c.low_rank = {{"blk.0.attn_q", 2, "blk.0.attn_k.weight"}};  // an in-factor named like a dense matrix
+  EXPECT_THROW(ParameterLayout{c}, Error);
+  c.low_rank = {{"blk.0.attn_q", 2, "blk.0.attn_q.lr_in.weight"}};
+  c.ternary = true;
+  EXPECT_THROW(c.validate(), Error);
+}
 
 // Scaling: loss_scale multiplies every gradient and grads accumulate (+=).
 TEST(ModelGrad, LossScaleAndAccumulation) {

@@ -1,8 +1,10 @@
 // okapi train --data FILE... --tokenizer (MODEL.gguf | tokenizer.bin) --config NAME --out DIR
 //             [--steps --batch --seq --accum --lr --warmup --eval-every --save-every --seed ...]
 //             [--ternary] [--export MODEL.gguf [--export-type T]] [--eval-model M.gguf]...
+// okapi train --init-from MODEL.gguf --data FILE... --out DIR [--tokenizer ...] [--steps ...] [--export ...]
 // okapi train --resume DIR [--steps N] [--export ...]
-// Trains a Llama-2-style model from scratch (train/trainer.hpp). Ctrl-C saves a checkpoint and
+// Trains a Llama-2-style model from scratch (train/trainer.hpp), or fine-tunes one (--init-from,
+// train/init_from.hpp; low-rank factors of a compressed model stay factors). Ctrl-C saves a checkpoint and
 // exits with 130; --resume continues it with the same losses an uninterrupted run gives.
 #include <fmt/format.h>
 
@@ -25,7 +27,7 @@ namespace {
 struct TrainArgs {
   train::TrainOptions options;
   std::vector<std::string> data;
-  std::string tokenizer, out, resume, init = "xavier";
+  std::string tokenizer, out, resume, init = "xavier", init_from;
   std::string export_path, export_type;
   std::vector<std::string> eval_models;
   int64_t bench_steps = 0;
@@ -46,8 +48,26 @@ void check_required_flags(const TrainArgs& a) {
     return;
   }
   if (a.data.empty()) throw_usage_error("train: --data FILE is required (or --resume DIR)");
-  if (a.tokenizer.empty()) throw_usage_error("train: --tokenizer is required (or --resume DIR)");
+  if (a.tokenizer.empty() && a.init_from.empty()) {
+    throw_usage_error("train: --tokenizer is required (or --init-from MODEL.gguf, or --resume DIR)");
+  }
   if (a.out.empty()) throw_usage_error("train: --out DIR is required (or --resume DIR)");
+}
+
+// --init-from takes the model's shape and weights: flags that would set them are refused.
+void check_init_from_flags(const CLI::App& cmd, const TrainArgs& a) {
+  if (a.init_from.empty()) return;
+  if (!a.resume.empty()) {
+    throw_usage_error("train: --init-from starts a new run; --resume '{}' continues one from its checkpoint (leave "
+                      "--init-from out)",
+                      a.resume);
+  }
+  for (const char* flag : {"--config", "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--ternary", "--init"}) {
+    if (cmd.count(flag) > 0) {
+      throw_usage_error("train: {} conflicts with --init-from: the model's shape and weights come from '{}'", flag,
+                        a.init_from);
+    }
+  }
 }
 
 // On --resume the flags that shape the loss curve must agree with the checkpoint (or be left out).
@@ -87,6 +107,7 @@ void export_and_check(const TrainArgs& a, train::Trainer& trainer) {
   options.type = a.export_type.empty() ? train::default_export_type(trainer.config())
                                        : dtype_from_name(a.export_type).value_or(DType::Q8_K);
   if (!a.export_type.empty() && !dtype_from_name(a.export_type)) throw_usage_error("--export-type '{}' is unknown", a.export_type);
+  options.metadata = trainer.export_metadata();
   const auto summary = train::export_gguf(trainer.config(), trainer.params(), trainer.tokenizer(), a.export_path, options);
   std::printf("export: %s: %s, %zu tensors, %llu bytes", a.export_path.c_str(), summary.architecture.c_str(),
               summary.n_tensors, static_cast<unsigned long long>(summary.file_bytes));
@@ -107,6 +128,7 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
   train::TrainOptions& o = a.options;
   for (const auto& d : a.data) o.data_files.emplace_back(d);
   o.tokenizer = a.tokenizer;
+  o.init_from = a.init_from;
   o.hyper.init = static_cast<int32_t>(parse_init(a.init));
   std::unique_ptr<train::Checkpoint> checkpoint;
   if (!a.resume.empty()) {
@@ -179,11 +201,14 @@ void register_train(CLI::App& app, VerbResult& result) {
   o.threads = default_threads();
   const auto positive = in_range(1, kUnbounded);
   const auto non_negative = in_range(0, kUnbounded);
-  auto* cmd = app.add_subcommand("train", "train a Llama-2-style model from scratch (float or b1.58 ternary)");
+  auto* cmd = app.add_subcommand("train", "train a Llama-2-style model from scratch (float or b1.58 ternary), or fine-tune one (--init-from)");
   cmd->add_option("--data", a->data, "text files to train on (each one document; the last 10% held out)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(non_empty());
   cmd->add_option("--tokenizer", a->tokenizer, "a GGUF model's vocabulary or a llama2.c tokenizer.bin")->check(non_empty());
+  cmd->add_option("--init-from", a->init_from,
+                  "fine-tune this llama GGUF (its shape, weights, low-rank factors and, without --tokenizer, vocabulary)")
+      ->check(non_empty());
   cmd->add_option("--config", o.config_name, "model shape: stories260K, stories15M, stories42M, stories110M")
       ->capture_default_str();
   cmd->add_option("--dim", o.overrides.dim, "override the config's width")->check(in_range(1, 1 << 16));
@@ -191,7 +216,8 @@ void register_train(CLI::App& app, VerbResult& result) {
   cmd->add_option("--layers", o.overrides.n_layers, "override the layer count")->check(in_range(1, 1024));
   cmd->add_option("--heads", o.overrides.n_heads, "override the head count")->check(in_range(1, 1024));
   cmd->add_option("--kv-heads", o.overrides.n_kv_heads, "override the KV head count")->check(in_range(1, 1024));
-  cmd->add_option("--ctx", o.overrides.seq_len, "override the context length (RoPE table, exported context)")
+  cmd->add_option("--ctx", o.overrides.seq_len,
+                  "override the context length (RoPE table, exported context; also the --init-from model's)")
       ->check(in_range(1, 1 << 20));
   cmd->add_flag("--ternary", o.ternary, "b1.58 quantization-aware training (exports a bitnet GGUF)");
   cmd->add_option("--out,-o", a->out, "run directory: checkpoints, train.csv, loss.svg, token cache")->check(non_empty());
@@ -244,6 +270,7 @@ void register_train(CLI::App& app, VerbResult& result) {
   CLI::App* self = cmd;
   cmd->callback([a, self, &result] {
     check_required_flags(*a);
+    check_init_from_flags(*self, *a);
     if (result.dry_run) return;
     result.exit_code = run_train(*self, *a);
   });
