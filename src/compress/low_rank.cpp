@@ -309,6 +309,8 @@ Plan make_plan(const gguf::File& file, const CompressOptions& options) {
   request.ratio = options.ratio.value_or(0.0);
   request.factor_type = report.factor_type;
   request.bytes_before = report.bytes_before;
+  const double reference = options.reference_bytes.value_or(report.bytes_before);
+  request.target_saving = report.bytes_before - (1.0 - request.ratio) * reference;
   request.calibration = options.calibration;
   const Allocation allocation = allocate_ranks(plan.units, request);
   report.ranks = allocation.name;
@@ -316,6 +318,7 @@ Plan make_plan(const gguf::File& file, const CompressOptions& options) {
   report.notes = allocation.notes;
 
   report.bytes_after = report.bytes_before;
+  report.bytes_before = reference;
   for (const Unit& u : plan.units) {
     if (u.rank > 0) report.bytes_after += unit_bytes(u, u.rank, report.factor_type) - unit_dense_bytes(u);
     const bool shared = u.members.size() > 1;

@@ -50,6 +50,8 @@ struct CompressOptions {
   const CalibrationSource* source = nullptr;  // the model and text behind it (best's site-by-site fit)
   std::function<void(size_t, size_t)> on_site;  // best: progress of the fit (site, sites)
   int64_t share_layers = 2;                  // basis-sharing: layers per shared basis
+  // The bytes R is a fraction of, when not this file's (the original of a gauged copy).
+  std::optional<double> reference_bytes;
   bool sink_bypass = true;                   // gp: seed 003's attention-sink direction in the basis
 };
 

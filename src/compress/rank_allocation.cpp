@@ -184,7 +184,7 @@ Allocation allocate_ranks(std::vector<Unit>& units, const RankRequest& request) 
   };
   double hi = 1.0;
   if (!scales.empty()) hi = 1.0 / *std::min_element(scales.begin(), scales.end());
-  const double target = request.ratio * request.bytes_before;
+  const double target = request.target_saving;
   const double most = savings(0.0);
   if (most < target) {
     throw_error("compress: --ratio {} asks to remove {:.0f} of {:.0f} bytes; factoring every matrix this method "

@@ -23,6 +23,8 @@ namespace okapi::compress {
 struct RankRequest {
   std::string allocation;  // energy | uniform | mcr | a file path
   double ratio = 0;        // fraction of bytes_before to remove (not used with a file)
+  double target_saving = 0;  // bytes the factors must save: ratio x bytes_before, or more when the
+                             // reference model is smaller than this one (a gauged, untied copy)
   DType factor_type = DType::F32;
   double bytes_before = 0;
   const Calibration* calibration = nullptr;  // mcr's residual-variance profile

@@ -7,10 +7,13 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common_flags.hpp"
+#include "compress/gauge.hpp"
 #include "compress/low_rank.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -24,8 +27,24 @@
 namespace okapi::cli {
 namespace {
 
+// A scratch file removed when it goes out of scope (the gauged copy of the model).
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(std::filesystem::path path) : path_(std::move(path)) {}
+  ~TemporaryFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 struct CompressArgs {
-  std::string model, out, type, calib;
+  std::string model, out, type, calib, gauge = "none";
   double ratio = 0;
   int64_t calib_tokens = 8192;
   int threads = 0;
@@ -47,26 +66,43 @@ int run(const CompressArgs& args) {
   if (!ranks_file && !options.ratio) throw_usage_error("compress: --ratio R is required (or --ranks FILE)");
   if (ranks_file && options.ratio) throw_usage_error("compress: --ranks FILE sets the ranks; leave out --ratio");
   if (ranks_file) require_input_file(ranks, "--ranks");
-  const bool wants_calibration = compress::method_needs_calibration(options.method) || ranks == "mcr" ||
+  const bool gauge = args.gauge == "pca";
+  const bool wants_calibration = compress::method_needs_calibration(options.method) || ranks == "mcr" || gauge ||
                                  (options.method == "gp" && !args.calib.empty());
   if (!args.calib.empty() && !wants_calibration) {
     throw_usage_error("compress: --method {} with --ranks {} does not use calibration text; leave out --calib",
                       options.method, ranks);
   }
   if (wants_calibration && args.calib.empty()) {
-    throw_usage_error("compress: --method {} with --ranks {} needs calibration text: --calib TEXT", options.method, ranks);
+    throw_usage_error("compress: --method {} with --ranks {}{} needs calibration text: --calib TEXT", options.method,
+                      ranks, gauge ? " and --gauge pca" : "");
   }
-  const gguf::File file = gguf::open_model(args.model);
+  std::optional<gguf::File> file = gguf::open_model(args.model);
   compress::Calibration calibration;
   compress::CalibrationSource source;
   std::unique_ptr<ProgressBar> progress;
+  std::filesystem::path model_path = args.model;
+  TemporaryFile gauged(std::filesystem::path(args.out).parent_path() /
+                       ("." + std::filesystem::path(args.out).filename().string() + ".gauged.tmp"));
   if (wants_calibration) {
     require_input_file(args.calib, "--calib");
     compress::CalibrationOptions calib_options;
     calib_options.max_tokens = args.calib_tokens;
     calib_options.threads = args.threads > 0 ? args.threads : default_threads();
-    source.model = args.model;
     source.text = runtime::read_text_file(args.calib);
+    if (gauge) {
+      // The residual stream's PCA from the original, then everything else on the rotated copy.
+      const compress::Calibration original = compress::calibrate(args.model, source.text, calib_options);
+      const compress::GaugeReport g = compress::write_orthogonal_gauge(*file, original.residual_second_moment, gauged.path());
+      double original_bytes = 0;
+      for (const gguf::TensorInfo& t : file->tensors()) original_bytes += static_cast<double>(t.nbytes);
+      options.reference_bytes = original_bytes;
+      model_path = gauged.path();
+      file = gguf::open_model(model_path);
+      std::fprintf(stderr, "compress: orthogonal gauge (residual PCA: %.1f%% of the energy in the first 10%% of directions)%s\n",
+                   100.0 * g.top_energy, g.untied_output ? "; the tied output head is now its own tensor" : "");
+    }
+    source.model = model_path;
     source.options = calib_options;
     options.source = &source;
     options.on_site = [&progress](size_t site, size_t sites) {
@@ -74,14 +110,14 @@ int run(const CompressArgs& args) {
       progress->update(site);
       if (site == sites) progress->finish();
     };
-    calibration = compress::calibrate(args.model, source.text, calib_options);
+    calibration = compress::calibrate(model_path, source.text, calib_options);
     std::fprintf(stderr, "compress: calibrated on %lld tokens of %s\n", static_cast<long long>(calibration.tokens),
                  args.calib.c_str());
     options.calibration = &calibration;
   }
   // The header waits for the first row: a plan the model cannot serve leaves stdout empty.
   bool header = false;
-  const auto report = compress::compress_model(file, args.out, options, [&header](const compress::FactoredMatrix& m) {
+  const auto report = compress::compress_model(*file, args.out, options, [&header](const compress::FactoredMatrix& m) {
     if (!header) {
       std::printf("| tensor                       | rows x cols   |  rank | energy kept | basis\n");
       std::printf("|------------------------------|---------------|------:|------------:|------\n");
@@ -134,6 +170,11 @@ void register_compress(CLI::App& app, VerbResult& result) {
   cmd->add_option("--type", args->type,
                   "storage of the factors: f32, f16 or a quantized type such as q8_0 (default: f32 for an f32 model, "
                   "else f16)");
+  cmd->add_option("--gauge", args->gauge,
+                  "none, or pca: fold the RMSNorm weights into the matrices and rotate the residual stream to its "
+                  "principal axes first (SliceGPT's orthogonal gauge; needs --calib)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "pca"}));
   add_threads_flag(cmd, args->threads);
   cmd->callback([args, &result] {
     if (result.dry_run) return;
