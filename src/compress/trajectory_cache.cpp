@@ -19,6 +19,7 @@ std::string_view predictor_name(Predictor p) {
     case Predictor::Nearest: return "nearest";
     case Predictor::NearestDelta: return "nearest+delta";
     case Predictor::NearestJacobi: return "nearest+J";
+    case Predictor::NearestLocalJacobi: return "nearest+localJ";
   }
   return "?";
 }
@@ -73,6 +74,35 @@ AffineMap fit_affine(const float* x_rows, const float* y_rows, int64_t n, int64_
   return m;
 }
 
+// The local first-order correction at stored anchor `s`: with ΔX, ΔY the offsets of its stored
+// neighbours from it at layers a and b (k x d each), ΔYᵀ (ΔX ΔXᵀ + λI)⁻¹ ΔX δ — the ridge
+// least-squares linear map from ΔX to ΔY applied to δ, in its k x k (kernel) form.
+void local_correction(const float* from_rows, const float* to_rows, int64_t d, int64_t s, const int64_t* neighbours,
+                      int64_t k, double ridge, const double* delta, double* out) {
+  std::vector<double> dx(static_cast<size_t>(k * d)), dy(static_cast<size_t>(k * d)), gram(static_cast<size_t>(k * k));
+  std::vector<double> alpha(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t n = neighbours[j];
+    for (int64_t i = 0; i < d; ++i) {
+      dx[static_cast<size_t>(j * d + i)] = static_cast<double>(from_rows[n * d + i]) - from_rows[s * d + i];
+      dy[static_cast<size_t>(j * d + i)] = static_cast<double>(to_rows[n * d + i]) - to_rows[s * d + i];
+    }
+  }
+  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, static_cast<blasint>(k), static_cast<blasint>(d), 1.0, dx.data(),
+              static_cast<blasint>(d), 0.0, gram.data(), static_cast<blasint>(k));
+  double trace = 0;
+  for (int64_t j = 0; j < k; ++j) trace += gram[static_cast<size_t>(j * k + j)];
+  const double lambda = std::max(ridge * trace / static_cast<double>(k), 1e-12);
+  for (int64_t j = 0; j < k; ++j) gram[static_cast<size_t>(j * k + j)] += lambda;
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(k), static_cast<blasint>(d), 1.0, dx.data(),
+              static_cast<blasint>(d), delta, 1, 0.0, alpha.data(), 1);
+  const lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', static_cast<lapack_int>(k), 1, gram.data(),
+                                        static_cast<lapack_int>(k), alpha.data(), 1);
+  if (info != 0) throw_error("analyze: fitting the local linear correction failed (LAPACK dposv info {})", info);
+  cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(d), 1.0, dy.data(),
+              static_cast<blasint>(d), alpha.data(), 1, 0.0, out, 1);
+}
+
 double norm(const double* v, int64_t d) {
   double s = 0;
   for (int64_t i = 0; i < d; ++i) s += v[i] * v[i];
@@ -109,9 +139,11 @@ struct TrueLogits {
   std::vector<int64_t> top1;
 };
 
+// `nearest`: each query's nearest stored row at layer `from`; `local`: each stored row's nearest
+// other stored rows there.
 Transition score_transition(const HiddenStates& states, const Split& split, int64_t from, int64_t to,
-                            const Neighbours& nearest, const OutputHead* head, const TrueLogits* truth,
-                            const GtcOptions& options) {
+                            const Neighbours& nearest, const Neighbours& local, const OutputHead* head,
+                            const TrueLogits* truth, const GtcOptions& options) {
   const int64_t d = states.n_embd;
   const float* stored_from = states.row(from, 0);
   const float* stored_to = states.row(to, 0);
@@ -159,6 +191,11 @@ Transition score_transition(const HiddenStates& states, const Split& split, int6
     map.apply_linear(delta.data(), correction.data());
     for (int64_t i = 0; i < d; ++i) {
       pred[static_cast<size_t>(Predictor::NearestJacobi)][static_cast<size_t>(i)] = hs_to[i] + correction[static_cast<size_t>(i)];
+    }
+    local_correction(stored_from, stored_to, d, s, local.index.data() + s * local.k, local.k, options.ridge, delta.data(),
+                     correction.data());
+    for (int64_t i = 0; i < d; ++i) {
+      pred[static_cast<size_t>(Predictor::NearestLocalJacobi)][static_cast<size_t>(i)] = hs_to[i] + correction[static_cast<size_t>(i)];
     }
 
     const double truth_norm = norm(truth_row.data(), d);
@@ -219,6 +256,7 @@ GtcReport measure_trajectory_cache(const HiddenStates& states, const OutputHead*
     throw_error("analyze: {} tokens split {} stored / {} queries; GTC needs at least 2 of each", states.n_tokens,
                 split.stored, split.queries);
   }
+  if (options.local_neighbours < 1) throw_error("analyze: the local J needs at least 1 neighbour, not {}", options.local_neighbours);
   if (head != nullptr && head->n_embd() != states.n_embd) {
     throw_error("analyze: the output head is {} wide, the hidden states {}", head->n_embd(), states.n_embd);
   }
@@ -244,13 +282,17 @@ GtcReport measure_trajectory_cache(const HiddenStates& states, const OutputHead*
   }
   for (int64_t a = 0; a < L; ++a) {
     const std::span<const float> layer = states.layer(a);
+    const std::span<const float> stored = layer.first(static_cast<size_t>(split.stored * d));
     const Neighbours nearest = nearest_neighbours(layer.subspan(static_cast<size_t>(split.stored * d)), split.queries,
-                                                  layer.first(static_cast<size_t>(split.stored * d)), split.stored, d, 1, false);
+                                                  stored, split.stored, d, 1, false);
+    const Neighbours local = nearest_neighbours(stored, split.stored, stored, split.stored, d,
+                                                std::min(options.local_neighbours, split.stored - 1), true);
     // The last block's step ends at the final state, so its logits are measured there too.
-    report.steps.push_back(score_transition(states, split, a, a + 1, nearest, a + 1 == L ? head : nullptr,
+    report.steps.push_back(score_transition(states, split, a, a + 1, nearest, local, a + 1 == L ? head : nullptr,
                                             a + 1 == L ? &truth : nullptr, options));
     if (head != nullptr) {
-      report.logits.push_back(a + 1 == L ? report.steps.back() : score_transition(states, split, a, L, nearest, head, &truth, options));
+      report.logits.push_back(a + 1 == L ? report.steps.back()
+                                         : score_transition(states, split, a, L, nearest, local, head, &truth, options));
     }
   }
   return report;

@@ -17,6 +17,10 @@
 //   nearest+J      h_b(stored) + J (h_a(query) − h_a(stored)), J the linear part of `linear` (one
 //                  Jacobian estimate per layer pair, fitted by ridge least squares on the library;
 //                  not the per-point Jacobian of the block, which the engine cannot differentiate)
+//   nearest+localJ the same with a local J: the linear map that best takes the stored anchor's
+//                  `local_neighbours` nearest stored neighbours' offsets in h_a to their offsets in
+//                  h_b (ridge, minimum norm: δ is projected on the span of those offsets) — the
+//                  first-order Taylor term at the anchor as far as the library can tell it
 // Steps: b = a + 1 for every block a (does one block's output follow?). Logits: b = L (the final
 // state) from every a, compared through the output head: top-1 agreement and KL(true ‖ pred).
 // Hit rates are oracle numbers (the truth decides a hit), an upper bound on what a runtime that
@@ -35,9 +39,10 @@ struct HParams;
 
 namespace okapi::compress {
 
-inline constexpr int kPredictors = 5;
-enum class Predictor { Skip, Linear, Nearest, NearestDelta, NearestJacobi };
-std::string_view predictor_name(Predictor p);  // "skip", "linear", "nearest", "nearest+delta", "nearest+J"
+inline constexpr int kPredictors = 6;
+enum class Predictor { Skip, Linear, Nearest, NearestDelta, NearestJacobi, NearestLocalJacobi };
+// "skip", "linear", "nearest", "nearest+delta", "nearest+J", "nearest+localJ"
+std::string_view predictor_name(Predictor p);
 
 struct PredictionScore {
   double hit_rate = 0;  // share of queries with relative error < tolerance
@@ -59,6 +64,7 @@ struct GtcOptions {
   double tolerance = 0.05;        // relative error of a hit
   double stored_fraction = 0.75;  // share of the tokens (first in text order) in the library
   double ridge = 1e-4;            // J's ridge, relative to the mean eigenvalue of the library's covariance
+  int64_t local_neighbours = 32;  // stored neighbours of the anchor the local J is fitted on
 };
 
 struct GtcReport {

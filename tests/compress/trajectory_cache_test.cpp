@@ -59,6 +59,8 @@ TEST(TrajectoryCache, AffineBlockIsPredictedExactlyByTheLinearCorrection) {
   EXPECT_LT(affine.score(Predictor::NearestJacobi).mean_relative_error, 1e-3);
   EXPECT_EQ(affine.score(Predictor::NearestJacobi).hit_rate, 1.0);
   EXPECT_LT(affine.score(Predictor::Linear).mean_relative_error, 1e-3);
+  // 32 neighbours span all 16 directions, so the local fit recovers A too.
+  EXPECT_LT(affine.score(Predictor::NearestLocalJacobi).mean_relative_error, 1e-3);
   // The stored state alone is off by A times the distance to the neighbour.
   EXPECT_GT(affine.score(Predictor::Nearest).mean_relative_error, 0.02);
   EXPECT_LT(affine.score(Predictor::Nearest).hit_rate, 0.5);
@@ -68,6 +70,7 @@ TEST(TrajectoryCache, AffineBlockIsPredictedExactlyByTheLinearCorrection) {
   EXPECT_LT(identity.score(Predictor::Skip).mean_relative_error, 1e-7);
   EXPECT_LT(identity.score(Predictor::NearestDelta).mean_relative_error, 1e-6);
   EXPECT_EQ(identity.score(Predictor::NearestJacobi).hit_rate, 1.0);
+  EXPECT_EQ(identity.score(Predictor::NearestLocalJacobi).hit_rate, 1.0);
   EXPECT_DOUBLE_EQ(r.lookup_flops, 2.0 * 300 * 16);
   EXPECT_DOUBLE_EQ(r.jacobi_flops, 2.0 * 16 * 16);
 }

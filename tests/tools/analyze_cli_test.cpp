@@ -113,7 +113,7 @@ TEST(AnalyzeCli, HiddenStatesJson) {
     EXPECT_EQ(steps[a]["to"], a + 1);
     EXPECT_EQ(logits[a]["to"], 5);
     EXPECT_EQ(logits[a]["blocks_skipped"], 5 - a);
-    for (const char* p : {"skip", "linear", "nearest", "nearest+delta", "nearest+J"}) {
+    for (const char* p : {"skip", "linear", "nearest", "nearest+delta", "nearest+J", "nearest+localJ"}) {
       const auto& sc = steps[a]["predictors"][p];
       EXPECT_GE(sc["hit_rate"].get<double>(), 0.0) << p;
       EXPECT_LE(sc["hit_rate"].get<double>(), 1.0) << p;
@@ -155,6 +155,8 @@ TEST(AnalyzeCli, HiddenStateErrors) {
   expect_error("-f " + story(), 2, "-f TEXT is read only by --intrinsic-dim and --gtc");
   expect_error("--tokens 100", 2, "--tokens applies to --intrinsic-dim and --gtc");
   expect_error("--intrinsic-dim -f " + story() + " --gtc-tolerance 0.1", 2, "apply to --gtc");
+  expect_error("--intrinsic-dim -f " + story() + " --gtc-neighbours 8", 2, "apply to --gtc");
+  expect_error("--gtc -f " + story() + " --gtc-neighbours 0", 2, "--gtc-neighbours");
   expect_error("--intrinsic-dim -f " + story() + " --filter attn_q", 2, "--filter selects weight matrices for --spectra");
   expect_error("--gtc -f " + story() + " --tokens 10", 2, "--tokens");
   expect_error("--gtc -f " + story() + " --gtc-tolerance 0", 2, "--gtc-tolerance");

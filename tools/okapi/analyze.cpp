@@ -121,7 +121,7 @@ void check_flag_combinations(const AnalyzeArgs& args) {
   if (!args.hidden_states() && !args.state_flags_given.empty()) {
     throw_usage_error("analyze: {} applies to --intrinsic-dim and --gtc; add one of them", args.state_flags_given.front());
   }
-  if (!args.gtc && args.gtc_flags_given) throw_usage_error("analyze: --gtc-tolerance and --gtc-stored apply to --gtc; add it");
+  if (!args.gtc && args.gtc_flags_given) throw_usage_error("analyze: --gtc-tolerance, --gtc-stored and --gtc-neighbours apply to --gtc; add it");
   if (!args.filter.empty() && !args.run_spectra()) {
     throw_usage_error("analyze: --filter selects weight matrices for --spectra; add --spectra or leave out --filter");
   }
@@ -185,7 +185,7 @@ void print_intrinsic_dims(const std::vector<compress::IntrinsicDimension>& dims,
 
 constexpr compress::Predictor kPredictorList[] = {compress::Predictor::Skip, compress::Predictor::Linear,
                                                   compress::Predictor::Nearest, compress::Predictor::NearestDelta,
-                                                  compress::Predictor::NearestJacobi};
+                                                  compress::Predictor::NearestJacobi, compress::Predictor::NearestLocalJacobi};
 
 // The share of one block's compute a query saves on average when every query pays the lookup and
 // J, and a hit of nearest+J skips the block (a miss runs it as well).
@@ -250,8 +250,8 @@ void print_gtc(const compress::GtcReport& r, double block_flops, bool json) {
               "whose nearest stored h(N) lies within the tolerance; net saving = nearest+J hit rate minus the lookup\n"
               "and J (%.3g flops) over the block (%.3g flops).\n\n",
               r.lookup_flops + r.jacobi_flops, block_flops);
-  std::printf("| block | coverage | skip            | linear          | nearest         | nearest+delta   | nearest+J       | net saving |\n");
-  std::printf("|-------|---------:|-----------------|-----------------|-----------------|-----------------|-----------------|-----------:|\n");
+  std::printf("| block | coverage | skip            | linear          | nearest         | nearest+delta   | nearest+J       | nearest+localJ  | net saving |\n");
+  std::printf("|-------|---------:|-----------------|-----------------|-----------------|-----------------|-----------------|-----------------|-----------:|\n");
   for (const compress::Transition& t : r.steps) {
     std::printf("| %5lld | %7.1f%% |", static_cast<long long>(t.from), 100 * t.coverage);
     for (const compress::Predictor p : kPredictorList) {
@@ -266,8 +266,8 @@ void print_gtc(const compress::GtcReport& r, double block_flops, bool json) {
   std::printf("\nLogits from h(N), blocks N..%lld skipped: top-1 agreement with the model (mean KL in nats) per predictor;\n"
               "skip is the logit lens.\n\n",
               static_cast<long long>(r.n_layer - 1));
-  std::printf("| from | skipped | skip            | linear          | nearest         | nearest+delta   | nearest+J       |\n");
-  std::printf("|------|--------:|-----------------|-----------------|-----------------|-----------------|-----------------|\n");
+  std::printf("| from | skipped | skip            | linear          | nearest         | nearest+delta   | nearest+J       | nearest+localJ  |\n");
+  std::printf("|------|--------:|-----------------|-----------------|-----------------|-----------------|-----------------|-----------------|\n");
   for (const compress::Transition& t : r.logits) {
     std::printf("| %4lld | %7lld |", static_cast<long long>(t.from), static_cast<long long>(r.n_layer - t.from));
     for (const compress::Predictor p : kPredictorList) std::printf(" %5.1f%% (%6.3f) |", 100 * t.score(p).top1, t.score(p).kl);
@@ -421,6 +421,10 @@ void register_analyze(CLI::App& app, VerbResult& result) {
                   "share of the tokens (the first, in text order) stored as trajectories; the rest are queries")
       ->capture_default_str()
       ->check(in_range(0.01, 0.99));
+  cmd->add_option("--gtc-neighbours", args->gtc_options.local_neighbours,
+                  "stored neighbours of the anchor that nearest+localJ's linear map is fitted on")
+      ->capture_default_str()
+      ->check(in_range(1, 65536));
   cmd->add_option("--svg", args->svg_dir,
                   "write plots into DIR: spectra-KIND.svg, effective-rank.svg; intrinsic-dimension.svg; gtc-hit-rate.svg, "
                   "gtc-logits.svg")
@@ -430,7 +434,8 @@ void register_analyze(CLI::App& app, VerbResult& result) {
     for (const char* flag : {"--tokens", "--ctx-size", "--threads"}) {
       if (cmd->count(flag) > 0) args->state_flags_given.emplace_back(flag);
     }
-    args->gtc_flags_given = cmd->count("--gtc-tolerance") > 0 || cmd->count("--gtc-stored") > 0;
+    args->gtc_flags_given =
+        cmd->count("--gtc-tolerance") > 0 || cmd->count("--gtc-stored") > 0 || cmd->count("--gtc-neighbours") > 0;
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });
