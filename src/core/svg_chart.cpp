@@ -78,10 +78,11 @@ std::string line_chart(const Chart& chart) {
   for (double x = std::ceil(x_min / xs) * xs; x <= x_max + 1e-9; x += xs) {
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
                        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:g}</text>\n",
-                       px(x), kTop, kTop + plot_h, kTop + plot_h + 16, x);
+                       px(x), kTop, kTop + plot_h, kTop + plot_h + 16, std::fabs(x) < 1e-9 * xs ? 0.0 : x);
   }
   for (double y = std::ceil(y_min / ys) * ys; y <= y_max + 1e-12; y += ys) {
-    const std::string label = chart.log_y ? fmt::format("1e{:g}", y) : fmt::format("{:.4g}", y);
+    const double shown = std::fabs(y) < 1e-9 * ys ? 0.0 : y;  // no "-0" where a tick lands on zero
+    const std::string label = chart.log_y ? fmt::format("1e{:g}", shown) : fmt::format("{:.4g}", shown);
     svg += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
                        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
                        kLeft, py(y), kLeft + plot_w, kLeft - 6, py(y) + 4, label);
