@@ -36,9 +36,12 @@ class InitFrom : public ::testing::Test {
     std::ofstream(text_) << story << "\n" << story << "\n" << story << "\n" << story;
     compressed_ = dir_ / "compressed.gguf";
     compress::CompressOptions options;
+    options.method = "svd";
     options.ratio = 0.3;
     compress::compress_model(gguf::File::open(kDense), compressed_, options);
   }
+  // A suite set-up that threw would otherwise only skip every test.
+  void SetUp() override { ASSERT_TRUE(fs::exists(compressed_)) << "the compressed model of the suite set-up is missing"; }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
   static TrainOptions options(const fs::path& model, const std::string& run) {
@@ -99,7 +102,7 @@ TEST_F(InitFrom, TheLoadedModelScoresAsTheEngineDoes) {
       for (const LowRankProjection& lr : c.low_rank) {
         EXPECT_EQ(lr.rank, file.tensor(lr.name + ".lr_in.weight").shape[1]) << lr.name;
       }
-      EXPECT_EQ(t.export_metadata().size(), 3u);  // okapi.compress.method, ratio, energy_kept
+      EXPECT_EQ(t.export_metadata().size(), 4u);  // okapi.compress.method, ranks, ratio, allocation_parameter
     } else {
       EXPECT_TRUE(c.low_rank.empty());
     }
@@ -161,13 +164,13 @@ TEST_F(InitFrom, AResumedFineTuningRunIsBitIdentical) {
   EXPECT_EQ(point.checkpoint.meta.step, 3);
   EXPECT_EQ(point.checkpoint.meta.config.low_rank.size(), 35u);
   EXPECT_EQ(point.checkpoint.meta.init_from, fs::absolute(compressed_).string());
-  EXPECT_EQ(point.checkpoint.meta.export_metadata.size(), 3u);
+  EXPECT_EQ(point.checkpoint.meta.export_metadata.size(), 4u);
   TrainOptions resume = o;
   resume.init_from.clear();
   resume.tokenizer.clear();
   resume.stop_after = 0;
   Trainer resumed(resume, &point.checkpoint);
-  EXPECT_EQ(resumed.export_metadata().size(), 3u);
+  EXPECT_EQ(resumed.export_metadata().size(), 4u);
   resumed.run();
   EXPECT_EQ(std::vector<float>(resumed.params().begin(), resumed.params().end()),
             std::vector<float>(straight.params().begin(), straight.params().end()));
