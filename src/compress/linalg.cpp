@@ -25,16 +25,18 @@ std::vector<double> to_doubles(std::span<const float> a, int64_t rows, int64_t c
 }
 }  // namespace
 
-void use_single_threaded_blas() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
+void use_blas_threads_for(int64_t elements) {
+  static const int all = openblas_get_num_threads();
+  static int current = -1;
+  const int wanted = elements >= (int64_t{1} << 20) ? all : 1;
+  if (wanted != current) {
+    openblas_set_num_threads(wanted);
+    current = wanted;
+  }
 }
 
 std::vector<double> singular_values(std::span<const float> a, int64_t rows, int64_t cols) {
-  use_single_threaded_blas();
+  use_blas_threads_for(rows * cols);
   std::vector<double> m = to_doubles(a, rows, cols, "singular values");
   std::vector<double> s(static_cast<size_t>(std::min(rows, cols)));
   // Values only (jobz 'N'). The row-major matrix is its transpose in column-major order, which has
@@ -47,7 +49,7 @@ std::vector<double> singular_values(std::span<const float> a, int64_t rows, int6
 }
 
 LowRankFactors truncated_svd(std::span<const float> a, int64_t rows, int64_t cols, int64_t rank) {
-  use_single_threaded_blas();
+  use_blas_threads_for(rows * cols);
   std::vector<double> m = to_doubles(a, rows, cols, "truncated SVD");
   const int64_t k = std::min(rows, cols);
   if (rank < 1 || rank > k) throw_error("truncated SVD: rank {} of a {} x {} matrix must be in [1, {}]", rank, rows, cols, k);
@@ -77,7 +79,7 @@ LowRankFactors truncated_svd(std::span<const float> a, int64_t rows, int64_t col
 }
 
 ThinSvd thin_svd(std::vector<double> a, int64_t rows, int64_t cols, bool vectors) {
-  use_single_threaded_blas();
+  use_blas_threads_for(rows * cols);
   if (rows <= 0 || cols <= 0 || static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) != a.size()) {
     throw_error("SVD: a {} x {} matrix needs {} values, got {}", rows, cols, rows * cols, a.size());
   }
@@ -103,7 +105,7 @@ ThinSvd thin_svd(std::vector<double> a, int64_t rows, int64_t cols, bool vectors
 }
 
 std::vector<double> cholesky_lower(std::vector<double> c, int64_t n, double damping, double* damping_used) {
-  use_single_threaded_blas();
+  use_blas_threads_for(n * n);
   if (n <= 0 || c.size() != static_cast<size_t>(n * n)) throw_error("Cholesky: a {} x {} matrix needs {} values", n, n, n * n);
   double mean_diag = 0;
   for (int64_t i = 0; i < n; ++i) mean_diag += c[static_cast<size_t>(i * n + i)];
@@ -122,7 +124,7 @@ std::vector<double> cholesky_lower(std::vector<double> c, int64_t n, double damp
 }
 
 void multiply_by_lower_inverse(std::span<const double> l, int64_t n, std::span<double> y, int64_t rows) {
-  use_single_threaded_blas();
+  use_blas_threads_for(rows * n);
   cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, static_cast<blasint>(rows),
               static_cast<blasint>(n), 1.0, l.data(), static_cast<blasint>(n), y.data(), static_cast<blasint>(n));
 }

@@ -7,10 +7,12 @@
 
 namespace okapi::compress {
 
-// OpenBLAS on one thread: the matrices here are small, and on a loaded machine its spinning
-// threads cost ten times the work (measured: 10 s instead of 1.3 s for a 5M model's SVDs).
-// Every entry point below calls it; calibration code using CBLAS directly calls it too.
-void use_single_threaded_blas();
+// OpenBLAS on one thread for small matrices: on a loaded machine its spinning threads cost ten
+// times the work (measured: 10 s instead of 1.3 s for a 5M model's SVDs); on every core for a
+// matrix of at least a million entries, where the threads pay. Every entry point below calls
+// it; code using CBLAS directly calls use_single_threaded_blas().
+void use_blas_threads_for(int64_t elements);
+inline void use_single_threaded_blas() { use_blas_threads_for(0); }
 
 // The singular values of the rows x cols row-major matrix `a`, descending (min(rows, cols) of
 // them). Throws okapi::Error for a bad shape, non-finite entries or a LAPACK failure.
