@@ -16,6 +16,7 @@ namespace okapi::model {
 class BitnetModel final : public DecoderModel {
  public:
   BitnetModel(gguf::File file, HParams hparams, Activation ffn_activation);
+  bool can_skip_layers() const override { return true; }  // forward_pre_norm honours it
 
  protected:
   void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,

@@ -228,6 +228,7 @@ void DecoderModel::forward_pre_norm(Ops& ops, kv::KvStore& kv, std::span<const i
 
   ops.get_rows(token_embd_, tokens, s.x.data());
   for (int64_t il = 0; il < hp.n_layer; ++il) {
+    if (skips_layer(il)) continue;
     const DecoderLayer& l = layers[static_cast<size_t>(il)];
     att.layer = il;
     attention_block(ops, kv, hp, l.attn, rope, att, positions, s);

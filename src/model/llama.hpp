@@ -17,6 +17,7 @@ struct LlamaOptions {
 class LlamaModel : public DecoderModel {
  public:
   LlamaModel(gguf::File file, HParams hparams, LlamaOptions options);
+  bool can_skip_layers() const override { return true; }  // forward_pre_norm honours it
 
  protected:
   void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,

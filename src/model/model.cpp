@@ -87,6 +87,21 @@ void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, 
   forward_batch(ops, kv, tokens, positions, rows, logits);
 }
 
+void Model::forward_skipping(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,
+                             std::span<const int32_t> positions, LogitRows rows, float* logits,
+                             std::span<const uint8_t> skip) const {
+  if (!can_skip_layers())
+    throw_error("layer skip: the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)", hparams_.arch);
+  if (static_cast<int64_t>(skip.size()) != hparams_.n_layer)
+    throw_error("layer skip: {} flags for a model of {} layers", skip.size(), hparams_.n_layer);
+  struct Reset {
+    std::span<const uint8_t>& skip;
+    ~Reset() { skip = {}; }
+  } reset{skip_};
+  skip_ = skip;
+  forward(ops, kv, tokens, positions, rows, logits);
+}
+
 int64_t output_row_count(LogitRows rows, int64_t n_tokens) { return rows == LogitRows::All ? n_tokens : 1; }
 
 const float* output_rows_begin(LogitRows rows, const float* x, int64_t n_tokens, int64_t n) {

@@ -41,6 +41,12 @@ class Model {
   // Throws okapi::Error when a position does not fit the store or a token id is out of range.
   void forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                LogitRows rows, float* logits) const;
+  // forward() with the layers whose flag in `skip` (one per layer) is set left out: the residual
+  // stream passes them unchanged and their KV cells are not written (layer-skip self-drafting).
+  // Throws okapi::Error for an architecture that cannot skip layers or a mask of the wrong length.
+  void forward_skipping(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                        LogitRows rows, float* logits, std::span<const uint8_t> skip) const;
+  virtual bool can_skip_layers() const { return false; }
 
  protected:
   Model(gguf::File file, HParams hparams);
@@ -56,6 +62,10 @@ class Model {
   void check_tensors() const;  // throws counting every problem, listing the first few
   // Records `w` (if present) as one the forward pass passes to Ops::matmul (see weights()).
   void uses_in_matmul(const Weight& w);
+  // The layers forward_skipping() leaves out for the call under way (empty: none).
+  bool skips_layer(int64_t layer) const {
+    return !skip_.empty() && skip_[static_cast<size_t>(layer)] != 0;
+  }
 
   gguf::File file_;
   HParams hparams_;
@@ -63,6 +73,7 @@ class Model {
  private:
   ProblemList problems_;
   std::vector<Weight> matmul_weights_;
+  mutable std::span<const uint8_t> skip_;  // set only during forward_skipping()
 };
 
 // The architecture registry: general.architecture -> factory.

@@ -28,6 +28,10 @@ double Timings::generation_tokens_per_second() const {
   return generation_seconds > 0 ? static_cast<double>(generated_tokens) / generation_seconds : 0.0;
 }
 
+double Timings::acceptance_rate() const {
+  return drafted_tokens > 0 ? static_cast<double>(accepted_tokens) / static_cast<double>(drafted_tokens) : 0.0;
+}
+
 std::vector<tokenizer::TokenId> Session::tokenize_prompt(std::string_view prompt) const {
   tokenizer::EncodeOptions options;
   options.add_special = true;
@@ -94,30 +98,84 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
     if (on_text) on_text(piece);
   };
   const double decode_start = now_seconds();
-  int64_t position = n_prompt;
   result.stop = StopReason::TokenLimit;
-  while (options.n_predict < 0 || static_cast<int64_t>(result.tokens.size()) < options.n_predict) {
-    if (interrupt_requested()) {
-      result.stop = StopReason::Interrupted;
-      break;
-    }
-    const tokenizer::TokenId next = sampler.sample(logits);
+  std::vector<tokenizer::TokenId> context(prompt.begin(), prompt.end());
+  const auto generated = [&] { return static_cast<int64_t>(result.tokens.size()); };
+  // Records a chosen token; false when generation ends with it (plain decoding's checks, in order).
+  const auto take = [&](tokenizer::TokenId next) {
     sampler.accept(next);
     result.tokens.push_back(next);
     if (!options.ignore_eos && is_end_of_generation(next)) {
       result.stop = StopReason::EndOfGeneration;
-      break;
+      return false;
     }
     emit(decoder.push(next));
-    if (options.n_predict >= 0 && static_cast<int64_t>(result.tokens.size()) >= options.n_predict) break;
-    if (position >= n_ctx) {
+    context.push_back(next);
+    if (options.n_predict >= 0 && generated() >= options.n_predict) return false;
+    if (n_prompt + generated() - 1 >= n_ctx) {  // the position the token would be run at
       result.stop = StopReason::ContextFull;
-      break;
+      return false;
     }
-    const int32_t pos = static_cast<int32_t>(position);
-    model.forward(engine_.ops(), kv_, std::span<const int32_t>(&next, 1), std::span<const int32_t>(&pos, 1),
-                  model::LogitRows::Last, logits.data());
-    ++position;
+    return true;
+  };
+  if (options.drafter) options.drafter->reset();
+  if (options.n_predict != 0 && interrupt_requested()) result.stop = StopReason::Interrupted;
+  if (options.n_predict != 0 && result.stop != StopReason::Interrupted && take(sampler.sample(logits))) {
+    DraftLength length(options.draft_max, options.draft_min);
+    std::vector<tokenizer::TokenId> batch;
+    std::vector<float> rows;
+    while (true) {
+      if (interrupt_requested()) {
+        result.stop = StopReason::Interrupted;
+        break;
+      }
+      // The last chosen token runs at `position`; drafts follow it, inside the context and the limit.
+      const int64_t position = n_prompt + generated() - 1;
+      std::vector<DraftToken> drafts;
+      double draft_seconds = 0;
+      if (options.drafter) {
+        int64_t room = n_ctx - 1 - position;
+        if (options.n_predict >= 0) room = std::min(room, options.n_predict - generated() - 1);
+        const int k = length.next(static_cast<int>(std::clamp<int64_t>(room, 0, options.draft_max)));
+        if (k > 0) {
+          const double t0 = now_seconds();
+          drafts = options.drafter->draft(context, k, sampler);
+          draft_seconds = now_seconds() - t0;
+          if (static_cast<int>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+          if (static_cast<int>(drafts.size()) < options.draft_min) drafts.clear();
+        }
+      }
+      batch.assign(1, context.back());
+      for (const auto& d : drafts) batch.push_back(d.id);
+      positions.resize(batch.size());
+      std::iota(positions.begin(), positions.end(), static_cast<int32_t>(position));
+      rows.resize(batch.size() * static_cast<size_t>(n_vocab));
+      const double t0 = now_seconds();
+      model.forward(engine_.ops(), kv_, batch, positions, drafts.empty() ? model::LogitRows::Last : model::LogitRows::All,
+                    rows.data());
+      const double target_seconds = now_seconds() - t0;
+      ++result.timings.decode_passes;
+      const auto row = [&](size_t i) {
+        return std::span<const float>(rows.data() + i * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab));
+      };
+      bool going = true;
+      size_t accepted = 0;
+      for (size_t i = 0; i < drafts.size() && going; ++i) {
+        const Verdict verdict = verify_draft(sampler.distribution(row(i)), drafts[i], sampler);
+        going = take(verdict.token);
+        if (!verdict.accepted) break;
+        ++accepted;
+      }
+      // Every draft passed: the target's own next token comes free from the last row.
+      if (going && accepted == drafts.size()) going = take(sampler.sample(row(drafts.size())));
+      length.record(static_cast<int>(drafts.size()), static_cast<int>(accepted), draft_seconds, target_seconds);
+      result.timings.drafted_tokens += static_cast<int64_t>(drafts.size());
+      result.timings.accepted_tokens += static_cast<int64_t>(accepted);
+      result.timings.draft_seconds += draft_seconds;
+      // Rejected drafts' cells are forgotten; the newest token has not been run yet.
+      kv_.truncate(n_prompt + generated() - 1);
+      if (!going) break;
+    }
   }
   emit(decoder.flush());
   result.timings.generation_seconds = now_seconds() - decode_start;

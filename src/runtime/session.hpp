@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/engine.hpp"
+#include "runtime/speculative.hpp"
 #include "sample/sampler.hpp"
 
 namespace okapi::runtime {
@@ -22,6 +23,12 @@ struct GenerateOptions {
   // batch shows a progress bar on a terminal meanwhile; `okapi run` echoes the prompt here, so the
   // bar has its line to itself.
   std::function<void()> after_prefill;
+  // Speculative decoding (runtime/speculative.hpp): drafts from `drafter`, at most draft_max a
+  // round (fewer as DraftLength finds pays), none when it offers fewer than draft_min. Null: plain
+  // decoding. Greedy output is byte-identical either way; sampled output has the same distribution.
+  Drafter* drafter = nullptr;
+  int draft_max = 16;
+  int draft_min = 0;
 };
 
 enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted };
@@ -33,6 +40,11 @@ struct Timings {
   double prompt_seconds = 0;
   int64_t generated_tokens = 0;  // sampled tokens (including a final end-of-generation token)
   double generation_seconds = 0;  // sampling + decoding of the generated tokens
+  int64_t decode_passes = 0;      // target forward passes while decoding (one per token without drafts)
+  int64_t drafted_tokens = 0;     // speculative decoding: tokens proposed by the drafter
+  int64_t accepted_tokens = 0;    // ... and kept
+  double draft_seconds = 0;       // ... and the time spent drafting (inside generation_seconds)
+  double acceptance_rate() const;  // accepted / drafted (0 without drafts)
   double prompt_tokens_per_second() const;
   double generation_tokens_per_second() const;
 };

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "core/error.hpp"
 
 namespace okapi::sample {
@@ -58,6 +60,41 @@ TokenId Sampler::sample(std::span<const float> logits) {
   temperature(c, config_.temperature);
   return c.items[draw(c, rng_)].id;
 }
+
+Candidates Sampler::distribution(std::span<const float> logits) const {
+  if (logits.empty()) throw_error("sampler: empty logits row");
+  Candidates c = Candidates::from_logits(logits);
+  penalties_.apply(c);
+  if (config_.greedy()) {
+    const Candidate best = c.items[argmax_index(c)];
+    c.items.assign(1, Candidate{best.id, best.logit, 1.0f});
+    c.sorted = true;
+    return c;
+  }
+  const auto min_keep = static_cast<size_t>(config_.min_keep);
+  top_k(c, config_.top_k);
+  typical(c, config_.typical_p, min_keep);
+  top_p(c, config_.top_p, min_keep);
+  min_p(c, config_.min_p, min_keep);
+  temperature(c, config_.temperature);
+  softmax(c);
+  return c;
+}
+
+TokenId Sampler::draw_from(const Candidates& dist) {
+  if (dist.items.empty()) throw_error("sampler: no candidates left to sample from");
+  std::vector<double> weights(dist.items.size());
+  for (size_t i = 0; i < dist.items.size(); ++i) weights[i] = dist.items[i].p;
+  std::discrete_distribution<int> pick(weights.begin(), weights.end());
+  return dist.items[static_cast<size_t>(pick(rng_))].id;
+}
+
+void Sampler::reseed(uint32_t seed) {
+  seed_ = seed;
+  rng_.seed(seed);
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
 void Sampler::accept(TokenId token) { penalties_.accept(token); }
 

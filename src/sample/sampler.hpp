@@ -55,6 +55,17 @@ class Sampler {
   // Forgets accepted tokens and restarts the RNG from the seed.
   void reset();
 
+  // The distribution sample() draws from: the candidates left after the whole chain (penalties,
+  // truncations, temperature) with their probabilities p, sorted by descending logit; greedy: the
+  // argmax alone with p = 1. Speculative decoding verifies drafts against it.
+  Candidates distribution(std::span<const float> logits) const;
+  // One draw from a distribution() (or any candidate list with p set), as sample() draws.
+  TokenId draw_from(const Candidates& dist);
+  // Restarts the RNG from `seed` (the penalty window stays): a copy of a sampler with its own stream.
+  void reseed(uint32_t seed);
+  // A uniform number in [0, 1) from the sampler's RNG stream (speculative acceptance tests).
+  double uniform();
+
   const SamplerConfig& config() const { return config_; }
   uint32_t seed() const { return seed_; }  // the seed in use (drawn when config.seed is random)
 

@@ -20,6 +20,7 @@ constexpr std::string_view kVersion = "okapi 0.1.0";
 std::string llama_style_flag(const std::string& arg) {
   if (arg == "-ctk") return "--cache-type-k";
   if (arg == "-ctv") return "--cache-type-v";
+  if (arg == "-md") return "--draft-model";
   return arg;
 }
 

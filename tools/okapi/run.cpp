@@ -1,5 +1,6 @@
 // okapi run [-m MODEL] (-p PROMPT | -f FILE) [-n N] [-c CTX] [-t T] [-b BATCH] [sampling flags] [-ctk/-ctv]
 //           [--json] [--no-display-prompt] [--exact [--exact-attention ntt|direct]]
+//           [--lookup N | --draft-model FILE | --draft-skip LIST] [--draft-max N] [--draft-min N] [--draft-p-min P]
 // Generates text, streaming it to stdout as it is produced (prompt first, as llama-cli does);
 // timings go to stderr. Without -m, the repository's stories260K model; without -p, "Once upon a
 // time". Ctrl-C stops the generation, prints the timings so far and exits with code 130.
@@ -15,6 +16,7 @@
 #include "core/json_output.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/default_model.hpp"
+#include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/session.hpp"
 #include "exact_flags.hpp"
@@ -40,15 +42,55 @@ struct RunArgs {
   bool json = false;
   bool no_display_prompt = false;
   bool ignore_eos = false;
+  // Speculative decoding: one drafter at most.
+  int lookup = 0;
+  std::string draft_model;
+  std::string draft_skip;
+  int draft_max = 16;
+  int draft_min = 0;
+  float draft_p_min = 0.75f;
 };
 
-void print_timings(const runtime::Timings& t, runtime::StopReason stop) {
+void print_timings(const runtime::Timings& t, runtime::StopReason stop, std::string_view drafter) {
   std::fprintf(stderr,
                "\nokapi: load %.2f ms | prompt %lld tokens in %.2f ms, %.1f tok/s | generation %lld tokens in "
                "%.2f ms, %.1f tok/s | stop: %s\n",
                t.load_seconds * 1e3, static_cast<long long>(t.prompt_tokens), t.prompt_seconds * 1e3,
                t.prompt_tokens_per_second(), static_cast<long long>(t.generated_tokens), t.generation_seconds * 1e3,
                t.generation_tokens_per_second(), std::string(runtime::to_string(stop)).c_str());
+  if (drafter.empty()) return;
+  std::fprintf(stderr,
+               "okapi: speculative (%.*s): %lld drafted, %lld accepted (%.1f%%), %lld target passes for %lld tokens "
+               "(%.2f tokens a pass), drafting %.2f ms\n",
+               static_cast<int>(drafter.size()), drafter.data(), static_cast<long long>(t.drafted_tokens),
+               static_cast<long long>(t.accepted_tokens), 100.0 * t.acceptance_rate(),
+               static_cast<long long>(t.decode_passes), static_cast<long long>(t.generated_tokens),
+               t.decode_passes > 0 ? static_cast<double>(t.generated_tokens) / static_cast<double>(t.decode_passes) : 0.0,
+               t.draft_seconds * 1e3);
+}
+
+// The drafter the flags ask for (null: none), with the draft model's engine in `draft_engine`.
+std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Engine& target, int64_t n_ctx,
+                                               std::unique_ptr<runtime::Engine>& draft_engine, uint32_t seed) {
+  runtime::ModelDrafterOptions options;
+  options.p_min = args.draft_p_min;
+  options.seed = seed ^ 0x9e3779b9u;
+  if (args.lookup > 0) return std::make_unique<runtime::LookupDrafter>(args.lookup);
+  if (!args.draft_model.empty()) {
+    draft_engine = runtime::Engine::load(args.draft_model, args.engine);
+    runtime::check_draft_vocabulary(target, *draft_engine);
+    auto kv = draft_engine->make_kv(n_ctx, {.batch = 512});
+    return std::make_unique<runtime::ModelDrafter>(*draft_engine, std::move(kv), "draft model", options);
+  }
+  if (!args.draft_skip.empty()) {
+    options.skip_layers = runtime::parse_layer_list(args.draft_skip, target.hparams().n_layer);
+    if (!target.model().can_skip_layers())
+      throw_error("--draft-skip: the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)",
+                  target.hparams().arch);
+    auto kv = target.make_kv(n_ctx, {.batch = 512});
+    return std::make_unique<runtime::ModelDrafter>(target, std::move(kv), "layer skip " + args.draft_skip, options);
+  }
+  return nullptr;
 }
 
 int run(RunArgs args) {
@@ -61,11 +103,16 @@ int run(RunArgs args) {
   runtime::Session session(*engine, *kv);
   const auto prompt = session.tokenize_prompt(args.prompt);
   sample::Sampler sampler(args.sampling);
+  std::unique_ptr<runtime::Engine> draft_engine;
+  const auto drafter = make_drafter(args, *engine, kv->n_ctx(), draft_engine, sampler.seed());
   runtime::install_interrupt_handler();
   runtime::GenerateOptions options;
   options.n_predict = args.n_predict;
   options.batch_size = args.batch_size;
   options.ignore_eos = args.ignore_eos;
+  options.drafter = drafter.get();
+  options.draft_max = args.draft_max;
+  options.draft_min = args.draft_min;
   options.after_prefill = [&] {
     if (args.json || args.no_display_prompt) return;
     std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
@@ -99,10 +146,18 @@ int run(RunArgs args) {
     json["generated_tokens"] = t.generated_tokens;
     json["generation_ms"] = t.generation_seconds * 1e3;
     json["generation_tokens_per_second"] = t.generation_tokens_per_second();
+    json["decode_passes"] = t.decode_passes;
+    if (drafter) {
+      json["drafter"] = drafter->name();
+      json["n_drafted"] = t.drafted_tokens;
+      json["n_accepted"] = t.accepted_tokens;
+      json["acceptance_rate"] = t.acceptance_rate();
+      json["draft_ms"] = t.draft_seconds * 1e3;
+    }
     std::printf("%s\n", dump_json(std::move(json)).c_str());
   }
   std::fflush(stdout);
-  print_timings(t, result.stop);
+  print_timings(t, result.stop, drafter ? drafter->name() : std::string_view());
   return result.stop == runtime::StopReason::Interrupted ? kInterruptedExitCode : 0;
 }
 
@@ -145,8 +200,35 @@ void register_run(CLI::App& app, VerbResult& result) {
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
+  auto* lookup = cmd->add_option("--lookup", args->lookup,
+                                  "speculative decoding with prompt lookup: draft what followed the longest earlier "
+                                  "match of the last N tokens")
+                      ->check(in_range(1, 64));
+  auto* draft_model = cmd->add_option("--draft-model", args->draft_model,
+                                      "speculative decoding with a draft model of the same vocabulary (also -md; a smaller model, "
+                                      "or one made by okapi compress)")
+                          ->check(non_empty());
+  auto* draft_skip = cmd->add_option("--draft-skip", args->draft_skip,
+                                     "speculative decoding drafting with the model itself, these layers left out "
+                                     "(0-based, e.g. 2,4-6)")
+                         ->check(non_empty());
+  lookup->excludes(draft_model)->excludes(draft_skip);
+  draft_model->excludes(lookup)->excludes(draft_skip);
+  draft_skip->excludes(lookup)->excludes(draft_model);
+  cmd->add_option("--draft-max,--draft", args->draft_max, "most tokens drafted a round")
+      ->capture_default_str()
+      ->check(in_range(1, 256));
+  cmd->add_option("--draft-min", args->draft_min, "fewest drafted tokens worth verifying (fewer: decode plainly)")
+      ->capture_default_str()
+      ->check(in_range(0, 256));
+  cmd->add_option("--draft-p-min", args->draft_p_min,
+                  "a model drafter stops when its pick's probability is below this")
+      ->capture_default_str()
+      ->check(in_range(0, 1));
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
+    if (args->draft_min > args->draft_max)
+      throw_usage_error("--draft-min {} is more than --draft-max {}", args->draft_min, args->draft_max);
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });

@@ -1,0 +1,70 @@
+// The drafters of speculative decoding (runtime/speculative.hpp):
+// - LookupDrafter (--lookup N): prompt lookup. The longest suffix of the context, N tokens down to
+//   one, that occurred before: the tokens that followed its latest earlier occurrence (prob 1).
+// - ModelDrafter: a model run autoregressively on its own KV cache, sampling each draft from its
+//   own copy of the target's sampler chain (so q is a real distribution). It serves a separate
+//   draft model with the target's vocabulary (--draft-model, including one made by `okapi
+//   compress` from the target: seed 003's compressed self-drafter) and layer-skip self-drafting
+//   (--draft-skip: the target itself with some layers left out).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kv/kv_store.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/speculative.hpp"
+
+namespace okapi::runtime {
+
+class LookupDrafter final : public Drafter {
+ public:
+  // max_ngram >= 1: the longest suffix matched.
+  explicit LookupDrafter(int max_ngram);
+  std::string_view name() const override { return "lookup"; }
+  std::vector<DraftToken> draft(std::span<const TokenId> context, int max, const sample::Sampler& target) override;
+
+ private:
+  int max_ngram_;
+};
+
+struct ModelDrafterOptions {
+  float p_min = 0.75f;  // stop drafting when the drafted token's probability (temperature 1) is below
+  // Layers left out of the forward pass (layer-skip self-drafting); empty: none.
+  std::vector<uint8_t> skip_layers;
+  uint32_t seed = 0;  // of the drafter's own RNG
+};
+
+class ModelDrafter final : public Drafter {
+ public:
+  // Drafts with `engine`'s model on `kv` (a cache of its own, as large as the target's context).
+  // The model must share the target's vocabulary: check_draft_vocabulary() first.
+  ModelDrafter(Engine& engine, std::unique_ptr<kv::KvStore> kv, std::string name, ModelDrafterOptions options);
+  std::string_view name() const override { return name_; }
+  std::vector<DraftToken> draft(std::span<const TokenId> context, int max, const sample::Sampler& target) override;
+  void reset() override;
+
+ private:
+  // Brings the cache to `context` (keeping the common prefix) and leaves the next token's logits.
+  void catch_up(std::span<const TokenId> context);
+  void forward(std::span<const TokenId> tokens, int64_t first_position);
+  Engine& engine_;
+  std::unique_ptr<kv::KvStore> kv_;
+  std::string name_;
+  ModelDrafterOptions options_;
+  std::vector<TokenId> cached_;  // the tokens whose K/V the cache holds, in order
+  std::vector<float> logits_;
+  std::mt19937 rng_;
+};
+
+// Throws okapi::Error naming both files when a draft model cannot draft for the target: another
+// vocabulary size, other token texts or special tokens (the same id must mean the same token).
+void check_draft_vocabulary(const Engine& target, const Engine& draft);
+
+// --draft-skip LIST: "1,3,5-7" (0-based layer numbers, ranges inclusive) -> one flag per layer.
+// Throws okapi::Error for a malformed list, a layer outside [0, n_layer), or all layers skipped.
+std::vector<uint8_t> parse_layer_list(const std::string& list, int64_t n_layer);
+
+}  // namespace okapi::runtime
