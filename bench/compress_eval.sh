@@ -15,6 +15,7 @@
 #   okapi-ts5M-hd128   bench/kv_eval.sh's recipe (width 256, 2 heads of 128)
 #   okapi-ts6M         trained here by the recipe below when missing (width 256, FFN 1024, 4 heads
 #                      of 64 without GQA: 6.4M parameters; about 20 min on 2 cores)
+#   okapi-ts10M        bench/speculative_eval.sh's target (width 384, 9.6M parameters), when present
 # Calibration: the first 400,000 bytes of ../shared/models/zoo/bitnet3M-generated-stories.txt
 # (--calib-tokens 8192). Evaluation: perplexity at --ctx on the last 200,000 bytes of
 # ../shared/text/tinystories-valid-head.txt, held out from every model's training.
@@ -77,8 +78,9 @@ declare -A model_file=(
   [okapi-ts5M-hd64]="$zoo/okapi-ts5M-hd64.gguf"
   [okapi-ts5M-hd128]="$models/okapi-ts5M-hd128.gguf"
   [okapi-ts6M]="$models/okapi-ts6M.gguf"
+  [okapi-ts10M]="$models/okapi-ts10M.gguf"
 )
-order=(stories260K bitnet-3M okapi-ts5M-hd64 okapi-ts5M-hd128 okapi-ts6M)
+order=(stories260K bitnet-3M okapi-ts5M-hd64 okapi-ts5M-hd128 okapi-ts6M okapi-ts10M)
 [[ -f "${model_file[okapi-ts5M-hd128]}" ]] ||
   echo "compress_eval.sh: ${model_file[okapi-ts5M-hd128]} is missing: bench/kv_eval.sh trains it" >&2
 

@@ -8,11 +8,11 @@
 # Models (made in --models, default $TMPDIR/okapi-bench-models, never in the repo), trained here
 # on the zoo's data and tokenizer when missing:
 #   okapi-ts10M   the target: width 384, FFN 1024, 6 layers, 6 heads of 64 sharing 2 KV heads,
-#                 9.8M parameters, 39 MB of F32 weights (more than the 32 MiB L3): decode is bound
+#                 9.6M parameters, 38.6 MB of F32 weights (more than the 32 MiB L3): decode is bound
 #                 by memory. About 35 minutes on 2 cores.
-#   okapi-ts600K  the drafter, 1/16 of it: width 128, FFN 384, 3 layers, 2 heads of 64, same data.
+#   okapi-ts500K  the drafter, 1/18 of it: width 128, FFN 384, 2 layers, 2 heads of 64, same data.
 #   okapi-ts10M-lr  the target compressed by `okapi compress` (seed 003's compressed self-drafter).
-# Drafters: --draft-model okapi-ts600K, the compressed self-drafter, --draft-skip (the middle
+# Drafters: --draft-model okapi-ts500K, the compressed self-drafter, --draft-skip (the middle
 # layers), --lookup 3. Prompts: story openings from the held-out tail of tinystories-valid-head
 # (generate), and "continue" prompts that hold a whole held-out story followed by its first
 # sentence again (copy). Each configuration runs interleaved with plain decoding, 2 threads.
@@ -44,9 +44,9 @@ train() {  # name dim hidden layers heads kv_heads steps
     --warmup 100 --lr-min 1e-4 --seed 21 -t 2 --out "$models/$1.run" --export "$models/$1.gguf" --log-every 100 >&2
 }
 train okapi-ts10M 384 1024 6 6 2 1000
-train okapi-ts600K 128 384 3 2 1 1000
+train okapi-ts500K 128 384 2 2 1 1000
 target="$models/okapi-ts10M.gguf"
-draft="$models/okapi-ts600K.gguf"
+draft="$models/okapi-ts500K.gguf"
 compressed="$models/okapi-ts10M-lr.gguf"
 [[ -f "$compressed" ]] || "$okapi" compress -m "$target" -o "$compressed" --method best --ratio 0.6 \
   --calib "$zoo/bitnet3M-generated-stories.txt" --calib-tokens 8192 -t 2 >&2

@@ -61,7 +61,10 @@ class KvStore {
   virtual void finish_values(int64_t layer, int64_t kv_head, float* acc, int n) const {
     (void)layer, (void)kv_head, (void)acc, (void)n;
   }
-  // Forgets everything from `position` on (a new prompt, or a rejected draft).
+  // Forgets everything from `position` on (a new prompt, or rejected drafts). Attention reads only
+  // cells below each query's position and appending overwrites a cell whole, so a store whose
+  // cells are independent (the default) has nothing to do; one that keeps state past its cells
+  // (the exact store's written extent) resets it.
   virtual void truncate(int64_t position) { (void)position; }
 
  protected:

@@ -137,6 +137,16 @@ double now_seconds() {
 
 std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, const EngineOptions& options) {
   if (options.threads < 1) throw_error("-t must be at least 1, got {}", options.threads);
+  return load_on(model_path, options, std::make_shared<ThreadPool>(options.threads));
+}
+
+std::unique_ptr<Engine> Engine::load_sharing_threads(const std::filesystem::path& model_path,
+                                                     const EngineOptions& options, const Engine& pool_owner) {
+  return load_on(model_path, options, pool_owner.pool_);
+}
+
+std::unique_ptr<Engine> Engine::load_on(const std::filesystem::path& model_path, const EngineOptions& options,
+                                        std::shared_ptr<ThreadPool> pool) {
   // Validate the cache types before the (possibly long) load.
   if (options.exact) {
     (void)exact_scores(options.exact_attention);
@@ -151,7 +161,7 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
     gguf::File file = gguf::open_model(model_path);
     std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
     tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
-    std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, 0.0));
+    std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, pool));
     // The copies the backend is about to make (exact mode's int16 weights) must fit.
     check_memory(*engine->model_, options, engine->threads(), 1, {.batch = 1}, /*weights_loaded=*/false);
     engine->ops_->prepare(engine->model_->weights());
@@ -161,14 +171,14 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
 }
 
 Engine::Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, tokenizer::Tokenizer tokenizer,
-               const EngineOptions& options, double load_seconds)
+               const EngineOptions& options, std::shared_ptr<ThreadPool> pool)
     : path_(std::move(path)),
       model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       options_(options),
-      pool_(options.threads),
-      ops_(make_backend(options, &pool_)),
-      load_seconds_(load_seconds) {}
+      pool_(std::move(pool)),
+      ops_(make_backend(options, pool_.get())),
+      load_seconds_(0.0) {}
 
 uint64_t Engine::file_bytes() const { return model_->file().bytes().size(); }
 

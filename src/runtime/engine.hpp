@@ -70,13 +70,17 @@ class Engine {
   // repacks them, ExactOps encodes them to int16). Throws okapi::Error (missing file, bad GGUF,
   // unknown architecture, threads < 1, unknown cache type, unknown exact_attention).
   static std::unique_ptr<Engine> load(const std::filesystem::path& model_path, const EngineOptions& options);
+  // The same, running on `pool_owner`'s thread pool (a draft model beside its target: the two run
+  // in turn, and a second pool's idle workers would spin against the first's).
+  static std::unique_ptr<Engine> load_sharing_threads(const std::filesystem::path& model_path,
+                                                      const EngineOptions& options, const Engine& pool_owner);
 
   const model::Model& model() const { return *model_; }
   const model::HParams& hparams() const { return model_->hparams(); }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   model::Ops& ops() { return *ops_; }  // ExactOps in exact mode, CpuOps otherwise
   bool exact() const { return options_.exact; }
-  int threads() const { return pool_.size(); }
+  int threads() const { return pool_->size(); }
   double load_seconds() const { return load_seconds_; }
   const std::filesystem::path& path() const { return path_; }
   uint64_t file_bytes() const;
@@ -90,12 +94,14 @@ class Engine {
 
  private:
   Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, tokenizer::Tokenizer tokenizer,
-         const EngineOptions& options, double load_seconds);
+         const EngineOptions& options, std::shared_ptr<ThreadPool> pool);
+  static std::unique_ptr<Engine> load_on(const std::filesystem::path& model_path, const EngineOptions& options,
+                                         std::shared_ptr<ThreadPool> pool);
   std::filesystem::path path_;
   std::unique_ptr<model::Model> model_;
   tokenizer::Tokenizer tokenizer_;
   EngineOptions options_;
-  ThreadPool pool_;
+  std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<model::Ops> ops_;  // after model_: destroyed first (it holds copies of its weights)
   double load_seconds_;
   bool warned_context_ = false;

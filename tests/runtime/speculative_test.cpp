@@ -82,7 +82,7 @@ Rig make_rig(Kind kind, bool exact, const std::string& cache = "f32") {
     case Kind::None: break;
     case Kind::Lookup: s.drafter = std::make_unique<LookupDrafter>(3); break;
     case Kind::DraftModel:
-      s.draft_engine = Engine::load(compressed_model(), options);
+      s.draft_engine = Engine::load_sharing_threads(compressed_model(), options, *s.target);
       check_draft_vocabulary(*s.target, *s.draft_engine);
       s.drafter = std::make_unique<ModelDrafter>(*s.draft_engine, s.draft_engine->make_kv(256), "draft", drafting);
       break;

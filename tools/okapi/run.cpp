@@ -77,7 +77,7 @@ std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Eng
   options.seed = seed ^ 0x9e3779b9u;
   if (args.lookup > 0) return std::make_unique<runtime::LookupDrafter>(args.lookup);
   if (!args.draft_model.empty()) {
-    draft_engine = runtime::Engine::load(args.draft_model, args.engine);
+    draft_engine = runtime::Engine::load_sharing_threads(args.draft_model, args.engine, target);
     runtime::check_draft_vocabulary(target, *draft_engine);
     auto kv = draft_engine->make_kv(n_ctx, {.batch = 512});
     return std::make_unique<runtime::ModelDrafter>(*draft_engine, std::move(kv), "draft model", options);
