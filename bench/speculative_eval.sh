@@ -101,7 +101,7 @@ for task in generate copy; do
       awk -v task="$task" -v temp="$temp" -v name="$name" -v n="$n_prompts" -v p="$plain_sum" -v s="$spec_sum" \
         -v d="$drafted" -v a="$accepted" -v same="$same" 'BEGIN {
           printf "| %s | %s | %s | %.1f | %.1f | %.2fx | %d | %d | %.1f%% | %s |\n", task, temp, name, n / p, n / s,
-            p / s, d, a, d > 0 ? 100 * a / d : 0, same }'
+            p / s, d, a, (d > 0 ? 100 * a / d : 0), same }'
     done
   done
 done
