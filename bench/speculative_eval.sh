@@ -12,7 +12,7 @@
 #                 by memory. About 35 minutes on 2 cores.
 #   okapi-ts500K  the drafter, 1/18 of it: width 128, FFN 384, 2 layers, 2 heads of 64, same data.
 #   okapi-ts10M-lr  the target compressed by `okapi compress` (seed 003's compressed self-drafter).
-# Drafters: --draft-model okapi-ts500K, the compressed self-drafter, --draft-skip (the middle
+# Drafters: --draft-model okapi-ts500K (--draft-p-min 0.75, llama.cpp's default, and 0), the compressed self-drafter, --draft-skip (the middle
 # layers), --lookup 3. Prompts: story openings from the held-out tail of tinystories-valid-head
 # (generate), and "continue" prompts that hold a whole held-out story followed by its first
 # sentence again (copy). Each configuration runs interleaved with plain decoding, 2 threads.
@@ -62,7 +62,7 @@ stories = [s.strip() for s in re.split(r"\n(?=Once upon a time)", text)[1:] if l
 for i, s in enumerate(stories[:n]):
     words = s.split()
     (out / f"generate-{i}.txt").write_text(" ".join(words[:8]))
-    story = " ".join(words[:160])
+    story = " ".join(words[:100])
     first = " ".join(words[:12])
     (out / f"copy-{i}.txt").write_text(f"{story}\n\nThe same story again:\n{first}")
 EOF
@@ -70,12 +70,13 @@ EOF
 run() {  # task prompt_file temp drafter_flags... -> "tok/s drafted accepted passes md5"
   local task="$1" file="$2" temp="$3"
   shift 3
-  "$okapi" run -m "$target" -f "$file" -n "$n_predict" --temp "$temp" -s 7 -t 2 -c 1024 --ignore-eos --json "$@" 2>/dev/null |
+  "$okapi" run -m "$target" -f "$file" -n "$n_predict" --temp "$temp" -s 7 -t 2 -c 512 --ignore-eos --json "$@" 2>/dev/null |
     python3 -c 'import json,sys,hashlib; d=json.load(sys.stdin); print(d["generation_tokens_per_second"], d.get("n_drafted",0), d.get("n_accepted",0), d["decode_passes"], hashlib.md5(d["text"].encode()).hexdigest()[:10])'
 }
 
 declare -A drafter_flags=(
   [draft-model]="--draft-model $draft"
+  [draft-model-p0]="--draft-model $draft --draft-p-min 0"
   [compressed-self]="--draft-model $compressed"
   [layer-skip]="--draft-skip 2,3"
   [lookup]="--lookup 3"
@@ -84,7 +85,7 @@ echo "| task | temp | drafter | plain tok/s | speculative tok/s | speed-up | dra
 echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"
 for task in generate copy; do
   for temp in 0 0.8; do
-    for name in draft-model compressed-self layer-skip lookup; do
+    for name in draft-model draft-model-p0 compressed-self layer-skip lookup; do
       plain_sum=0 spec_sum=0 drafted=0 accepted=0 same=yes
       for ((i = 0; i < n_prompts; i++)); do
         file="$out/$task-$i.txt"

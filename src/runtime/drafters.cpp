@@ -30,9 +30,17 @@ std::vector<DraftToken> LookupDrafter::draft(std::span<const TokenId> context, i
   return out;
 }
 
+ModelDrafter::ModelDrafter(Engine& engine, kv::KvStore& target_kv, std::string name, ModelDrafterOptions options)
+    : ModelDrafter(engine, nullptr, std::move(name), std::move(options)) {
+  kv_ = &target_kv;
+  shares_target_cache_ = true;
+}
+
 ModelDrafter::ModelDrafter(Engine& engine, std::unique_ptr<kv::KvStore> kv, std::string name, ModelDrafterOptions options)
     : engine_(engine),
-      kv_(std::move(kv)),
+      own_kv_(std::move(kv)),
+      kv_(own_kv_.get()),
+      shares_target_cache_(false),
       name_(std::move(name)),
       options_(std::move(options)),
       logits_(static_cast<size_t>(engine.model().n_vocab())),
@@ -44,7 +52,7 @@ ModelDrafter::ModelDrafter(Engine& engine, std::unique_ptr<kv::KvStore> kv, std:
 
 void ModelDrafter::reset() {
   cached_.clear();
-  kv_->truncate(0);
+  if (!shares_target_cache_) kv_->truncate(0);
 }
 
 void ModelDrafter::forward(std::span<const TokenId> tokens, int64_t first_position) {
@@ -61,6 +69,12 @@ void ModelDrafter::forward(std::span<const TokenId> tokens, int64_t first_positi
 }
 
 void ModelDrafter::catch_up(std::span<const TokenId> context) {
+  if (shares_target_cache_) {
+    // The target's cells hold everything but the newest token, which it has not run yet.
+    cached_.assign(context.begin(), context.end() - 1);
+    forward(context.last(1), static_cast<int64_t>(context.size()) - 1);
+    return;
+  }
   size_t common = 0;
   while (common < cached_.size() && common < context.size() && cached_[common] == context[common]) ++common;
   // The last token is run again when it is cached already: its logits are the ones needed.

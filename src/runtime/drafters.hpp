@@ -42,6 +42,11 @@ class ModelDrafter final : public Drafter {
   // Drafts with `engine`'s model on `kv` (a cache of its own, as large as the target's context).
   // The model must share the target's vocabulary: check_draft_vocabulary() first.
   ModelDrafter(Engine& engine, std::unique_ptr<kv::KvStore> kv, std::string name, ModelDrafterOptions options);
+  // Layer-skip self-drafting on the target's own cache (SWIFT, Draft & Verify): the cells of the
+  // context are the target's, so there is no prompt to run twice, and the drafter's own writes
+  // (its layers' K/V at the last token's and the drafts' positions) all lie in the cells the
+  // target's verification pass writes next. `engine` is the target's, `target_kv` its cache.
+  ModelDrafter(Engine& engine, kv::KvStore& target_kv, std::string name, ModelDrafterOptions options);
   std::string_view name() const override { return name_; }
   std::vector<DraftToken> draft(std::span<const TokenId> context, int max, const sample::Sampler& target) override;
   void reset() override;
@@ -51,7 +56,9 @@ class ModelDrafter final : public Drafter {
   void catch_up(std::span<const TokenId> context);
   void forward(std::span<const TokenId> tokens, int64_t first_position);
   Engine& engine_;
-  std::unique_ptr<kv::KvStore> kv_;
+  std::unique_ptr<kv::KvStore> own_kv_;
+  kv::KvStore* kv_;
+  bool shares_target_cache_;
   std::string name_;
   ModelDrafterOptions options_;
   std::vector<TokenId> cached_;  // the tokens whose K/V the cache holds, in order

@@ -131,6 +131,7 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       }
       // The last chosen token runs at `position`; drafts follow it, inside the context and the limit.
       const int64_t position = n_prompt + generated() - 1;
+      const double round_start = now_seconds();
       std::vector<DraftToken> drafts;
       double draft_seconds = 0;
       if (options.drafter) {
@@ -150,10 +151,8 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       positions.resize(batch.size());
       std::iota(positions.begin(), positions.end(), static_cast<int32_t>(position));
       rows.resize(batch.size() * static_cast<size_t>(n_vocab));
-      const double t0 = now_seconds();
       model.forward(engine_.ops(), kv_, batch, positions, drafts.empty() ? model::LogitRows::Last : model::LogitRows::All,
                     rows.data());
-      const double target_seconds = now_seconds() - t0;
       ++result.timings.decode_passes;
       const auto row = [&](size_t i) {
         return std::span<const float>(rows.data() + i * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab));
@@ -168,7 +167,7 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       }
       // Every draft passed: the target's own next token comes free from the last row.
       if (going && accepted == drafts.size()) going = take(sampler.sample(row(drafts.size())));
-      length.record(static_cast<int>(drafts.size()), static_cast<int>(accepted), draft_seconds, target_seconds);
+      if (options.drafter) length.record(static_cast<int>(n_prompt + generated() - 1 - position), now_seconds() - round_start);
       result.timings.drafted_tokens += static_cast<int64_t>(drafts.size());
       result.timings.accepted_tokens += static_cast<int64_t>(accepted);
       result.timings.draft_seconds += draft_seconds;

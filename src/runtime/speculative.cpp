@@ -38,72 +38,59 @@ Verdict verify_draft(const sample::Candidates& p, const DraftToken& draft, sampl
 }
 
 namespace {
-constexpr double kAverageWeight = 0.15;  // of the newest round in the moving averages
-constexpr int kProbeEvery = 16;          // rounds without drafts before a probe round
-void average_into(double& avg, double value) { avg = avg < 0 ? value : avg + kAverageWeight * (value - avg); }
+constexpr double kAverageWeight = 0.2;  // of the newest round in the moving averages
+constexpr int64_t kExploreEvery = 16;   // rounds before a neighbouring length is run again, at first
 }  // namespace
 
-double DraftLength::expected_rate(int k) const {
-  const auto pass = [&](int n) {
-    // Measured, or a straight line through the nearest measured lengths (batches cost little more
-    // than one token while decode is bound by reading the weights).
-    if (n < static_cast<int>(pass_seconds_.size()) && pass_seconds_[static_cast<size_t>(n)] > 0)
-      return pass_seconds_[static_cast<size_t>(n)];
-    int lo = 0, hi = 0;
-    for (int i = 1; i < static_cast<int>(pass_seconds_.size()); ++i) {
-      if (pass_seconds_[static_cast<size_t>(i)] <= 0) continue;
-      if (i < n) lo = i;
-      if (i > n && hi == 0) hi = i;
-    }
-    if (lo == 0 && hi == 0) return 1.0;
-    if (lo == 0) return pass_seconds_[static_cast<size_t>(hi)];
-    if (hi == 0) {
-      // Past the longest measured batch: grow from it by the slope from the shortest one.
-      const int first = [&] {
-        for (int i = 1; i < lo; ++i)
-          if (pass_seconds_[static_cast<size_t>(i)] > 0) return i;
-        return lo;
-      }();
-      const double t_lo = pass_seconds_[static_cast<size_t>(lo)];
-      const double slope = first < lo ? std::max(0.0, (t_lo - pass_seconds_[static_cast<size_t>(first)]) / (lo - first))
-                                      : 0.05 * t_lo;
-      return t_lo + slope * (n - lo);
-    }
-    const double a = pass_seconds_[static_cast<size_t>(lo)], b = pass_seconds_[static_cast<size_t>(hi)];
-    return a + (b - a) * (n - lo) / (hi - lo);
-  };
-  const double alpha = std::clamp(acceptance_, 0.0, 0.999);
-  const double tokens = k == 0 ? 1.0 : (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
-  const double draft_cost = draft_token_seconds_ > 0 ? draft_token_seconds_ * k : 0.0;
-  return tokens / (pass(k + 1) + draft_cost);
+DraftLength::DraftLength(int draft_max, int draft_min) {
+  lengths_.push_back(0);
+  for (int k = std::max(1, draft_min); k < draft_max; k *= 2) {
+    if (k >= draft_min) lengths_.push_back(k);
+  }
+  if (draft_max >= std::max(1, draft_min)) lengths_.push_back(draft_max);
+  lengths_.erase(std::unique(lengths_.begin(), lengths_.end()), lengths_.end());
+  rate_.assign(lengths_.size(), -1.0);
+  used_.assign(lengths_.size(), -1);
 }
 
 int DraftLength::next(int room) {
-  const int cap = std::min(max_, room);
-  if (cap <= 0 || cap < min_) return 0;
-  if (rounds_ < 2) return cap;  // measure drafting first
-  int best = 0;
-  double best_rate = expected_rate(0);
-  for (int k = std::max(1, min_); k <= cap; ++k) {
-    const double rate = expected_rate(k);
-    if (rate > best_rate) best = k, best_rate = rate;
+  ++rounds_;
+  const auto fits = [&](size_t i) { return lengths_[i] <= std::max(room, 0); };
+  // A length is worth trying once the next shorter one has matched plain decoding (successive
+  // doubling): a drafter that does not pay costs one short round, not one of --draft-max.
+  // (Within 5%: one round's rate is noisy.)
+  const auto eligible = [&](size_t i) { return i <= 1 || (rate_[i - 1] >= 0 && rate_[i - 1] > 0.95 * rate_[0]); };
+  size_t best = 0;
+  for (size_t i = 0; i < lengths_.size(); ++i)
+    if (fits(i) && rate_[i] > rate_[best]) best = i;
+  size_t pick = best;
+  bool chosen = false;
+  for (size_t i = 0; i < lengths_.size() && !chosen; ++i) {
+    if (rate_[i] < 0 && fits(i) && eligible(i)) pick = i, chosen = true;
   }
-  // Estimates go stale while nothing is drafted: now and then a short probe refreshes them.
-  if (best == 0 && plain_rounds_ >= kProbeEvery) best = std::min(cap, std::max(min_, 2));
-  return best;
+  // Exploring gets rarer (16, 32, 64, ... rounds) while the best length stays the best.
+  if (best != best_) best_ = best, explore_every_ = kExploreEvery, next_explore_ = rounds_ + kExploreEvery;
+  if (!chosen && rounds_ >= next_explore_) {
+    explore_every_ = std::min<int64_t>(explore_every_ * 2, 1024);
+    next_explore_ = rounds_ + explore_every_;
+    // Refresh a neighbour of the best length, the one used least recently.
+    size_t neighbour = best;
+    for (const size_t i : {best - 1, best + 1}) {
+      if (i >= lengths_.size() || !fits(i) || !eligible(i)) continue;
+      if (neighbour == best || used_[i] < used_[neighbour]) neighbour = i;
+    }
+    pick = neighbour;
+  }
+  planned_ = pick;
+  used_[pick] = rounds_;
+  return std::min(lengths_[pick], std::max(room, 0));
 }
 
-void DraftLength::record(int drafted, int accepted, double draft_seconds, double target_seconds) {
-  ++rounds_;
-  plain_rounds_ = drafted == 0 ? plain_rounds_ + 1 : 0;
-  const auto length = static_cast<size_t>(drafted + 1);
-  if (pass_seconds_.size() <= length) pass_seconds_.resize(length + 1, -1.0);
-  average_into(pass_seconds_[length], target_seconds);
-  if (drafted == 0) return;
-  average_into(draft_token_seconds_, draft_seconds / drafted);
-  // Each draft is one acceptance test until the first rejection.
-  const int trials = accepted + (accepted < drafted ? 1 : 0);
-  acceptance_ += kAverageWeight * (static_cast<double>(accepted) / trials - acceptance_);
+void DraftLength::record(int tokens, double seconds) {
+  if (seconds <= 0) return;
+  const double rate = tokens / seconds;
+  double& avg = rate_[planned_];
+  avg = avg < 0 ? rate : avg + kAverageWeight * (rate - avg);
 }
 
 }  // namespace okapi::runtime

@@ -52,27 +52,31 @@ Verdict verify_draft(const sample::Candidates& p, const DraftToken& draft, sampl
 // The probability of `id` in a candidate list with p set (0 when absent).
 float probability_of(const sample::Candidates& dist, TokenId id);
 
-// Chooses how many tokens to draft each round from what the last rounds measured: the acceptance
-// rate (a moving average) and the cost of a target pass per batch length against a drafted
-// token's, so that drafting stops paying no more than a probe's worth when it does not help.
+// Chooses how many tokens to draft each round from what rounds achieved: for each candidate
+// length (none, and powers of two up to --draft-max) a moving average of the tokens a round
+// produced per second of drafting, verifying and sampling. The best one is used; a length is
+// tried once the next shorter one keeps up with plain decoding, and a neighbour of the best is run
+// again after 16 rounds, 32 more, 64 more... while the best stays the same, so that the averages
+// follow the text at a shrinking cost. Every cost counts, including drafters that stop early or return nothing, so a drafter
+// that does not pay ends up not being asked.
 class DraftLength {
  public:
-  DraftLength(int draft_max, int draft_min) : max_(draft_max), min_(draft_min) {}
+  DraftLength(int draft_max, int draft_min);
   // The draft length for the next round, at most `room` (tokens left before the limit or the
   // context's end); 0 means decode without drafting.
   int next(int room);
-  // What a round measured: `drafted` tokens proposed, `accepted` of them kept, the seconds the
-  // drafter took and those of the target's pass over drafted + 1 tokens.
-  void record(int drafted, int accepted, double draft_seconds, double target_seconds);
+  // What the round that next() planned achieved: `tokens` emitted in `seconds`.
+  void record(int tokens, double seconds);
 
  private:
-  double expected_rate(int k) const;  // tokens per second with k drafts, from the estimates
-  int max_, min_;
-  double acceptance_ = 0.7;       // moving average of the per-token acceptance probability
-  double draft_token_seconds_ = -1;  // moving average per drafted token (< 0: not measured)
-  std::vector<double> pass_seconds_;  // moving average per batch length (index = length)
-  int rounds_ = 0;
-  int plain_rounds_ = 0;  // rounds in a row decoded without drafts
+  std::vector<int> lengths_;     // the candidates, ascending; 0 first
+  std::vector<double> rate_;     // tokens per second per candidate (< 0: untried)
+  std::vector<int64_t> used_;    // the round each candidate last ran in
+  size_t planned_ = 0;           // the candidate next() chose
+  int64_t rounds_ = 0;
+  size_t best_ = 0;
+  int64_t explore_every_ = 16;
+  int64_t next_explore_ = 16;
 };
 
 }  // namespace okapi::runtime

@@ -88,7 +88,7 @@ Rig make_rig(Kind kind, bool exact, const std::string& cache = "f32") {
       break;
     case Kind::LayerSkip:
       drafting.skip_layers = parse_layer_list("3-4", s.target->hparams().n_layer);
-      s.drafter = std::make_unique<ModelDrafter>(*s.target, s.target->make_kv(256), "skip", drafting);
+      s.drafter = std::make_unique<ModelDrafter>(*s.target, *s.kv, "skip", drafting);
       break;
   }
   return s;

@@ -70,7 +70,7 @@ void print_timings(const runtime::Timings& t, runtime::StopReason stop, std::str
 }
 
 // The drafter the flags ask for (null: none), with the draft model's engine in `draft_engine`.
-std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Engine& target, int64_t n_ctx,
+std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Engine& target, kv::KvStore& target_kv,
                                                std::unique_ptr<runtime::Engine>& draft_engine, uint32_t seed) {
   runtime::ModelDrafterOptions options;
   options.p_min = args.draft_p_min;
@@ -79,7 +79,7 @@ std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Eng
   if (!args.draft_model.empty()) {
     draft_engine = runtime::Engine::load_sharing_threads(args.draft_model, args.engine, target);
     runtime::check_draft_vocabulary(target, *draft_engine);
-    auto kv = draft_engine->make_kv(n_ctx, {.batch = 512});
+    auto kv = draft_engine->make_kv(target_kv.n_ctx(), {.batch = 512});
     return std::make_unique<runtime::ModelDrafter>(*draft_engine, std::move(kv), "draft model", options);
   }
   if (!args.draft_skip.empty()) {
@@ -87,8 +87,7 @@ std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Eng
     if (!target.model().can_skip_layers())
       throw_error("--draft-skip: the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)",
                   target.hparams().arch);
-    auto kv = target.make_kv(n_ctx, {.batch = 512});
-    return std::make_unique<runtime::ModelDrafter>(target, std::move(kv), "layer skip " + args.draft_skip, options);
+    return std::make_unique<runtime::ModelDrafter>(target, target_kv, "layer skip " + args.draft_skip, options);
   }
   return nullptr;
 }
@@ -104,7 +103,7 @@ int run(RunArgs args) {
   const auto prompt = session.tokenize_prompt(args.prompt);
   sample::Sampler sampler(args.sampling);
   std::unique_ptr<runtime::Engine> draft_engine;
-  const auto drafter = make_drafter(args, *engine, kv->n_ctx(), draft_engine, sampler.seed());
+  const auto drafter = make_drafter(args, *engine, *kv, draft_engine, sampler.seed());
   runtime::install_interrupt_handler();
   runtime::GenerateOptions options;
   options.n_predict = args.n_predict;
