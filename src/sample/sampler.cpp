@@ -47,36 +47,34 @@ Sampler::Sampler(SamplerConfig config)
   config_.validate();
 }
 
-TokenId Sampler::sample(std::span<const float> logits) {
+Candidates Sampler::chain(std::span<const float> logits) const {
   if (logits.empty()) throw_error("sampler: empty logits row");
   Candidates c = Candidates::from_logits(logits);
   penalties_.apply(c);
-  if (config_.greedy()) return c.items[argmax_index(c)].id;
+  if (config_.greedy()) return c;
   const auto min_keep = static_cast<size_t>(config_.min_keep);
   top_k(c, config_.top_k);
   typical(c, config_.typical_p, min_keep);
   top_p(c, config_.top_p, min_keep);
   min_p(c, config_.min_p, min_keep);
   temperature(c, config_.temperature);
+  return c;
+}
+
+TokenId Sampler::sample(std::span<const float> logits) {
+  Candidates c = chain(logits);
+  if (config_.greedy()) return c.items[argmax_index(c)].id;
   return c.items[draw(c, rng_)].id;
 }
 
 Candidates Sampler::distribution(std::span<const float> logits) const {
-  if (logits.empty()) throw_error("sampler: empty logits row");
-  Candidates c = Candidates::from_logits(logits);
-  penalties_.apply(c);
+  Candidates c = chain(logits);
   if (config_.greedy()) {
     const Candidate best = c.items[argmax_index(c)];
     c.items.assign(1, Candidate{best.id, best.logit, 1.0f});
     c.sorted = true;
     return c;
   }
-  const auto min_keep = static_cast<size_t>(config_.min_keep);
-  top_k(c, config_.top_k);
-  typical(c, config_.typical_p, min_keep);
-  top_p(c, config_.top_p, min_keep);
-  min_p(c, config_.min_p, min_keep);
-  temperature(c, config_.temperature);
   softmax(c);
   return c;
 }

@@ -70,6 +70,8 @@ class Sampler {
   uint32_t seed() const { return seed_; }  // the seed in use (drawn when config.seed is random)
 
  private:
+  // The candidates after penalties and, unless greedy, the truncations and temperature.
+  Candidates chain(std::span<const float> logits) const;
   SamplerConfig config_;
   uint32_t seed_;
   std::mt19937 rng_;
