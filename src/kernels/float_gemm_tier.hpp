@@ -68,7 +68,10 @@ enum class Store { Overwrite, Add, Continue };
 // C[rows x cols] (rows == R, cols <= kNr) from sum_p A(r, p) * panel[p] as `mode` says.
 // A(r, p) = a[r * a_rs + p * a_ps]. Columns past `cols` are computed (the panel is zero-padded)
 // but neither read nor stored.
-template <class B, int R>
+// kStream: the panel streams from DRAM (the row groups' weights), so each step also asks for the
+// bytes 4 KiB ahead: the hardware prefetcher stops at page boundaries (a few tokens x 64 columns
+// of FMAs are not enough work to hide the misses on their own).
+template <class B, int R, bool kStream = false>
 void micro_kernel(int64_t kc, const float* a, int64_t a_rs, int64_t a_ps, const typename B::Element* panel, float* c,
                   int64_t ldc, int64_t cols, Store mode) {
   V acc[R][S::kNv];
@@ -88,6 +91,11 @@ void micro_kernel(int64_t kc, const float* a, int64_t a_rs, int64_t a_ps, const 
     }
   }
   for (int64_t p = 0; p < kc; ++p) {
+    if constexpr (kStream) {
+      const char* ahead = reinterpret_cast<const char*>(panel) + 4096;
+#pragma GCC unroll 4
+      for (size_t off = 0; off < kNr * sizeof(typename B::Element); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    }
     V b[S::kNv];
 #pragma GCC unroll 4
     for (int v = 0; v < S::kNv; ++v) b[v] = B::load(panel + v * S::kLanes);
@@ -118,13 +126,13 @@ void micro_kernel(int64_t kc, const float* a, int64_t a_rs, int64_t a_ps, const 
 }
 
 // Any number of rows (<= R) through the kernel of that exact height (no wasted rows).
-template <class B, int R = kMr>
+template <class B, int R = kMr, bool kStream = false>
 void micro_rows(int64_t rows, int64_t kc, const float* a, int64_t a_rs, int64_t a_ps, const typename B::Element* panel,
                 float* c, int64_t ldc, int64_t cols, Store mode) {
   if constexpr (R > 1) {
-    if (rows < R) return micro_rows<B, R - 1>(rows, kc, a, a_rs, a_ps, panel, c, ldc, cols, mode);
+    if (rows < R) return micro_rows<B, R - 1, kStream>(rows, kc, a, a_rs, a_ps, panel, c, ldc, cols, mode);
   }
-  micro_kernel<B, R>(kc, a, a_rs, a_ps, panel, c, ldc, cols, mode);
+  micro_kernel<B, R, kStream>(kc, a, a_rs, a_ps, panel, c, ldc, cols, mode);
 }
 
 // ---- gemm(): one C tile over the whole k, A and B packed per kGemmBlockK block ----
@@ -318,7 +326,7 @@ struct RowGroups {
         const E* panel = reinterpret_cast<const E*>(base + static_cast<size_t>(g) * g_bytes) + p0 * kNr;
         const int64_t cols = std::min(kNr, n_rows - g * kNr);
         for (int64_t tp = 0; tp < token_panels; ++tp) {
-          micro_rows<B>(std::min(kMr, n_tokens - tp * kMr), kc, pa.data() + tp * kMr * kc, 1, kMr, panel,
+          micro_rows<B, kMr, true>(std::min(kMr, n_tokens - tp * kMr), kc, pa.data() + tp * kMr * kc, 1, kMr, panel,
                         y + tp * kMr * y_stride + g * kNr, y_stride, cols, mode);
         }
       }

@@ -38,7 +38,8 @@ Verdict verify_draft(const sample::Candidates& p, const DraftToken& draft, sampl
 }
 
 namespace {
-constexpr double kAverageWeight = 0.2;  // of the newest round in the moving averages
+constexpr double kAverageWeight = 0.1;  // of the newest round in the moving averages
+constexpr int kWarmRounds = 3;          // rounds of a length before its average is trusted
 constexpr int64_t kExploreEvery = 16;   // rounds before a neighbouring length is run again, at first
 }  // namespace
 
@@ -49,33 +50,44 @@ DraftLength::DraftLength(int draft_max, int draft_min) {
   }
   if (draft_max >= std::max(1, draft_min)) lengths_.push_back(draft_max);
   lengths_.erase(std::unique(lengths_.begin(), lengths_.end()), lengths_.end());
-  rate_.assign(lengths_.size(), -1.0);
+  tokens_.assign(lengths_.size(), 0.0);
+  seconds_.assign(lengths_.size(), 0.0);
+  samples_.assign(lengths_.size(), 0);
   used_.assign(lengths_.size(), -1);
+}
+
+double DraftLength::rate(size_t i) const {
+  return samples_[i] > 0 && seconds_[i] > 0 ? tokens_[i] / seconds_[i] : -1.0;
 }
 
 int DraftLength::next(int room) {
   ++rounds_;
   const auto fits = [&](size_t i) { return lengths_[i] <= std::max(room, 0); };
-  // A length is worth trying once the next shorter one has matched plain decoding (successive
-  // doubling): a drafter that does not pay costs one short round, not one of --draft-max.
-  // (Within 5%: one round's rate is noisy.)
-  const auto eligible = [&](size_t i) { return i <= 1 || (rate_[i - 1] >= 0 && rate_[i - 1] > 0.95 * rate_[0]); };
+  const auto warm = [&](size_t i) { return samples_[i] >= kWarmRounds; };
+  // A length is worth trying once the next shorter one has kept up with plain decoding (successive
+  // doubling; within 10%, as a few rounds' rate is noisy): a drafter that does not pay costs a few
+  // short rounds, not rounds of --draft-max.
+  const auto eligible = [&](size_t i) {
+    return i <= 1 || (warm(i - 1) && warm(0) && rate(i - 1) > 0.9 * rate(0));
+  };
   size_t best = 0;
   for (size_t i = 0; i < lengths_.size(); ++i)
-    if (fits(i) && rate_[i] > rate_[best]) best = i;
+    if (fits(i) && warm(i) && rate(i) > rate(best)) best = i;
   size_t pick = best;
   bool chosen = false;
   for (size_t i = 0; i < lengths_.size() && !chosen; ++i) {
-    if (rate_[i] < 0 && fits(i) && eligible(i)) pick = i, chosen = true;
+    if (!warm(i) && fits(i) && eligible(i)) pick = i, chosen = true;
   }
   // Exploring gets rarer (16, 32, 64, ... rounds) while the best length stays the best.
   if (best != best_) best_ = best, explore_every_ = kExploreEvery, next_explore_ = rounds_ + kExploreEvery;
   if (!chosen && rounds_ >= next_explore_) {
     explore_every_ = std::min<int64_t>(explore_every_ * 2, 1024);
     next_explore_ = rounds_ + explore_every_;
-    // Refresh a neighbour of the best length, the one used least recently.
+    // Refresh plain decoding or a neighbour of the best length, the one used least recently
+    // (plain decoding's cost drifts too: its first rounds ran on a cold cache).
     size_t neighbour = best;
-    for (const size_t i : {best - 1, best + 1}) {
+    for (const size_t i : {size_t{0}, best - 1, best + 1}) {
+      if (i == best) continue;
       if (i >= lengths_.size() || !fits(i) || !eligible(i)) continue;
       if (neighbour == best || used_[i] < used_[neighbour]) neighbour = i;
     }
@@ -88,9 +100,13 @@ int DraftLength::next(int room) {
 
 void DraftLength::record(int tokens, double seconds) {
   if (seconds <= 0) return;
-  const double rate = tokens / seconds;
-  double& avg = rate_[planned_];
-  avg = avg < 0 ? rate : avg + kAverageWeight * (rate - avg);
+  // Averages of tokens and of seconds (their ratio is the rate): one round that drafted well or
+  // badly moves both, so the rate does not swing with single rounds' ratios.
+  const size_t i = planned_;
+  const double w = samples_[i] == 0 ? 1.0 : std::max(kAverageWeight, 1.0 / (samples_[i] + 1));
+  tokens_[i] += w * (tokens - tokens_[i]);
+  seconds_[i] += w * (seconds - seconds_[i]);
+  ++samples_[i];
 }
 
 }  // namespace okapi::runtime

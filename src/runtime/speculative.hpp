@@ -56,7 +56,7 @@ float probability_of(const sample::Candidates& dist, TokenId id);
 // length (none, and powers of two up to --draft-max) a moving average of the tokens a round
 // produced per second of drafting, verifying and sampling. The best one is used; a length is
 // tried once the next shorter one keeps up with plain decoding, and a neighbour of the best is run
-// again after 16 rounds, 32 more, 64 more... while the best stays the same, so that the averages
+// (or plain decoding) again after 16 rounds, 32 more, 64 more... while the best stays the same, so that the averages
 // follow the text at a shrinking cost. Every cost counts, including drafters that stop early or return nothing, so a drafter
 // that does not pay ends up not being asked.
 class DraftLength {
@@ -69,8 +69,11 @@ class DraftLength {
   void record(int tokens, double seconds);
 
  private:
+  double rate(size_t i) const;   // tokens per second of candidate i (< 0: never run)
   std::vector<int> lengths_;     // the candidates, ascending; 0 first
-  std::vector<double> rate_;     // tokens per second per candidate (< 0: untried)
+  std::vector<double> tokens_;   // per candidate: moving averages of a round's tokens
+  std::vector<double> seconds_;  // ... and of its seconds
+  std::vector<int> samples_;     // ... and the rounds they have seen
   std::vector<int64_t> used_;    // the round each candidate last ran in
   size_t planned_ = 0;           // the candidate next() chose
   int64_t rounds_ = 0;
