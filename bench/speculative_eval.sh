@@ -4,6 +4,11 @@
 # from its prompt; acceptance rates; greedy outputs checked byte-identical to plain decoding.
 #
 #   bench/speculative_eval.sh [--models DIR] [--out DIR] [--okapi PATH] [--prompts N] [-n TOKENS]
+#                             [--peer-bin DIR]
+#
+# --peer-bin DIR: also llama.cpp's llama-bench (plain decode), llama-speculative (same draft
+# model) and llama-lookup from DIR, on the same prompts (../shared/peers/llama.cpp when its
+# binaries load; else a native rebuild as ../shared/peers/README.md says).
 #
 # Models (made in --models, default $TMPDIR/okapi-bench-models, never in the repo), trained here
 # on the zoo's data and tokenizer when missing:
@@ -12,7 +17,7 @@
 #                 by memory. About 35 minutes on 2 cores.
 #   okapi-ts500K  the drafter, 1/18 of it: width 128, FFN 384, 2 layers, 2 heads of 64, same data.
 #   okapi-ts10M-lr  the target compressed by `okapi compress` (seed 003's compressed self-drafter).
-# Drafters: --draft-model okapi-ts500K (--draft-p-min 0.75, llama.cpp's default, and 0), the compressed self-drafter, --draft-skip (the middle
+# Drafters: --draft-model okapi-ts500K (--draft-p-min 0, the default, and 0.75), the compressed self-drafter, --draft-skip (the middle
 # layers), --lookup 3. Prompts: story openings from the held-out tail of tinystories-valid-head
 # (generate), and "continue" prompts that hold a whole held-out story followed by its first
 # sentence again (copy). Each configuration runs interleaved with plain decoding, 2 threads.
@@ -24,6 +29,7 @@ models="${TMPDIR:-/tmp}/okapi-bench-models"
 out="${TMPDIR:-/tmp}/okapi-speculative-eval"
 n_prompts=8
 n_predict=128
+peer_bin=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -31,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --okapi) okapi="$2"; shift 2 ;;
     --prompts) n_prompts="$2"; shift 2 ;;
     -n) n_predict="$2"; shift 2 ;;
+    --peer-bin) peer_bin="$2"; shift 2 ;;
     *) echo "speculative_eval.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -76,7 +83,7 @@ run() {  # task prompt_file temp drafter_flags... -> "tok/s drafted accepted pas
 
 declare -A drafter_flags=(
   [draft-model]="--draft-model $draft"
-  [draft-model-p0]="--draft-model $draft --draft-p-min 0"
+  [draft-model-p75]="--draft-model $draft --draft-p-min 0.75"
   [compressed-self]="--draft-model $compressed"
   [layer-skip]="--draft-skip 2,3"
   [lookup]="--lookup 3"
@@ -85,7 +92,7 @@ echo "| task | temp | drafter | plain tok/s | speculative tok/s | speed-up | dra
 echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"
 for task in generate copy; do
   for temp in 0 0.8; do
-    for name in draft-model draft-model-p0 compressed-self layer-skip lookup; do
+    for name in draft-model draft-model-p75 compressed-self layer-skip lookup; do
       plain_sum=0 spec_sum=0 drafted=0 accepted=0 same=yes
       for ((i = 0; i < n_prompts; i++)); do
         file="$out/$task-$i.txt"
@@ -103,6 +110,44 @@ for task in generate copy; do
         -v d="$drafted" -v a="$accepted" -v same="$same" 'BEGIN {
           printf "| %s | %s | %s | %.1f | %.1f | %.2fx | %d | %d | %.1f%% | %s |\n", task, temp, name, n / p, n / s,
             p / s, d, a, (d > 0 ? 100 * a / d : 0), same }'
+    done
+  done
+done
+
+# --- llama.cpp on the same models and prompts ----------------------------------------------------
+[[ -z "$peer_bin" ]] && exit 0
+peer() {  # tool args... -> "tok/s drafted accepted"
+  local tool="$1"
+  shift
+  LD_LIBRARY_PATH="$peer_bin" "$peer_bin/$tool" "$@" 2>&1 |
+    awk '/decoded/ { for (i = 1; i <= NF; i++) if ($i == "speed:") s = $(i + 1) }
+         /n_drafted/ { d = $NF } /n_accept/ { a = $NF } END { print s, d + 0, a + 0 }'
+}
+plain=$(LD_LIBRARY_PATH="$peer_bin" "$peer_bin/llama-bench" -m "$target" -p 0 -n "$n_predict" -t 2 -r 3 2>/dev/null |
+  awk -F'|' "/tg$n_predict/ { split(\$(NF-1), a, \" \"); print a[1] }")
+echo
+echo "llama.cpp plain decode (llama-bench tg$n_predict, 2 threads): $plain tok/s"
+echo
+echo "| task | temp | llama.cpp tool | tok/s | vs its plain decode | drafted | accepted | acceptance |"
+echo "|---|---:|---|---:|---:|---:|---:|---:|"
+for task in generate copy; do
+  for temp in 0 0.8; do
+    for tool in "llama-speculative" "llama-speculative n-max 16" "llama-lookup"; do
+      sum=0 drafted=0 accepted=0
+      for ((i = 0; i < n_prompts; i++)); do
+        common=(-f "$out/$task-$i.txt" -n "$n_predict" -c 512 -t 2 --temp "$temp" -s 7)
+        case "$tool" in
+          "llama-speculative") r=$(peer llama-speculative -m "$target" -md "$draft" "${common[@]}") ;;
+          "llama-speculative n-max 16") r=$(peer llama-speculative -m "$target" -md "$draft" "${common[@]}" --spec-draft-n-max 16) ;;
+          "llama-lookup") r=$(peer llama-lookup -m "$target" "${common[@]}") ;;
+        esac
+        read -r ts d a <<< "$r"
+        sum=$(awk -v s="$sum" -v t="$ts" 'BEGIN { print s + 1 / t }')
+        drafted=$((drafted + d)) accepted=$((accepted + a))
+      done
+      awk -v task="$task" -v temp="$temp" -v tool="$tool" -v n="$n_prompts" -v s="$sum" -v p="$plain" -v d="$drafted" \
+        -v a="$accepted" 'BEGIN { printf "| %s | %s | %s | %.1f | %.2fx | %d | %d | %.1f%% |\n", task, temp, tool,
+          n / s, n / s / p, d, a, (d > 0 ? 100 * a / d : 0) }'
     done
   done
 done

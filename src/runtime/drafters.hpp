@@ -31,7 +31,7 @@ class LookupDrafter final : public Drafter {
 };
 
 struct ModelDrafterOptions {
-  float p_min = 0.75f;  // stop drafting when the drafted token's probability (temperature 1) is below
+  float p_min = 0.0f;  // stop drafting when the drafted token's probability (temperature 1) is below
   // Layers left out of the forward pass (layer-skip self-drafting); empty: none.
   std::vector<uint8_t> skip_layers;
   uint32_t seed = 0;  // of the drafter's own RNG

@@ -48,7 +48,7 @@ struct RunArgs {
   std::string draft_skip;
   int draft_max = 16;
   int draft_min = 0;
-  float draft_p_min = 0.75f;
+  float draft_p_min = 0.0f;  // llama.cpp de3ff81's default (older releases: 0.75)
 };
 
 void print_timings(const runtime::Timings& t, runtime::StopReason stop, std::string_view drafter) {
