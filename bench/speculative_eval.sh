@@ -4,7 +4,7 @@
 # from its prompt; acceptance rates; greedy outputs checked byte-identical to plain decoding.
 #
 #   bench/speculative_eval.sh [--models DIR] [--out DIR] [--okapi PATH] [--prompts N] [-n TOKENS]
-#                             [--peer-bin DIR]
+#                             [--peer-bin DIR [--peers-only]]
 #
 # --peer-bin DIR: also llama.cpp's llama-bench (plain decode), llama-speculative (same draft
 # model) and llama-lookup from DIR, on the same prompts (../shared/peers/llama.cpp when its
@@ -30,6 +30,7 @@ out="${TMPDIR:-/tmp}/okapi-speculative-eval"
 n_prompts=8
 n_predict=128
 peer_bin=""
+peers_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -38,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --prompts) n_prompts="$2"; shift 2 ;;
     -n) n_predict="$2"; shift 2 ;;
     --peer-bin) peer_bin="$2"; shift 2 ;;
+    --peers-only) peers_only=1; shift ;;
     *) echo "speculative_eval.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -88,6 +90,7 @@ declare -A drafter_flags=(
   [layer-skip]="--draft-skip 2,3"
   [lookup]="--lookup 3"
 )
+[[ "$peers_only" == 1 ]] || {
 echo "| task | temp | drafter | plain tok/s | speculative tok/s | speed-up | drafted | accepted | acceptance | greedy text identical |"
 echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"
 for task in generate copy; do
@@ -113,6 +116,7 @@ for task in generate copy; do
     done
   done
 done
+}
 
 # --- llama.cpp on the same models and prompts ----------------------------------------------------
 [[ -z "$peer_bin" ]] && exit 0
@@ -133,7 +137,7 @@ echo "|---|---:|---|---:|---:|---:|---:|---:|"
 for task in generate copy; do
   for temp in 0 0.8; do
     for tool in "llama-speculative" "llama-speculative n-max 16" "llama-lookup"; do
-      sum=0 drafted=0 accepted=0
+      sum=0 drafted=0 accepted=0 ran=0 failed=0
       for ((i = 0; i < n_prompts; i++)); do
         common=(-f "$out/$task-$i.txt" -n "$n_predict" -c 512 -t 2 --temp "$temp" -s 7)
         case "$tool" in
@@ -142,12 +146,18 @@ for task in generate copy; do
           "llama-lookup") r=$(peer llama-lookup -m "$target" "${common[@]}") ;;
         esac
         read -r ts d a <<< "$r"
+        if ! awk -v t="$ts" 'BEGIN { exit !(t + 0 > 0) }'; then
+          echo "speculative_eval.sh: $tool on $task-$i.txt (temp $temp) gave no speed" >&2
+          failed=$((failed + 1))
+          continue
+        fi
         sum=$(awk -v s="$sum" -v t="$ts" 'BEGIN { print s + 1 / t }')
-        drafted=$((drafted + d)) accepted=$((accepted + a))
+        drafted=$((drafted + d)) accepted=$((accepted + a)) ran=$((ran + 1))
       done
-      awk -v task="$task" -v temp="$temp" -v tool="$tool" -v n="$n_prompts" -v s="$sum" -v p="$plain" -v d="$drafted" \
-        -v a="$accepted" 'BEGIN { printf "| %s | %s | %s | %.1f | %.2fx | %d | %d | %.1f%% |\n", task, temp, tool,
-          n / s, n / s / p, d, a, (d > 0 ? 100 * a / d : 0) }'
+      awk -v task="$task" -v temp="$temp" -v tool="$tool" -v n="$ran" -v s="$sum" -v p="$plain" -v d="$drafted" \
+        -v a="$accepted" -v f="$failed" 'BEGIN { printf "| %s | %s | %s%s | %.1f | %.2fx | %d | %d | %.1f%% |\n", task, temp,
+          tool, (f > 0 ? " (" f " runs failed)" : ""), (s > 0 ? n / s : 0), (s > 0 ? n / s / p : 0), d, a,
+          (d > 0 ? 100 * a / d : 0) }'
     done
   done
 done
