@@ -390,7 +390,9 @@ CompressReport compress_model(const gguf::File& file, const std::filesystem::pat
       writer.add_tensor_view(t.name, t.type, t.shape, t.bytes());
       continue;
     }
-    const auto [state, index] = found->second;
+    // Not a structured binding: clang 14 cannot capture one in the lambdas below.
+    const std::shared_ptr<UnitState> state = found->second.first;
+    const size_t index = found->second.second;
     const Unit& u = *state->unit;
     const int64_t rank = u.rank;
     FactoredMatrix* row = &report_of(t.name);
