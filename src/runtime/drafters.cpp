@@ -30,6 +30,17 @@ std::vector<DraftToken> LookupDrafter::draft(std::span<const TokenId> context, i
   return out;
 }
 
+namespace {
+// The probability of `id` at temperature 1 (greedy q is one-hot whatever the logits): a full pass
+// over the vocabulary, so only made when --draft-p-min asks for it.
+double confidence(std::span<const float> logits, TokenId id) {
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (const float l : logits) sum += std::exp(static_cast<double>(l - top));
+  return std::exp(static_cast<double>(logits[static_cast<size_t>(id)] - top)) / sum;
+}
+}  // namespace
+
 ModelDrafter::ModelDrafter(Engine& engine, kv::KvStore& target_kv, std::string name, ModelDrafterOptions options)
     : ModelDrafter(engine, nullptr, std::move(name), std::move(options)) {
   kv_ = &target_kv;
@@ -100,12 +111,7 @@ std::vector<DraftToken> ModelDrafter::draft(std::span<const TokenId> context, in
   for (int i = 0; i < max; ++i) {
     sample::Candidates q = chain.distribution(logits_);
     const TokenId id = chain.draw_from(q);
-    // The drafter's confidence in its pick at temperature 1 (greedy q is one-hot whatever the logits).
-    const float top = *std::max_element(logits_.begin(), logits_.end());
-    double sum = 0;
-    for (const float l : logits_) sum += std::exp(static_cast<double>(l - top));
-    const double confidence = std::exp(static_cast<double>(logits_[static_cast<size_t>(id)] - top)) / sum;
-    if (confidence < options_.p_min) break;
+    if (options_.p_min > 0.0f && confidence(logits_, id) < options_.p_min) break;
     chain.accept(id);
     out.push_back({id, std::move(q)});
     const auto position = static_cast<int64_t>(cached_.size());
