@@ -171,8 +171,9 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       result.timings.drafted_tokens += static_cast<int64_t>(drafts.size());
       result.timings.accepted_tokens += static_cast<int64_t>(accepted);
       result.timings.draft_seconds += draft_seconds;
-      // Rejected drafts' cells are forgotten; the newest token has not been run yet.
-      kv_.truncate(n_prompt + generated() - 1);
+      // Rejected drafts' cells are forgotten; the newest token has not been run yet. (A round
+      // without drafts wrote nothing past it.)
+      if (!drafts.empty()) kv_.truncate(n_prompt + generated() - 1);
       if (!going) break;
     }
   }
