@@ -1,0 +1,51 @@
+#include "chat/chat_template.hpp"
+
+#include "chat/jinja_builtins.hpp"
+#include "chat/jinja_interpreter.hpp"
+#include "chat/jinja_lexer.hpp"
+#include "chat/jinja_parser.hpp"
+
+namespace okapi::chat {
+
+struct ChatTemplate::Parsed {
+  jinja::StmtList body;
+};
+
+ChatTemplate ChatTemplate::parse(std::string_view source, std::string name) {
+  ChatTemplate result;
+  result.source_ = std::make_shared<const std::string>(source);
+  result.name_ = std::make_shared<const std::string>(std::move(name));
+  auto parsed = std::make_shared<Parsed>();
+  parsed->body = jinja::parse_template(jinja::tokenize(*result.source_, *result.name_), *result.name_);
+  result.parsed_ = std::move(parsed);
+  return result;
+}
+
+std::string ChatTemplate::render(const RenderInputs& inputs) const {
+  using jinja::Value;
+  auto root = std::make_shared<jinja::Scope>();
+  jinja::add_globals(*root);
+  // The variables the reference renderings were made with: messages, tools (undefined when none
+  // are given: `tools is defined` is false), add_generation_prompt and the special tokens; then
+  // chat_template_kwargs, which may override any of them.
+  root->set("messages", Value::from_json(inputs.messages));
+  if (!inputs.tools.is_null()) root->set("tools", Value::from_json(inputs.tools));
+  root->set("add_generation_prompt", Value::boolean(inputs.add_generation_prompt));
+  root->set("bos_token", Value::string(inputs.bos_token));
+  root->set("eos_token", Value::string(inputs.eos_token));
+  if (inputs.extra.is_object()) {
+    for (const auto& [key, value] : inputs.extra.items()) root->set(key, Value::from_json(value));
+  }
+  const std::time_t now = inputs.now ? *inputs.now : std::time(nullptr);
+  jinja::Interpreter interpreter(*name_, now);
+  try {
+    std::string out = interpreter.render(parsed_->body, root);
+    root->variables.clear();
+    return out;
+  } catch (...) {
+    root->variables.clear();  // macros and loop scopes hold the root weakly; values may hold namespaces
+    throw;
+  }
+}
+
+}  // namespace okapi::chat

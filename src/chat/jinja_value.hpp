@@ -1,0 +1,145 @@
+// The values a Jinja template computes with, modelled on the Python objects Jinja2 sees when
+// Hugging Face renders a chat template: str, int, float, bool, None, list/tuple, dict (insertion
+// ordered), namespace(), callables, the loop object, and Jinja's Undefined. Lists and dicts are
+// immutable and shared (the sandbox forbids mutating them); only a namespace changes in place.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace okapi::chat::jinja {
+
+class Value;
+class Interpreter;
+
+struct ListData {
+  std::vector<Value> items;
+  bool is_tuple = false;
+};
+
+struct DictData {
+  std::vector<std::pair<Value, Value>> entries;
+  const Value* find(const Value& key) const;
+  const Value* find(std::string_view key) const;
+  void set(Value key, Value value);  // only while building a new dict
+};
+
+struct Namespace {
+  std::vector<std::pair<std::string, Value>> attributes;
+  const Value* find(std::string_view name) const;
+  void set(const std::string& name, Value value);
+};
+
+// Why a value is undefined, as Jinja2's UndefinedError / SecurityError would say when something
+// is done with it that an undefined value cannot do.
+struct UndefinedData {
+  std::string message;
+  bool security = false;  // a sandbox refusal (calling list.append): SecurityError
+};
+
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+  const Value* find_keyword(std::string_view name) const;
+};
+
+struct Function {
+  std::string name;
+  std::function<Value(Interpreter&, CallArgs&)> call;
+  bool is_macro = false;
+};
+
+struct LoopData;
+
+class Value {
+ public:
+  enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function, Loop };
+
+  Value();  // Undefined with no message
+  static Value undefined(std::string message, bool security = false);
+  static Value none();
+  static Value boolean(bool b);
+  static Value integer(std::int64_t i);
+  static Value number(double f);
+  static Value string(std::string s);
+  static Value list(std::vector<Value> items, bool is_tuple = false);
+  static Value dict(DictData data);
+  static Value namespace_object(std::shared_ptr<Namespace> ns);
+  static Value function(std::shared_ptr<const Function> fn);
+  static Value loop(std::shared_ptr<const LoopData> loop);
+  static Value from_json(const nlohmann::ordered_json& json);
+
+  Kind kind() const { return static_cast<Kind>(data_.index()); }
+  bool is_undefined() const { return kind() == Kind::Undefined; }
+  bool is_none() const { return kind() == Kind::None; }
+  bool is_bool() const { return kind() == Kind::Bool; }
+  bool is_int() const { return kind() == Kind::Int; }
+  bool is_float() const { return kind() == Kind::Float; }
+  bool is_number() const { return is_int() || is_float() || is_bool(); }
+  bool is_string() const { return kind() == Kind::String; }
+  bool is_list() const { return kind() == Kind::List; }
+  bool is_dict() const { return kind() == Kind::Dict; }
+  bool is_namespace() const { return kind() == Kind::Namespace; }
+  bool is_function() const { return kind() == Kind::Function; }
+  bool is_loop() const { return kind() == Kind::Loop; }
+
+  bool as_bool() const { return std::get<bool>(data_); }
+  std::int64_t as_int() const;  // Int or Bool
+  double as_double() const;     // Int, Bool or Float
+  const std::string& as_string() const { return *std::get<std::shared_ptr<const std::string>>(data_); }
+  const ListData& as_list() const { return *std::get<std::shared_ptr<const ListData>>(data_); }
+  const DictData& as_dict() const { return *std::get<std::shared_ptr<const DictData>>(data_); }
+  Namespace& as_namespace() const { return *std::get<std::shared_ptr<Namespace>>(data_); }
+  const std::shared_ptr<Namespace>& namespace_ptr() const { return std::get<std::shared_ptr<Namespace>>(data_); }
+  const Function& as_function() const { return *std::get<std::shared_ptr<const Function>>(data_); }
+  const LoopData& as_loop() const { return *std::get<std::shared_ptr<const LoopData>>(data_); }
+  const UndefinedData& as_undefined() const { return *std::get<std::shared_ptr<const UndefinedData>>(data_); }
+
+  bool truthy() const;                  // Python bool()
+  std::string str() const;              // Python str(): what {{ x }} prints
+  std::string repr() const;             // Python repr()
+  std::string type_name() const;        // Python type name: str, int, dict, NoneType, ...
+  std::string object_type_repr() const; // Jinja2's "dict object", "None", ... in messages
+
+ private:
+  std::variant<std::shared_ptr<const UndefinedData>, std::monostate, bool, std::int64_t, double,
+               std::shared_ptr<const std::string>, std::shared_ptr<const ListData>, std::shared_ptr<const DictData>,
+               std::shared_ptr<Namespace>, std::shared_ptr<const Function>, std::shared_ptr<const LoopData>>
+      data_;
+};
+
+struct LoopData {
+  std::int64_t index0 = 0;
+  std::int64_t length = 0;
+  std::int64_t depth0 = 0;
+  Value previous_item, next_item;  // Undefined at the ends
+  std::shared_ptr<std::optional<Value>> changed_last;  // loop.changed()'s memory, shared by the iterations
+};
+
+// Python equality (1 == 1.0 == True, lists element-wise, dicts as mappings).
+bool equals(const Value& a, const Value& b);
+// Python ordering for <, >, sort, min, max: numbers, strings, lists; otherwise throws TypeError
+// through the callback's message (returns nullopt so the caller can word the error).
+std::optional<int> compare(const Value& a, const Value& b);
+std::string python_float_repr(double value);
+
+// HF's tojson: json.dumps(x, ensure_ascii=False, indent=indent, separators=..., sort_keys=...).
+// Returns nullopt and sets error for a value JSON cannot hold (Undefined, a namespace, ...).
+struct JsonOptions {
+  std::optional<std::string> indent;  // None: one line
+  std::size_t max_bytes = std::size_t{16} << 20;  // longer output is an error, not a huge allocation
+  std::string item_separator = ", ";
+  std::string key_separator = ": ";
+  bool sort_keys = false;
+};
+bool to_json(const Value& value, const JsonOptions& options, std::string& out, std::string& error, int depth = 0);
+
+}  // namespace okapi::chat::jinja
