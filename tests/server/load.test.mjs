@@ -1,0 +1,94 @@
+// 16 concurrent streaming clients on 4 slots (the default queue of 64 holds the rest): every
+// stream completes, no errors, the slots end idle, and /metrics counts the generated tokens.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { get, parsePrometheus, startServer, streamRequest, waitSlotsIdle } from './support.mjs';
+
+const CLIENTS = 16;
+const TOKENS = 32;
+let server;
+
+before(async () => {
+  server = await startServer(['--metrics'], { ctx: 1024, slots: 4 });
+});
+
+after(async () => {
+  await server?.stop();
+});
+
+async function metrics() {
+  const res = await get(server.base, '/metrics');
+  assert.equal(res.status, 200, res.text);
+  assert.match(res.headers.get('content-type') ?? '', /^text\/plain/);
+  const values = parsePrometheus(res.text);
+  for (const name of values.keys()) assert.match(name, /^okapi:/, `metric ${name} is prefixed okapi:`);
+  return values;
+}
+
+function generatedTokens(values) {
+  const names = [...values.keys()].filter((n) => /okapi:.*(tokens_predicted|generated_tokens|predicted_tokens)/.test(n) &&
+    !/seconds|per_second/.test(n));
+  assert.ok(names.length > 0, `a generated-token counter among ${[...values.keys()].join(', ')}`);
+  return values.get(names.find((n) => /total/.test(n)) ?? names[0]);
+}
+
+describe('load', () => {
+  test(`${CLIENTS} concurrent streaming clients on 4 slots`, { timeout: 60_000 }, async () => {
+    const before = generatedTokens(await metrics());
+    const started = Date.now();
+    const results = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => {
+      const chat = i % 4 !== 3;
+      return chat
+        ? streamRequest(server.base, '/v1/chat/completions', {
+          messages: [{ role: 'user', content: `Tell story number ${i} about a ${['cat', 'dog', 'bird'][i % 3]}.` }],
+          max_tokens: TOKENS, temperature: 0.8, seed: i, ignore_eos: i % 2 === 0,
+          stream_options: { include_usage: true },
+        })
+        : streamRequest(server.base, '/v1/completions', {
+          prompt: `Once upon a time, story ${i},`, max_tokens: TOKENS, temperature: 0.8, seed: i,
+          stream_options: { include_usage: true },
+        });
+    }));
+    const elapsed = Date.now() - started;
+    let total = 0;
+    results.forEach((r, i) => {
+      const what = `client ${i}`;
+      assert.equal(r.status, 200, `${what}: ${r.status} ${r.error}`);
+      assert.match(r.contentType ?? '', /^text\/event-stream/, what);
+      assert.equal(r.error, undefined, `${what}: ${JSON.stringify(r.error)}`);
+      assert.ok(r.done, `${what} ended with [DONE]`);
+      assert.equal(r.afterDone, 0, `${what}: nothing after [DONE]`);
+      assert.ok(['stop', 'length'].includes(r.finish), `${what} finish_reason ${r.finish}`);
+      assert.ok(r.usage, `${what} usage chunk`);
+      assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= TOKENS, what);
+      if (i % 2 === 0 && i % 4 !== 3) {
+        assert.equal(r.finish, 'length', what);
+        assert.equal(r.usage.completion_tokens, TOKENS, what);
+      }
+      total += r.usage.completion_tokens;
+    });
+    assert.ok(elapsed < 60_000, `took ${elapsed} ms`);
+
+    const slots = await waitSlotsIdle(server.base, { timeoutMs: 5000 });
+    assert.equal(slots.length, 4);
+
+    const m = await metrics();
+    const grew = generatedTokens(m) - before;
+    assert.ok(grew >= total, `generated-token counter grew by ${grew}, clients got ${total}`);
+  });
+
+  test('a second wave reuses the slots (no leak of busy slots or queue)', { timeout: 30_000 }, async () => {
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => streamRequest(
+      server.base, '/v1/chat/completions', {
+        messages: [{ role: 'user', content: `Wave two, story ${i}` }], max_tokens: 8, temperature: 0,
+      })));
+    for (const r of results) {
+      assert.equal(r.status, 200);
+      assert.ok(r.done);
+      assert.ok(r.finish);
+    }
+    await waitSlotsIdle(server.base);
+    const health = await get(server.base, '/health');
+    assert.equal(health.status, 200);
+  });
+});
