@@ -38,7 +38,7 @@ Value range(Interpreter& in, CallArgs& args) {
   // The count first, so a huge range fails on the step limit before anything is allocated.
   const long double span = step > 0 ? static_cast<long double>(stop) - start : static_cast<long double>(start) - stop;
   const long double count = span <= 0 ? 0 : std::ceil(span / std::abs(static_cast<long double>(step)));
-  if (count > static_cast<long double>(in.limits().max_steps)) in.charge(in.limits().max_steps + 1);
+  if (count * 4 > static_cast<long double>(in.limits().max_steps)) in.charge(in.limits().max_steps + 1);
   std::vector<Value> items;
   items.reserve(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(count); ++i) items.push_back(Value::integer(start + i * step));

@@ -74,12 +74,12 @@ void Interpreter::check_size(std::size_t bytes) const {
 
 Value Interpreter::make_string(std::string text) {
   check_size(text.size());
-  charge(text.size() / 64);
+  charge(text.size() / 16);
   return Value::string(std::move(text));
 }
 
 Value Interpreter::make_list(std::vector<Value> items, bool is_tuple) {
-  charge(items.size());
+  charge(items.size() * 4);
   return Value::list(std::move(items), is_tuple);
 }
 
@@ -91,7 +91,7 @@ std::shared_ptr<Namespace> Interpreter::new_namespace() {
 
 void Interpreter::write(std::string_view text) {
   check_size(out_->size() + text.size());
-  charge(text.size() / 64);
+  charge(text.size() / 16);
   out_->append(text);
 }
 
@@ -595,6 +595,7 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
   if (op == "+") {
     if (left.is_string() && right.is_string()) return make_string(left.as_string() + right.as_string());
     if (left.is_list() && right.is_list() && left.as_list().is_tuple == right.as_list().is_tuple) {
+      charge((left.as_list().items.size() + right.as_list().items.size()) * 4);
       std::vector<Value> items = left.as_list().items;
       items.insert(items.end(), right.as_list().items.begin(), right.as_list().items.end());
       return make_list(std::move(items), left.as_list().is_tuple);
@@ -615,7 +616,7 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
       }
       const auto& items = sequence.as_list().items;
       if (!items.empty() && static_cast<std::uint64_t>(count) > limits_.max_steps / items.size()) charge(limits_.max_steps + 1);
-      charge(items.size() * static_cast<std::size_t>(count));
+      charge(items.size() * static_cast<std::size_t>(count) * 4);
       std::vector<Value> repeated;
       for (std::int64_t i = 0; i < count; ++i) repeated.insert(repeated.end(), items.begin(), items.end());
       return make_list(std::move(repeated), sequence.as_list().is_tuple);

@@ -16,7 +16,7 @@ namespace okapi::chat::jinja {
 
 struct Limits {
   std::size_t max_output_bytes = std::size_t{16} << 20;  // any one string, the output included
-  std::size_t max_steps = 20'000'000;                     // evaluation steps + elements / bytes built
+  std::size_t max_steps = 5'000'000;  // evaluation steps + 4 per list element + 1 per 16 string bytes built
   int max_call_depth = 100;                               // nested macro / caller calls
   int max_eval_depth = 600;                               // nested statements and expressions at run time
 };

@@ -705,7 +705,7 @@ class Parser {
       start_inline = false;
       auto filter = node(Expr::Kind::Filter, current().line);
       filter->name = expect_name();
-      while (skip_op(".")) filter->name += "." + expect_name();
+      while (skip_op(".")) filter->name.append(".").append(expect_name());
       filter->children.push_back(std::move(input));
       if (is_op("(")) parse_call_args(*filter);
       input = std::move(filter);
@@ -718,7 +718,7 @@ class Parser {
     auto test = node(Expr::Kind::Test, advance().line);
     if (skip_name("not")) test->negated = true;
     test->name = expect_name();
-    while (skip_op(".")) test->name += "." + expect_name();
+    while (skip_op(".")) test->name.append(".").append(expect_name());
     test->children.push_back(std::move(input));
     const Token& token = current();
     const bool starts_argument =

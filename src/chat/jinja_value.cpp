@@ -59,7 +59,15 @@ const Value* CallArgs::find_keyword(std::string_view name) const {
   return nullptr;
 }
 
-Value::Value() : data_(std::make_shared<const UndefinedData>()) {}
+namespace {
+// One shared "plain" Undefined, so default-constructed values allocate nothing.
+const std::shared_ptr<const UndefinedData>& plain_undefined() {
+  static const auto instance = std::make_shared<const UndefinedData>();
+  return instance;
+}
+}  // namespace
+
+Value::Value() : data_(plain_undefined()) {}
 
 Value Value::undefined(std::string message, bool security) {
   Value v;
