@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -175,7 +176,22 @@ Value filter_join(Interpreter& in, const Value& value, CallArgs& args) {
 
 Value filter_upper(Interpreter& in, const Value& value, CallArgs&) { return in.make_string(upper(soft_str(value))); }
 Value filter_lower(Interpreter& in, const Value& value, CallArgs&) { return in.make_string(lower(soft_str(value))); }
-Value filter_title(Interpreter& in, const Value& value, CallArgs&) { return in.make_string(title(soft_str(value))); }
+// Jinja's title filter (not str.title): words start after whitespace or one of -({[<; the first
+// character of each is upper-cased, the rest lower-cased.
+Value filter_title(Interpreter& in, const Value& value, CallArgs&) {
+  std::u32string cps = decode_utf8(soft_str(value));
+  bool word_start = true;
+  for (auto& c : cps) {
+    const bool separator = is_python_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    if (separator) {
+      word_start = true;
+      continue;
+    }
+    c = word_start ? to_upper(c) : to_lower(c);
+    word_start = false;
+  }
+  return in.make_string(encode_utf8(cps));
+}
 Value filter_capitalize(Interpreter& in, const Value& value, CallArgs&) {
   return in.make_string(capitalize(soft_str(value)));
 }
@@ -366,6 +382,20 @@ Value filter_round(Interpreter& in, const Value& value, CallArgs& args) {
   const double x = value.as_double();
   if (method == "common") {
     if (!value.is_float() && precision >= 0) return Value::integer(value.as_int());
+    if (!value.is_float()) {  // round(int, -n): an int, ties to even
+      std::int64_t unit = 1;
+      for (std::int64_t i = 0; i < -precision && unit <= std::numeric_limits<std::int64_t>::max() / 10; ++i) unit *= 10;
+      const std::int64_t v = value.as_int();
+      std::int64_t quotient = v / unit, remainder = v % unit;
+      if (remainder < 0) {
+        remainder += unit;
+        quotient -= 1;
+      }
+      if (remainder * 2 > unit || (remainder * 2 == unit && quotient % 2 != 0)) quotient += 1;
+      std::int64_t result = 0;
+      if (__builtin_mul_overflow(quotient, unit, &result)) in.fail("integer overflow");
+      return Value::integer(result);
+    }
     if (!std::isfinite(x)) return Value::number(x);
     if (precision >= 0 && precision < 300) {
       // Correctly rounded, ties to even, like Python's round(x, n).
@@ -589,6 +619,9 @@ Value filter_truncate(Interpreter& in, const Value& value, CallArgs& args) {
   const std::int64_t leeway = int_argument(in, args, 3, "leeway", 5);
   const std::u32string text = decode_utf8(soft_str(value));
   const std::u32string end_cps = decode_utf8(end);
+  if (length < static_cast<std::int64_t>(end_cps.size())) {
+    in.fail(fmt::format("expected length >= {}, got {}", end_cps.size(), length));
+  }
   if (static_cast<std::int64_t>(text.size()) <= length + leeway) return in.make_string(encode_utf8(text));
   const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(0, length - static_cast<std::int64_t>(end_cps.size())));
   std::u32string result = text.substr(0, keep);

@@ -475,7 +475,20 @@ Value Interpreter::eval(const Expr& expr, const ScopePtr& scope) {
 
 void Interpreter::eval_args(const Expr& expr, std::size_t first, const ScopePtr& scope, CallArgs& args) {
   for (std::size_t i = first; i < expr.children.size(); ++i) args.positional.push_back(eval(*expr.children[i], scope));
-  for (const auto& [key, value] : expr.keywords) args.keyword.emplace_back(key, eval(*value, scope));
+  for (const auto& [key, value] : expr.keywords) {
+    if (key == "*") {
+      for (Value& item : iterate(eval(*value, scope))) args.positional.push_back(std::move(item));
+    } else if (key == "**") {
+      const Value mapping = eval(*value, scope);
+      if (!mapping.is_dict()) fail(fmt::format("argument after ** must be a mapping, not {}", mapping.type_name()));
+      for (const auto& [name, item] : mapping.as_dict().entries) {
+        if (!name.is_string()) fail("keywords must be strings");
+        args.keyword.emplace_back(name.as_string(), item);
+      }
+    } else {
+      args.keyword.emplace_back(key, eval(*value, scope));
+    }
+  }
 }
 
 Value Interpreter::eval_call(const Expr& expr, const ScopePtr& scope, const Value* caller) {

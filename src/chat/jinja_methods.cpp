@@ -56,14 +56,14 @@ std::vector<Value> split_string(Interpreter& in, const std::string& text, const 
       i = j;
     }
     if (max_split >= 0 && static_cast<std::int64_t>(words.size()) > max_split + 1) {
-      // The unsplit rest keeps its inner whitespace (trailing / leading stripped).
+      // The unsplit rest runs to the string's end (split) or start (rsplit), whitespace and all.
       if (!from_right) {
         const auto k = static_cast<std::size_t>(max_split);
         for (std::size_t w = 0; w < k; ++w) parts.push_back(encode_utf8(cps.substr(words[w].first, words[w].second - words[w].first)));
-        parts.push_back(encode_utf8(cps.substr(words[k].first, words.back().second - words[k].first)));
+        parts.push_back(encode_utf8(cps.substr(words[k].first)));
       } else {
         const std::size_t first_kept = words.size() - static_cast<std::size_t>(max_split);
-        parts.push_back(encode_utf8(cps.substr(words[0].first, words[first_kept - 1].second - words[0].first)));
+        parts.push_back(encode_utf8(cps.substr(0, words[first_kept - 1].second)));
         for (std::size_t w = first_kept; w < words.size(); ++w) {
           parts.push_back(encode_utf8(cps.substr(words[w].first, words[w].second - words[w].first)));
         }

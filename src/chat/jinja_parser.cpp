@@ -675,13 +675,17 @@ class Parser {
       if (!first) expect_op(",");
       first = false;
       if (is_op(")")) break;
-      if (is_op("*") || is_op("**")) fail("*args and **kwargs in calls are not supported");
+      if (is_op("*") || is_op("**")) {  // *list / **dict: kept as keywords named "*" / "**"
+        std::string star = advance().text;
+        expr.keywords.emplace_back(std::move(star), parse_expression(true));
+        continue;
+      }
       if (current().type == TokenType::Name && peek().type == TokenType::Operator && peek().text == "=") {
         std::string key = advance().text;
         advance();
         expr.keywords.emplace_back(std::move(key), parse_expression(true));
       } else {
-        if (!expr.keywords.empty()) fail("Invalid argument syntax: positional argument after keyword argument");
+        if (!expr.keywords.empty()) fail("Invalid argument syntax");
         expr.children.push_back(parse_expression(true));
       }
     }
