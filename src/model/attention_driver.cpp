@@ -33,9 +33,11 @@ int64_t attention_work(const AttentionConfig& c, std::span<const int32_t> positi
 // 0, n-1, 1, n-2, ...: contiguous chunks of tasks mix long and short causal rows.
 int64_t zigzag(int64_t j, int64_t n) { return (j % 2 == 0) ? j / 2 : n - 1 - j / 2; }
 
-// The query rows of one kv head and one block of tokens (token-major, then the heads of the
-// group), with the cells each sees and the tiles they touch.
+// The query rows of one kv head and one block of tokens of one store (token-major, then the heads
+// of the group), with the cells each sees and the tiles they touch.
 struct QueryRows {
+  const kv::KvStore* kv = nullptr;
+  int64_t kv_head = 0;
   std::vector<float> prepared;  // the query rows in the store's domain (KvStore::prepare_queries)
   std::vector<const float*> q;
   std::vector<float*> out;
@@ -50,34 +52,49 @@ struct TileScratch {
   std::vector<int64_t> begin, end;
 };
 
+// The work units of one or more runs (each run: tokens of one store): a unit is one block of
+// kBlockTokens tokens of a run with one kv head. Units are numbered run by run.
 class TiledAttention {
  public:
-  TiledAttention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
-                 float* out)
-      : kv_(kv), c_(c), q_(q), positions_(positions), out_(out), group_(c.n_head / c.n_head_kv) {
-    n_tokens_ = static_cast<int64_t>(positions.size());
-    n_blocks_ = (n_tokens_ + kBlockTokens - 1) / kBlockTokens;
-    max_rows_ = static_cast<int>(std::min(kBlockTokens, n_tokens_) * group_);
+  TiledAttention(std::span<const AttentionRun> runs, const AttentionConfig& c)
+      : runs_(runs), c_(c), group_(c.n_head / c.n_head_kv) {
+    if (runs.size() > kSmallRuns) large_.resize(runs.size() + 1);
+    int64_t* first = first_unit();
+    first[0] = 0;
+    int64_t max_tokens = 0;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const auto n_tokens = static_cast<int64_t>(runs[r].positions.size());
+      max_tokens = std::max(max_tokens, n_tokens);
+      first[r + 1] = first[r] + (n_tokens + kBlockTokens - 1) / kBlockTokens * c.n_head_kv;
+    }
+    max_rows_ = static_cast<int>(std::min(kBlockTokens, max_tokens) * group_);
   }
-  int64_t n_units() const { return n_blocks_ * c_.n_head_kv; }  // (block, kv head) pairs
+  int64_t n_units() const { return first_unit()[runs_.size()]; }
   int max_rows() const { return max_rows_; }
-  int64_t dim_v() const { return c_.head_dim_v; }
 
-  // Unit u: block zigzag(u / n_head_kv), kv head u % n_head_kv.
+  // Unit u of its run: block zigzag(u / n_head_kv), kv head u % n_head_kv.
   void rows_of(int64_t unit, QueryRows& rows) const {
-    const int64_t kv_head = unit % c_.n_head_kv;
-    const int64_t block = zigzag(unit / c_.n_head_kv, n_blocks_);
-    const int64_t t0 = block * kBlockTokens, t1 = std::min(n_tokens_, t0 + kBlockTokens);
+    const int64_t* first_of = first_unit();
+    const auto r = static_cast<size_t>(std::upper_bound(first_of, first_of + runs_.size() + 1, unit) - first_of - 1);
+    const AttentionRun& run = runs_[r];
+    const int64_t u = unit - first_of[r];
+    const auto n_tokens = static_cast<int64_t>(run.positions.size());
+    const int64_t n_blocks = (n_tokens + kBlockTokens - 1) / kBlockTokens;
+    const int64_t kv_head = u % c_.n_head_kv;
+    const int64_t block = zigzag(u / c_.n_head_kv, n_blocks);
+    const int64_t t0 = block * kBlockTokens, t1 = std::min(n_tokens, t0 + kBlockTokens);
+    rows.kv = run.kv;
+    rows.kv_head = kv_head;
     rows.q.clear();
     rows.out.clear();
     rows.first.clear();
     rows.last.clear();
     int64_t lo = INT64_MAX, hi = 0;
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t pos = positions_[static_cast<size_t>(t)];
+      const int64_t pos = run.positions[static_cast<size_t>(t)];
       for (int64_t h = kv_head * group_; h < (kv_head + 1) * group_; ++h) {
-        rows.q.push_back(q_ + (t * c_.n_head + h) * c_.head_dim_k);
-        rows.out.push_back(out_ + (t * c_.n_head + h) * c_.head_dim_v);
+        rows.q.push_back(run.q + (t * c_.n_head + h) * c_.head_dim_k);
+        rows.out.push_back(run.out + (t * c_.n_head + h) * c_.head_dim_v);
         rows.first.push_back(first_visible(c_, pos));
         rows.last.push_back(pos + 1);
       }
@@ -88,17 +105,16 @@ class TiledAttention {
     rows.tile_hi = (hi + kAttentionTile - 1) / kAttentionTile;
     const int64_t dim = c_.head_dim_k;
     rows.prepared.resize(rows.q.size() * static_cast<size_t>(dim));
-    for (size_t r = 0; r < rows.q.size(); ++r) {
-      std::copy(rows.q[r], rows.q[r] + dim, rows.prepared.data() + static_cast<int64_t>(r) * dim);
-      rows.q[r] = rows.prepared.data() + static_cast<int64_t>(r) * dim;
+    for (size_t i = 0; i < rows.q.size(); ++i) {
+      std::copy(rows.q[i], rows.q[i] + dim, rows.prepared.data() + static_cast<int64_t>(i) * dim);
+      rows.q[i] = rows.prepared.data() + static_cast<int64_t>(i) * dim;
     }
-    kv_.prepare_queries(c_.layer, kv_head, rows.prepared.data(), rows.n());
+    run.kv->prepare_queries(c_.layer, kv_head, rows.prepared.data(), rows.n());
   }
 
   // The partial of tile `tile` for every row: max m[r], sum l[r] (-1: the row sees none of the
   // tile), accumulator acc[r * dim_v]. Depends only on each row's own query and range.
-  void tile_partial(const QueryRows& rows, int64_t kv_head, int64_t tile, TileScratch& s, float* m, float* l,
-                    float* acc) const {
+  void tile_partial(const QueryRows& rows, int64_t tile, TileScratch& s, float* m, float* l, float* acc) const {
     const int n = rows.n();
     const int64_t c0 = tile * kAttentionTile, c1 = c0 + kAttentionTile;
     s.scores.resize(static_cast<size_t>(n * kAttentionTile));
@@ -111,7 +127,7 @@ class TiledAttention {
       if (s.begin[i] >= s.end[i]) s.begin[i] = s.end[i] = c0;
     }
     const kv::tile::Queries qs{rows.q.data(), n, s.begin.data(), s.end.data()};
-    kv_.tile_scores(c_.layer, kv_head, qs, c0, s.scores.data(), kAttentionTile);
+    rows.kv->tile_scores(c_.layer, rows.kv_head, qs, c0, s.scores.data(), kAttentionTile);
     for (int r = 0; r < n; ++r) {
       const auto i = static_cast<size_t>(r);
       const int64_t count = s.end[i] - s.begin[i];
@@ -129,26 +145,27 @@ class TiledAttention {
       m[r] = kernels::softmax_tile(x, count, &l[r]);
     }
     std::fill(acc, acc + n * c_.head_dim_v, 0.0f);
-    kv_.tile_accumulate(c_.layer, kv_head, qs, c0, s.scores.data(), kAttentionTile, acc);
+    rows.kv->tile_accumulate(c_.layer, rows.kv_head, qs, c0, s.scores.data(), kAttentionTile, acc);
   }
 
   // out row r = acc[r] (normalized already), mapped back from the store's domain.
-  void finish(const QueryRows& rows, int64_t kv_head, float* acc) const {
+  void finish(const QueryRows& rows, float* acc) const {
     const int64_t dim = c_.head_dim_v;
-    kv_.finish_values(c_.layer, kv_head, acc, rows.n());
+    rows.kv->finish_values(c_.layer, rows.kv_head, acc, rows.n());
     for (int r = 0; r < rows.n(); ++r) std::copy(acc + r * dim, acc + (r + 1) * dim, rows.out[static_cast<size_t>(r)]);
   }
 
-  int64_t kv_head_of(int64_t unit) const { return unit % c_.n_head_kv; }
-
  private:
-  const kv::KvStore& kv_;
+  static constexpr size_t kSmallRuns = 32;  // runs whose unit offsets need no allocation
+  int64_t* first_unit() { return large_.empty() ? small_ : large_.data(); }
+  const int64_t* first_unit() const { return large_.empty() ? small_ : large_.data(); }
+
+  std::span<const AttentionRun> runs_;
   const AttentionConfig& c_;
-  const float* q_;
-  std::span<const int32_t> positions_;
-  float* out_;
-  int64_t group_, n_tokens_ = 0, n_blocks_ = 0;
+  int64_t group_;
   int max_rows_ = 0;
+  int64_t small_[kSmallRuns + 1] = {};
+  std::vector<int64_t> large_;  // first unit of each run (and the total) when there are many runs
 };
 
 // The running state of every row of a unit, merged from tile partials in tile order.
@@ -171,15 +188,22 @@ struct RunningState {
 
 void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
                      float* out, ThreadPool* pool) {
-  if (positions.empty()) return;
-  const TiledAttention attn(kv, c, q, positions, out);
-  const int64_t work = attention_work(c, positions);
+  const AttentionRun run{&kv, q, positions, out};
+  tiled_attention(std::span<const AttentionRun>(&run, 1), c, pool);
+}
+
+void tiled_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool) {
+  int64_t work = 0, max_pos = 0;
+  for (const AttentionRun& run : runs) {
+    work += attention_work(c, run.positions);
+    for (const int32_t pos : run.positions) max_pos = std::max<int64_t>(max_pos, pos);
+  }
+  if (work == 0) return;  // no tokens
+  const TiledAttention attn(runs, c);
   const int64_t dim = c.head_dim_v;
   const int rows_max = attn.max_rows();
   const int64_t n_units = attn.n_units();
   const int threads = pool ? pool->size() : 1;
-  int64_t max_pos = 0;
-  for (const int32_t pos : positions) max_pos = std::max<int64_t>(max_pos, pos);
 
   // Split-K: too few units to keep the threads busy, and long enough rows to split.
   if (threads > 1 && n_units < 4 * threads && max_pos >= kAttentionTile && work >= kMinParallelWork) {
@@ -203,7 +227,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
         const int64_t u = std::upper_bound(task_start.begin(), task_start.end(), task) - task_start.begin() - 1;
         const QueryRows& rows = units[static_cast<size_t>(u)];
         const int64_t tile = rows.tile_lo + (task - task_start[static_cast<size_t>(u)]);
-        attn.tile_partial(rows, attn.kv_head_of(u), tile, scratch, m_of(task), l_of(task), acc_of(task));
+        attn.tile_partial(rows, tile, scratch, m_of(task), l_of(task), acc_of(task));
       }
     });
     parallel_for(pool, n_units, n_tasks * stride, [&](int64_t begin, int64_t end) {
@@ -213,7 +237,7 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
         state.reset(rows.n(), dim);
         for (int64_t task = task_start[static_cast<size_t>(u)]; task < task_start[static_cast<size_t>(u + 1)]; ++task)
           state.merge(rows.n(), dim, m_of(task), l_of(task), acc_of(task));
-        attn.finish(rows, attn.kv_head_of(u), state.acc.data());
+        attn.finish(rows, state.acc.data());
       }
     });
     return;
@@ -229,33 +253,53 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
       attn.rows_of(u, rows);
       state.reset(rows.n(), dim);
       for (int64_t tile = rows.tile_lo; tile < rows.tile_hi; ++tile) {
-        attn.tile_partial(rows, attn.kv_head_of(u), tile, scratch, m_t.data(), l_t.data(), acc_t.data());
+        attn.tile_partial(rows, tile, scratch, m_t.data(), l_t.data(), acc_t.data());
         state.merge(rows.n(), dim, m_t.data(), l_t.data(), acc_t.data());
       }
-      attn.finish(rows, attn.kv_head_of(u), state.acc.data());
+      attn.finish(rows, state.acc.data());
     }
   });
 }
 
 void exact_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
                      float* out, ThreadPool* pool) {
-  if (!kv::is_exact_store(kv))
-    throw_error("exact mode: attention needs an exact KV store (exact-ntt or exact-direct), got '{}'",
-                kv.type_name());
-  const auto n_tokens = static_cast<int64_t>(positions.size());
+  const AttentionRun run{&kv, q, positions, out};
+  exact_attention(std::span<const AttentionRun>(&run, 1), c, pool);
+}
+
+void exact_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool) {
+  int64_t n_tasks = 0, work = 0;
+  for (const AttentionRun& run : runs) {
+    if (!kv::is_exact_store(*run.kv))
+      throw_error("exact mode: attention needs an exact KV store (exact-ntt or exact-direct), got '{}'",
+                  run.kv->type_name());
+    n_tasks += static_cast<int64_t>(run.positions.size()) * c.n_head;
+    work += attention_work(c, run.positions);
+  }
   const int64_t group = c.n_head / c.n_head_kv;
-  // One task per (token, head); each output row is computed by exactly one task.
-  parallel_for(pool, n_tokens * c.n_head, attention_work(c, positions), [&](int64_t begin, int64_t end) {
+  // One task per (run, token, head), numbered run by run; each output row is computed by exactly
+  // one task.
+  parallel_for(pool, n_tasks, work, [&](int64_t begin, int64_t end) {
     std::vector<float> probs;
     std::vector<double> scratch;
+    size_t r = 0;
+    int64_t run_first = 0;  // the first task of run r
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = zigzag(task / c.n_head, n_tokens), h = task % c.n_head;
-      const int64_t pos = positions[static_cast<size_t>(t)];
+      while (task - run_first >= static_cast<int64_t>(runs[r].positions.size()) * c.n_head) {
+        run_first += static_cast<int64_t>(runs[r].positions.size()) * c.n_head;
+        ++r;
+      }
+      const AttentionRun& run = runs[r];
+      const auto n_tokens = static_cast<int64_t>(run.positions.size());
+      const int64_t local = task - run_first;
+      const int64_t t = zigzag(local / c.n_head, n_tokens), h = local % c.n_head;
+      const int64_t pos = run.positions[static_cast<size_t>(t)];
       const int64_t first = first_visible(c, pos), last = pos + 1;
       probs.resize(static_cast<size_t>(last - first));
-      kv.scores(c.layer, h / group, q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
+      run.kv->scores(c.layer, h / group, run.q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
       exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, scratch);
-      kv.accumulate_values(c.layer, h / group, probs.data(), first, last, out + (t * c.n_head + h) * c.head_dim_v);
+      run.kv->accumulate_values(c.layer, h / group, probs.data(), first, last,
+                                run.out + (t * c.n_head + h) * c.head_dim_v);
     }
   });
 }

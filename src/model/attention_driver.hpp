@@ -34,4 +34,10 @@ void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const floa
 void exact_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
                      float* out, ThreadPool* pool);
 
+// Several runs (each: tokens over their own store) in one call: the units of every run share one
+// parallel loop (and the split-K decision), so one-token runs of several sequences keep the
+// threads busy together. Each run's out is the same bits as the single-store call above gives it.
+void tiled_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool);
+void exact_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool);
+
 }  // namespace okapi::model

@@ -27,8 +27,8 @@ BitnetModel::BitnetModel(gguf::File file, HParams hparams, Activation ffn_activa
   rope_ = rope_config(hp, /*neox=*/true, nullptr);
 }
 
-void BitnetModel::forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,
-                                std::span<const int32_t> positions, LogitRows rows, float* logits) const {
+void BitnetModel::forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                                std::span<const int32_t> positions, const LogitSelection& rows, float* logits) const {
   forward_pre_norm(ops, kv, tokens, positions, rows, logits, layers_, rope_, ffn_activation_);
 }
 

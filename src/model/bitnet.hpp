@@ -19,8 +19,8 @@ class BitnetModel final : public DecoderModel {
   bool can_skip_layers() const override { return true; }  // forward_pre_norm honours it
 
  protected:
-  void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                     LogitRows rows, float* logits) const override;
+  void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                     const LogitSelection& rows, float* logits) const override;
 
  private:
   Activation ffn_activation_;

@@ -110,10 +110,11 @@ void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size
   for (size_t i = 0; i < n; ++i) finish_projection(ops, *ps[i], n_tokens, ys[i]);
 }
 
-void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const AttentionWeights& w,
+void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
                      const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
                      Scratch& s) {
-  const int64_t T = s.n_tokens, n_o = attention_dims(hp).n_o;
+  const int64_t T = s.n_tokens;
+  const AttentionDims d = attention_dims(hp);
   ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
   const Projection* qkv[] = {&w.q, &w.k, &w.v};
   float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
@@ -122,9 +123,29 @@ void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const Attenti
   if (w.k_norm) ops.rmsnorm(s.k.data(), w.k_norm, T * hp.n_head_kv, hp.head_dim_k, hp.norm_eps, s.k.data());
   ops.rope(s.q.data(), T, hp.n_head, hp.head_dim_k, positions, rope);
   ops.rope(s.k.data(), T, hp.n_head_kv, hp.head_dim_k, positions, rope);
-  ops.store_kv(kv, att.layer, s.k.data(), s.v.data(), positions);
-  ops.attention(kv, att, s.q.data(), positions, s.attn.data());
-  if (w.sub_norm) ops.rmsnorm(s.attn.data(), w.sub_norm, T, n_o, hp.norm_eps, s.attn.data());
+  if (kv.single()) {
+    ops.store_kv(kv.store(0), att.layer, s.k.data(), s.v.data(), positions);
+    ops.attention(kv.store(0), att, s.q.data(), positions, s.attn.data());
+  } else {
+    // Each run's K/V into its store, then the runs' attention in calls of up to kMaxRuns (one
+    // parallel loop for all of them: a decode step of several sequences is one token per run).
+    constexpr size_t kMaxRuns = 32;
+    AttentionRun runs[kMaxRuns];
+    size_t n_runs = 0;
+    const auto flush = [&] {
+      ops.attention_runs(std::span<const AttentionRun>(runs, n_runs), att);
+      n_runs = 0;
+    };
+    kv.for_each_run(positions.size(), [&](kv::KvStore& store, size_t begin, size_t count) {
+      const std::span<const int32_t> run = positions.subspan(begin, count);
+      const auto t0 = static_cast<int64_t>(begin);
+      ops.store_kv(store, att.layer, s.k.data() + t0 * d.n_k, s.v.data() + t0 * d.n_v, run);
+      runs[n_runs++] = {&store, s.q.data() + t0 * d.n_q, run, s.attn.data() + t0 * d.n_o};
+      if (n_runs == kMaxRuns) flush();
+    });
+    if (n_runs > 0) flush();
+  }
+  if (w.sub_norm) ops.rmsnorm(s.attn.data(), w.sub_norm, T, d.n_o, hp.norm_eps, s.attn.data());
   project(ops, w.o, s.attn.data(), T, s.o.data());
 }
 
@@ -143,12 +164,17 @@ void ffn_block(Ops& ops, const HParams& hp, const FfnWeights& w, Activation act,
   project(ops, w.down, s.gate.data(), T, s.o.data());
 }
 
-void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output, LogitRows rows,
-                   Scratch& s, float* logits) {
-  const int64_t n_rows = output_row_count(rows, s.n_tokens);
-  const float* last = output_rows_begin(rows, s.x.data(), s.n_tokens, hp.n_embd);
-  ops.rmsnorm(last, output_norm, n_rows, hp.n_embd, hp.norm_eps, s.h.data());
-  ops.matmul(output, s.h.data(), n_rows, logits);
+void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output,
+                   const LogitSelection& rows, Scratch& s, float* logits) {
+  // Each row is normed on its own (and the LM head gives a row the same bits in any batch), so
+  // gathering the selected rows changes none of them.
+  const int64_t n = hp.n_embd;
+  int64_t packed = 0;
+  rows.for_each_run(s.n_tokens, [&](int64_t begin, int64_t count) {
+    ops.rmsnorm(s.x.data() + begin * n, output_norm, count, n, hp.norm_eps, s.h.data() + packed * n);
+    packed += count;
+  });
+  if (packed > 0) ops.matmul(output, s.h.data(), packed, logits);
 }
 
 void DecoderModel::load_embeddings() {
@@ -217,8 +243,8 @@ FfnWeights DecoderModel::ffn_weights(const std::string& prefix, int64_t n_ff, Pr
   return w;
 }
 
-void DecoderModel::forward_pre_norm(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,
-                                    std::span<const int32_t> positions, LogitRows rows, float* logits,
+void DecoderModel::forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                                    std::span<const int32_t> positions, const LogitSelection& rows, float* logits,
                                     std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,
                                     Activation ffn_activation) const {
   const HParams& hp = hparams_;

@@ -76,8 +76,9 @@ void project(Ops& ops, const Projection& p, const float* x, int64_t n_tokens, fl
 // project() of one x by each of `n` projections into ys[i], the mat-muls as one Ops::matmul_group.
 void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size_t n, const float* x, int64_t n_tokens);
 
-// The attention block of layer att.layer on s.x; writes s.o.
-void attention_block(Ops& ops, kv::KvStore& kv, const HParams& hp, const AttentionWeights& w,
+// The attention block of layer att.layer on s.x; writes s.o. Token t's K/V go to kv.store(t) and
+// its attention reads that store: store_kv + attention once per run of tokens sharing a store.
+void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
                      const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
                      Scratch& s);
 
@@ -90,9 +91,10 @@ struct DecoderLayer {
   FfnWeights ffn;
 };
 
-// logits = output · rms(x, output_norm) for the wanted rows of s.x.
-void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output, LogitRows rows,
-                   Scratch& s, float* logits);
+// logits = output · rms(x, output_norm) for the rows of s.x that `rows` selects, packed: the
+// selected rows are normed into s.h (gathered), so the LM head multiplies only those.
+void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output,
+                   const LogitSelection& rows, Scratch& s, float* logits);
 
 // A decoder-only model made of these blocks: it owns the embedding, output norm and head, and
 // looks a layer's block tensors up by the usual GGUF names.
@@ -122,9 +124,10 @@ class DecoderModel : public Model {
 
   // The whole forward pass of a pre-norm decoder: x = embd[tok]; per layer x += attention(x) with
   // 1/sqrt(head_dim) scaling, x += ffn(x); then output_logits.
-  void forward_pre_norm(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                        LogitRows rows, float* logits, std::span<const DecoderLayer> layers,
-                        const kernels::RopeConfig& rope, Activation ffn_activation) const;
+  void forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                        std::span<const int32_t> positions, const LogitSelection& rows, float* logits,
+                        std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,
+                        Activation ffn_activation) const;
 
   Weight token_embd_, output_norm_, output_;
 };

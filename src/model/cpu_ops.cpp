@@ -104,6 +104,10 @@ void CpuOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const fl
   tiled_attention(kv, c, q, positions, out, pool_);
 }
 
+void CpuOps::attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& c) {
+  tiled_attention(runs, c, pool_);
+}
+
 void CpuOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
   // Split into runs of 8 elements counted from the start, so the SIMD kernels' vector/tail split
   // (and so every element's value) is the same whatever the thread count.

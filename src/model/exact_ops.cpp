@@ -251,6 +251,10 @@ void ExactOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const 
   exact_attention(kv, c, q, positions, out, state_->pool);
 }
 
+void ExactOps::attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& c) {
+  exact_attention(runs, c, state_->pool);
+}
+
 void ExactOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
   const int64_t total = n_rows * n;
   state_->parallel(total, total * 16, [&](int64_t begin, int64_t end) {

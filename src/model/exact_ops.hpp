@@ -59,6 +59,7 @@ class ExactOps : public Ops {
                 std::span<const int32_t> positions) override;
   void attention(const kv::KvStore& kv, const AttentionConfig& config, const float* q,
                  std::span<const int32_t> positions, float* out) override;
+  void attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& config) override;
   void glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) override;
   void add(const float* a, const float* b, int64_t n, float* out) override;
   void mul(const float* a, const float* b, int64_t n, float* out) override;

@@ -61,8 +61,8 @@ class Gemma3Model final : public DecoderModel {
   }
 
  protected:
-  void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                     LogitRows rows, float* logits) const override {
+  void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                     const LogitSelection& rows, float* logits) const override {
     const HParams& hp = hparams_;
     const int64_t T = static_cast<int64_t>(tokens.size()), n_embd = hp.n_embd;
     Scratch s(ops.workspace(), hp, T, layers_.front().ffn.gate.w.n_out);

@@ -28,8 +28,8 @@ LlamaModel::LlamaModel(gguf::File file, HParams hparams, LlamaOptions options)
   rope_ = rope_config(hp, options_.neox_rope, rope_freqs_ ? rope_freqs_.f32() : nullptr);
 }
 
-void LlamaModel::forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,
-                               std::span<const int32_t> positions, LogitRows rows, float* logits) const {
+void LlamaModel::forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                               std::span<const int32_t> positions, const LogitSelection& rows, float* logits) const {
   forward_pre_norm(ops, kv, tokens, positions, rows, logits, layers_, rope_, Activation::SiLU);
 }
 

@@ -20,8 +20,8 @@ class LlamaModel : public DecoderModel {
   bool can_skip_layers() const override { return true; }  // forward_pre_norm honours it
 
  protected:
-  void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                     LogitRows rows, float* logits) const override;
+  void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                     const LogitSelection& rows, float* logits) const override;
 
   LlamaOptions options_;
   Weight rope_freqs_;

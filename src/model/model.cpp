@@ -66,25 +66,64 @@ void Model::check_tensors() const {
               problems_.summary());
 }
 
+void Model::check_store_shape(const kv::KvStore& kv, std::string_view where, int64_t token_index) const {
+  const kv::KvShape& s = kv.shape();
+  if (s.n_layer != hparams_.n_layer || s.n_head_kv != hparams_.n_head_kv || s.head_dim_k != hparams_.head_dim_k ||
+      s.head_dim_v != hparams_.head_dim_v)
+    throw_error("{}: {}KV store shape (layers {}, kv heads {}, head dims {}/{}) does not match the model ({}, {}, {}/{})",
+                where, token_index >= 0 ? fmt::format("token index {}: ", token_index) : std::string(), s.n_layer,
+                s.n_head_kv, s.head_dim_k, s.head_dim_v, hparams_.n_layer, hparams_.n_head_kv, hparams_.head_dim_k,
+                hparams_.head_dim_v);
+}
+
 void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                     LogitRows rows, float* logits) const {
   if (tokens.empty()) throw_error("forward: no tokens");
   if (tokens.size() != positions.size())
     throw_error("forward: {} tokens but {} positions", tokens.size(), positions.size());
-  const kv::KvShape& s = kv.shape();
-  if (s.n_layer != hparams_.n_layer || s.n_head_kv != hparams_.n_head_kv || s.head_dim_k != hparams_.head_dim_k ||
-      s.head_dim_v != hparams_.head_dim_v)
-    throw_error("forward: KV store shape (layers {}, kv heads {}, head dims {}/{}) does not match the model ({}, {}, {}/{})",
-                s.n_layer, s.n_head_kv, s.head_dim_k, s.head_dim_v, hparams_.n_layer, hparams_.n_head_kv,
-                hparams_.head_dim_k, hparams_.head_dim_v);
+  check_store_shape(kv, "forward");
+  const int64_t n_ctx = kv.n_ctx();
   for (size_t t = 0; t < tokens.size(); ++t) {
     if (tokens[t] < 0 || tokens[t] >= hparams_.n_vocab)
       throw_error("forward: token id {} at index {} is out of range (n_vocab {})", tokens[t], t, hparams_.n_vocab);
-    if (positions[t] < 0 || positions[t] >= s.n_ctx)
+    if (positions[t] < 0 || positions[t] >= n_ctx)
       throw_error("forward: position {} (token index {}) does not fit the context of {} tokens; use a larger context (-c)",
-                  positions[t], t, s.n_ctx);
+                  positions[t], t, n_ctx);
   }
   forward_batch(ops, kv, tokens, positions, rows, logits);
+}
+
+void Model::forward_sequences(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
+                              std::span<const int32_t> positions, std::span<const uint8_t> want_logits,
+                              float* logits) const {
+  if (tokens.empty()) throw_error("forward_sequences: no tokens");
+  if (positions.size() != tokens.size() || stores.size() != tokens.size() || want_logits.size() != tokens.size())
+    throw_error("forward_sequences: {} tokens but {} positions, {} stores and {} logit flags (one each per token)",
+                tokens.size(), positions.size(), stores.size(), want_logits.size());
+  bool any_wanted = false;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const kv::KvStore* store = stores[t];
+    if (!store) throw_error("forward_sequences: the KV store of token index {} is null", t);
+    if (tokens[t] < 0 || tokens[t] >= hparams_.n_vocab)
+      throw_error("forward_sequences: token id {} at index {} is out of range (n_vocab {})", tokens[t], t,
+                  hparams_.n_vocab);
+    if (t == 0 || stores[t - 1] != store) check_store_shape(*store, "forward_sequences", static_cast<int64_t>(t));
+    if (positions[t] < 0 || positions[t] >= store->n_ctx())
+      throw_error("forward_sequences: position {} (token index {}) does not fit its KV store's context of {} tokens",
+                  positions[t], t, store->n_ctx());
+    // The same store's previous token (usually t - 1; else searched back from t).
+    for (size_t u = t; u-- > 0;) {
+      if (stores[u] != store) continue;
+      if (positions[u] >= positions[t])
+        throw_error("forward_sequences: token index {} at position {} comes after token index {} at position {} in "
+                    "the same KV store; a sequence's tokens must be in increasing position order",
+                    t, positions[t], u, positions[u]);
+      break;
+    }
+    any_wanted = any_wanted || want_logits[t] != 0;
+  }
+  if (any_wanted && !logits) throw_error("forward_sequences: logits are wanted but the output buffer is null");
+  forward_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_logits), logits);
 }
 
 void Model::forward_skipping(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,
@@ -100,12 +139,6 @@ void Model::forward_skipping(Ops& ops, kv::KvStore& kv, std::span<const int32_t>
   } reset{skip_};
   skip_ = skip;
   forward(ops, kv, tokens, positions, rows, logits);
-}
-
-int64_t output_row_count(LogitRows rows, int64_t n_tokens) { return rows == LogitRows::All ? n_tokens : 1; }
-
-const float* output_rows_begin(LogitRows rows, const float* x, int64_t n_tokens, int64_t n) {
-  return rows == LogitRows::All ? x : x + (n_tokens - 1) * n;
 }
 
 }  // namespace okapi::model

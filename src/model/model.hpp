@@ -14,11 +14,49 @@
 #include "core/problem_list.hpp"
 #include "format/gguf.hpp"
 #include "model/hparams.hpp"
+#include "model/kv_binding.hpp"
 #include "model/ops.hpp"
 
 namespace okapi::model {
 
 enum class LogitRows { All, Last };
+
+// The rows of a batch whose logits are computed, packed in token order: every token (All), the
+// last one (Last), or the tokens whose flag is nonzero (a mask of one flag per token, which must
+// outlive the selection). Only the selected rows go through the final norm and the LM head.
+class LogitSelection {
+ public:
+  LogitSelection(LogitRows rows) : rows_(rows) {}  // NOLINT(google-explicit-constructor)
+  explicit LogitSelection(std::span<const uint8_t> wanted) : wanted_(wanted), masked_(true) {}
+
+  // fn(begin, count) for each maximal run of selected rows among n_tokens, in token order.
+  template <typename Fn>
+  void for_each_run(int64_t n_tokens, Fn&& fn) const {
+    if (!masked_) {
+      if (n_tokens == 0) return;
+      if (rows_ == LogitRows::All)
+        fn(int64_t{0}, n_tokens);
+      else
+        fn(n_tokens - 1, int64_t{1});
+      return;
+    }
+    for (int64_t t = 0; t < n_tokens;) {
+      if (!wanted_[static_cast<size_t>(t)]) {
+        ++t;
+        continue;
+      }
+      int64_t end = t + 1;
+      while (end < n_tokens && wanted_[static_cast<size_t>(end)]) ++end;
+      fn(t, end - t);
+      t = end;
+    }
+  }
+
+ private:
+  LogitRows rows_ = LogitRows::All;
+  std::span<const uint8_t> wanted_;
+  bool masked_ = false;
+};
 
 class Model {
  public:
@@ -48,12 +86,27 @@ class Model {
                         LogitRows rows, float* logits, std::span<const uint8_t> skip) const;
   virtual bool can_skip_layers() const { return false; }
 
+  // Several sequences in one pass: token t runs at positions[t] in the cache stores[t] (a
+  // sequence's tokens in the batch are in increasing position order; distinct sequences have
+  // distinct stores; a store's tokens need not be adjacent, though adjacent ones share the
+  // attention call). Weights are read once for the whole batch. Logits [n_wanted x n_vocab] are
+  // written, packed in token order, for the tokens whose want_logits[t] is nonzero (none wanted:
+  // `logits` is not touched and may be null). Each token's logits are bit-identical to running
+  // its sequence alone through forward(). Throws okapi::Error for spans of different lengths, an
+  // empty batch, a null store, a store whose shape does not match the model, a position outside
+  // its store's context or not after the previous position of the same store, a token id out of
+  // range, or wanted logits with a null `logits`.
+  void forward_sequences(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
+                         std::span<const int32_t> positions, std::span<const uint8_t> want_logits,
+                         float* logits) const;
+
  protected:
   Model(gguf::File file, HParams hparams);
 
-  // Implemented per architecture: inputs already validated.
-  virtual void forward_batch(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,
-                             std::span<const int32_t> positions, LogitRows rows, float* logits) const = 0;
+  // Implemented per architecture: inputs already validated. Token t reads and writes kv.store(t);
+  // logits are written for the rows `rows` selects.
+  virtual void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                             std::span<const int32_t> positions, const LogitSelection& rows, float* logits) const = 0;
 
   // Tensor lookup for constructors: a missing required tensor (or one of the wrong shape) is
   // recorded and reported together by check_tensors(). `shape` is ggml ne[] (empty: any).
@@ -66,6 +119,9 @@ class Model {
   bool skips_layer(int64_t layer) const {
     return !skip_.empty() && skip_[static_cast<size_t>(layer)] != 0;
   }
+  // Throws okapi::Error (prefixed by `where`, and the token index when >= 0) when `kv`'s shape
+  // does not match the model.
+  void check_store_shape(const kv::KvStore& kv, std::string_view where, int64_t token_index = -1) const;
 
   gguf::File file_;
   HParams hparams_;
@@ -83,10 +139,5 @@ struct ArchitectureEntry {
   ModelFactory make;
 };
 std::span<const ArchitectureEntry> architectures();
-
-// Shared helpers for architectures.
-// The rows of `x` ([n_tokens x n]) whose logits are wanted: all of them, or only the last.
-int64_t output_row_count(LogitRows rows, int64_t n_tokens);
-const float* output_rows_begin(LogitRows rows, const float* x, int64_t n_tokens, int64_t n);
 
 }  // namespace okapi::model

@@ -19,6 +19,10 @@ void Ops::matmul_group(std::span<const MatmulTarget> targets, const float* x, in
   for (const MatmulTarget& target : targets) matmul(*target.w, x, n_tokens, target.y);
 }
 
+void Ops::attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& config) {
+  for (const AttentionRun& run : runs) attention(*run.kv, config, run.q, run.positions, run.out);
+}
+
 void Ops::matmul_glu(Activation act, const Weight& gate, const Weight& up, const float* x, int64_t n_tokens,
                      float* gate_y, float* up_y) {
   const MatmulTarget targets[] = {{&gate, gate_y}, {&up, up_y}};

@@ -78,6 +78,15 @@ struct AttentionConfig {
   float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale / softcap)
 };
 
+// The queries of one attention() call: tokens at `positions` over the store `kv` (already holding
+// their K/V), q [n x n_head x head_dim_k] in, out [n x n_head x head_dim_v] written.
+struct AttentionRun {
+  const kv::KvStore* kv = nullptr;
+  const float* q = nullptr;
+  std::span<const int32_t> positions;
+  float* out = nullptr;
+};
+
 // A backend. Besides the operations it owns what it computes with: the copies of the weights it
 // makes at load (prepare), the forward pass's buffers (workspace) and the KV stores (make_kv).
 class Ops {
@@ -118,6 +127,12 @@ class Ops {
   // [0, positions[t]] of the store (already holding this batch's K/V); out[t][n_head][head_dim_v].
   virtual void attention(const kv::KvStore& kv, const AttentionConfig& config, const float* q,
                          std::span<const int32_t> positions, float* out) = 0;
+  // attention() for each run, each over its own store (several sequences in one pass: a decode
+  // step is one token per store). A backend may spread all the runs' work over its threads at
+  // once; each out is the same bits as attention() of its run alone. The default calls
+  // attention() per run. forward() calls only attention(); forward_sequences() calls this, so a
+  // backend that wraps attention() (to observe it) wraps this too.
+  virtual void attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& config);
   // out = act(gate) * up, n_rows rows of n.
   virtual void glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) = 0;
   // Elementwise over n values; out may alias an input.
