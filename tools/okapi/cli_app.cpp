@@ -21,6 +21,7 @@ std::string llama_style_flag(const std::string& arg) {
   if (arg == "-ctk") return "--cache-type-k";
   if (arg == "-ctv") return "--cache-type-v";
   if (arg == "-md") return "--draft-model";
+  if (arg == "-np") return "--parallel";
   return arg;
 }
 
@@ -140,6 +141,8 @@ int run_command_line(const std::vector<std::string>& args, const CliMode& mode) 
   register_analyze(app, result);
   register_compress(app, result);
   register_train(app, result);
+  register_serve(app, result);
+  register_chat(app, result);
 
   const std::vector<std::string> verbs = verb_names(app);
   const std::string verb_list = join(verbs);

@@ -1,5 +1,7 @@
 #include "common_flags.hpp"
 
+#include "sample/sampler.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -108,5 +110,21 @@ void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_
 }
 
 int default_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 512u)); }
+
+void add_sampling_flags(CLI::App* cmd, sample::SamplerConfig& s) {
+  cmd->add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str()->check(in_range(-kUnbounded, kUnbounded));
+  cmd->add_option("--top-k", s.top_k, "top-k (<= 0: off)")->capture_default_str()->check(in_range(-kUnbounded, kUnbounded));
+  cmd->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str()->check(in_range(0, 1));
+  cmd->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str()->check(in_range(0, 1));
+  cmd->add_option("--typical", s.typical_p, "locally typical sampling p (1: off)")->capture_default_str()->check(in_range(0, 1));
+  cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->capture_default_str()
+      ->check(in_range(1e-6, kUnbounded));
+  cmd->add_option("--repeat-last-n", s.repeat_last_n, "penalty window (0: off, -1: all)")->capture_default_str()
+      ->check(in_range(-1, kUnbounded));
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str()
+      ->check(in_range(-kUnbounded, kUnbounded));
+  cmd->add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str()
+      ->check(in_range(-kUnbounded, kUnbounded));
+}
 
 }  // namespace okapi::cli

@@ -7,6 +7,10 @@
 #include <limits>
 #include <string>
 
+namespace okapi::sample {
+struct SamplerConfig;
+}
+
 namespace okapi::cli {
 
 inline constexpr double kUnbounded = std::numeric_limits<double>::infinity();
@@ -28,6 +32,10 @@ void add_batch_flag(CLI::App* cmd, int64_t& batch_size, const std::string& descr
 void add_seed_flag(CLI::App* cmd, int64_t& seed);
 // --cache-type-k / --cache-type-v (also -ctk / -ctv), checked against the KV store types.
 void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v, std::string& kv_rotate);
+
+// --temp, --top-k, --top-p, --min-p, --typical, --repeat-penalty, --repeat-last-n,
+// --frequency-penalty, --presence-penalty (llama.cpp's sampling flags).
+void add_sampling_flags(CLI::App* cmd, sample::SamplerConfig& sampling);
 
 // The default of every -t: one thread per core, as llama.cpp.
 int default_threads();

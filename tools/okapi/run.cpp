@@ -165,7 +165,6 @@ int run(RunArgs args) {
 void register_run(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<RunArgs>();
   args->engine.threads = default_threads();
-  auto& s = args->sampling;
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (streams to stdout, timings to stderr)");
   cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text")->capture_default_str();
@@ -179,19 +178,7 @@ void register_run(CLI::App& app, VerbResult& result) {
   add_ctx_flag(cmd, args->n_ctx, "context length (0: the model's trained context; default: that, at most 4096)");
   add_threads_flag(cmd, args->engine.threads);
   add_batch_flag(cmd, args->batch_size, "prompt tokens per forward pass");
-  cmd->add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str()->check(in_range(-kUnbounded, kUnbounded));
-  cmd->add_option("--top-k", s.top_k, "top-k (<= 0: off)")->capture_default_str()->check(in_range(-kUnbounded, kUnbounded));
-  cmd->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str()->check(in_range(0, 1));
-  cmd->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str()->check(in_range(0, 1));
-  cmd->add_option("--typical", s.typical_p, "locally typical sampling p (1: off)")->capture_default_str()->check(in_range(0, 1));
-  cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->capture_default_str()
-      ->check(in_range(1e-6, kUnbounded));
-  cmd->add_option("--repeat-last-n", s.repeat_last_n, "penalty window (0: off, -1: all)")->capture_default_str()
-      ->check(in_range(-1, kUnbounded));
-  cmd->add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str()
-      ->check(in_range(-kUnbounded, kUnbounded));
-  cmd->add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str()
-      ->check(in_range(-kUnbounded, kUnbounded));
+  add_sampling_flags(cmd, args->sampling);
   add_seed_flag(cmd, args->seed);
   add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
   add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring,

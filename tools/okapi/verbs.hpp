@@ -24,5 +24,7 @@ void register_kv_eval(CLI::App& app, VerbResult& result);
 void register_analyze(CLI::App& app, VerbResult& result);
 void register_compress(CLI::App& app, VerbResult& result);
 void register_train(CLI::App& app, VerbResult& result);
+void register_serve(CLI::App& app, VerbResult& result);
+void register_chat(CLI::App& app, VerbResult& result);
 
 }  // namespace okapi::cli

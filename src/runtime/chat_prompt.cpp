@@ -1,0 +1,62 @@
+#include "runtime/chat_prompt.hpp"
+
+#include "core/input_file.hpp"
+#include "runtime/engine.hpp"
+
+namespace okapi::runtime {
+
+namespace {
+
+chat::ChatTemplate pick_template(const Engine& engine, const std::string& file, std::string& origin) {
+  if (!file.empty()) {
+    origin = "file";
+    return chat::ChatTemplate::parse(read_input_file(file, "chat template file"), file);
+  }
+  const gguf::Value* in_model = engine.model().file().find("tokenizer.chat_template");
+  if (in_model && in_model->is_string() && !in_model->as_string().empty()) {
+    origin = "model";
+    return chat::ChatTemplate::parse(in_model->as_string(), "tokenizer.chat_template");
+  }
+  origin = "chatml";
+  return chat::ChatTemplate::parse(chatml_template(), "chatml");
+}
+
+std::string token_text(const tokenizer::Vocab& vocab, tokenizer::TokenId id) {
+  if (id < 0 || static_cast<size_t>(id) >= vocab.size()) return {};
+  return vocab.tokens[static_cast<size_t>(id)];
+}
+
+}  // namespace
+
+const char* chatml_template() {
+  return "{%- for message in messages -%}\n"
+         "{{- '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') + '<|im_end|>\\n' -}}\n"
+         "{%- endfor -%}\n"
+         "{%- if add_generation_prompt -%}\n"
+         "{{- '<|im_start|>assistant\\n' -}}\n"
+         "{%- endif -%}\n";
+}
+
+ChatPrompt::ChatPrompt(const Engine& engine, const std::string& template_file)
+    : tokenizer_(engine.tokenizer()), template_(pick_template(engine, template_file, origin_)) {
+  const auto& vocab = tokenizer_.vocab();
+  bos_ = token_text(vocab, vocab.bos);
+  eos_ = token_text(vocab, vocab.eos);
+}
+
+std::string ChatPrompt::render(chat::RenderInputs inputs) const {
+  inputs.bos_token = bos_;
+  inputs.eos_token = eos_;
+  return template_.render(inputs);
+}
+
+std::vector<tokenizer::TokenId> ChatPrompt::tokenize(const std::string& rendered) const {
+  tokenizer::EncodeOptions options;
+  options.parse_special = true;
+  // The template usually writes the BOS text itself; the vocabulary's automatic BOS would double it.
+  const bool has_bos_text = !bos_.empty() && rendered.compare(0, bos_.size(), bos_) == 0;
+  options.add_special = !has_bos_text;
+  return tokenizer_.encode(rendered, options);
+}
+
+}  // namespace okapi::runtime

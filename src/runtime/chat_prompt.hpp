@@ -1,0 +1,44 @@
+// Chat prompts: a conversation rendered by the model's chat template (GGUF
+// tokenizer.chat_template, or a file given instead; ChatML when the model has none, as
+// llama-server does), then tokenized without doubling the BOS token the template may write.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace okapi::runtime {
+
+class Engine;
+
+class ChatPrompt {
+ public:
+  // `template_file` non-empty: that file's template instead of the model's (throws okapi::Error
+  // for an unreadable file and chat::TemplateError for one that does not parse).
+  explicit ChatPrompt(const Engine& engine, const std::string& template_file = {});
+
+  // Renders with bos_token/eos_token set to the model's. Throws chat::TemplateRaised (the
+  // template refused the conversation) or chat::TemplateError.
+  std::string render(chat::RenderInputs inputs) const;
+  // Tokens of a rendered prompt: special tokens parsed; BOS added when the vocabulary asks for it
+  // and the text does not already start with it.
+  std::vector<tokenizer::TokenId> tokenize(const std::string& rendered) const;
+
+  const std::string& source() const { return template_.source(); }
+  // "model" (tokenizer.chat_template), "file" or "chatml" (the fallback).
+  const std::string& origin() const { return origin_; }
+  const std::string& bos_text() const { return bos_; }
+  const std::string& eos_text() const { return eos_; }
+
+ private:
+  const tokenizer::Tokenizer& tokenizer_;
+  std::string origin_;  // before template_: pick_template() sets it while template_ is built
+  chat::ChatTemplate template_;
+  std::string bos_, eos_;
+};
+
+// ChatML, the fallback template.
+const char* chatml_template();
+
+}  // namespace okapi::runtime

@@ -1,0 +1,152 @@
+#include "server/responses.hpp"
+
+#include <random>
+
+#include <fmt/format.h>
+
+namespace okapi::server {
+
+namespace {
+
+Json bytes_of(const std::string& s) {
+  Json out = Json::array();
+  for (const char c : s) out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+Json finish_json(const char* finish_reason) { return finish_reason ? Json(finish_reason) : Json(); }
+
+Json header_json(const ResponseHeader& h, const char* object) {
+  Json j;
+  j["id"] = h.id;
+  j["object"] = object;
+  j["created"] = h.created;
+  j["model"] = h.model;
+  j["system_fingerprint"] = "okapi";
+  return j;
+}
+
+}  // namespace
+
+std::string make_response_id(const std::string& prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return prefix + fmt::format("{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
+}
+
+Json usage_json(const JobStats& stats) {
+  Json u;
+  u["prompt_tokens"] = stats.prompt_tokens;
+  u["completion_tokens"] = stats.completion_tokens;
+  u["total_tokens"] = stats.prompt_tokens + stats.completion_tokens;
+  u["prompt_tokens_details"] = {{"cached_tokens", stats.cached_tokens}};
+  return u;
+}
+
+Json timings_json(const JobStats& stats) {
+  const auto n_prompt = stats.prompt_tokens - stats.cached_tokens;
+  Json t;
+  t["cache_n"] = stats.cached_tokens;
+  t["prompt_n"] = n_prompt;
+  t["prompt_ms"] = stats.prompt_ms;
+  t["prompt_per_second"] = stats.prompt_ms > 0 ? static_cast<double>(n_prompt) * 1e3 / stats.prompt_ms : 0.0;
+  t["predicted_n"] = stats.completion_tokens;
+  t["predicted_ms"] = stats.predicted_ms;
+  // The first token comes with the prompt pass: the rate counts the tokens after it.
+  t["predicted_per_second"] =
+      stats.predicted_ms > 0 ? static_cast<double>(stats.completion_tokens - 1) * 1e3 / stats.predicted_ms : 0.0;
+  t["queued_ms"] = stats.queued_ms;
+  t["slot"] = stats.slot;
+  return t;
+}
+
+Json chat_logprobs_json(const std::vector<TokenLogprob>& tokens) {
+  Json content = Json::array();
+  for (const auto& t : tokens) {
+    Json entry;
+    entry["id"] = t.id;
+    entry["token"] = t.token;
+    entry["logprob"] = t.logprob;
+    entry["bytes"] = bytes_of(t.token);
+    Json top = Json::array();
+    for (const auto& [text, lp] : t.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes_of(text)}});
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}};
+}
+
+Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+  Json out;
+  Json toks = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
+  for (const auto& t : tokens) {
+    toks.push_back(t.token);
+    lps.push_back(t.logprob);
+    Json top = Json::object();
+    for (const auto& [text, lp] : t.top) top[text] = lp;
+    tops.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += t.token.size();
+  }
+  out["tokens"] = std::move(toks);
+  out["token_logprobs"] = std::move(lps);
+  out["top_logprobs"] = std::move(tops);
+  out["text_offset"] = std::move(offsets);
+  return out;
+}
+
+Json chat_chunk(const ResponseHeader& h, const Json& delta, const Json& logprobs, const char* finish_reason) {
+  Json j = header_json(h, "chat.completion.chunk");
+  Json choice;
+  choice["index"] = 0;
+  choice["delta"] = delta;
+  choice["logprobs"] = logprobs;
+  choice["finish_reason"] = finish_json(finish_reason);
+  j["choices"] = Json::array({std::move(choice)});
+  return j;
+}
+
+Json completion_chunk(const ResponseHeader& h, const std::string& text, const Json& logprobs,
+                      const char* finish_reason) {
+  Json j = header_json(h, "text_completion");
+  Json choice;
+  choice["text"] = text;
+  choice["index"] = 0;
+  choice["logprobs"] = logprobs;
+  choice["finish_reason"] = finish_json(finish_reason);
+  j["choices"] = Json::array({std::move(choice)});
+  return j;
+}
+
+Json usage_chunk(const ResponseHeader& h, bool chat, const JobStats& stats) {
+  Json j = header_json(h, chat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = Json::array();
+  j["usage"] = usage_json(stats);
+  j["timings"] = timings_json(stats);
+  return j;
+}
+
+Json chat_response(const ResponseHeader& h, const std::string& text, const Json& logprobs, const char* finish_reason,
+                   const JobStats& stats) {
+  Json j = header_json(h, "chat.completion");
+  Json choice;
+  choice["index"] = 0;
+  choice["message"] = {{"role", "assistant"}, {"content", text}};
+  choice["logprobs"] = logprobs;
+  choice["finish_reason"] = finish_json(finish_reason);
+  j["choices"] = Json::array({std::move(choice)});
+  j["usage"] = usage_json(stats);
+  j["timings"] = timings_json(stats);
+  return j;
+}
+
+Json completion_response(const ResponseHeader& h, const std::string& text, const Json& logprobs,
+                         const char* finish_reason, const JobStats& stats) {
+  Json j = completion_chunk(h, text, logprobs, finish_reason);
+  j["usage"] = usage_json(stats);
+  j["timings"] = timings_json(stats);
+  return j;
+}
+
+std::string to_text(const Json& json) { return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+}  // namespace okapi::server

@@ -1,0 +1,47 @@
+// The OpenAI response bodies okapi serve writes: chat.completion(.chunk), text_completion, usage,
+// logprobs, and llama-server's `timings` (the chat page shows speed from it).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/job.hpp"
+
+namespace okapi::server {
+
+using Json = nlohmann::ordered_json;
+
+struct ResponseHeader {
+  std::string id;       // chatcmpl-... / cmpl-...
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+// A random id with `prefix` ("chatcmpl-", "cmpl-").
+std::string make_response_id(const std::string& prefix);
+
+Json usage_json(const JobStats& stats);
+Json timings_json(const JobStats& stats);
+// Chat: {"content": [{token, logprob, bytes, top_logprobs}]}; completions: the legacy lists.
+Json chat_logprobs_json(const std::vector<TokenLogprob>& tokens);
+Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, size_t text_offset);
+
+// Streaming chunks. `delta` is the chat delta object; finish is null until the last chunk.
+Json chat_chunk(const ResponseHeader& h, const Json& delta, const Json& logprobs, const char* finish_reason);
+Json completion_chunk(const ResponseHeader& h, const std::string& text, const Json& logprobs,
+                      const char* finish_reason);
+// The final chunk with usage and no choices (stream_options.include_usage).
+Json usage_chunk(const ResponseHeader& h, bool chat, const JobStats& stats);
+
+// Whole responses.
+Json chat_response(const ResponseHeader& h, const std::string& text, const Json& logprobs, const char* finish_reason,
+                   const JobStats& stats);
+Json completion_response(const ResponseHeader& h, const std::string& text, const Json& logprobs,
+                         const char* finish_reason, const JobStats& stats);
+
+// JSON text with invalid UTF-8 (a token's partial character) replaced by U+FFFD.
+std::string to_text(const Json& json);
+
+}  // namespace okapi::server

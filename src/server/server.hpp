@@ -1,0 +1,42 @@
+// okapi serve: an OpenAI-compatible HTTP server over one model (cpp-httplib for HTTP,
+// nlohmann-json for bodies). Endpoints: /health, /v1/models, /v1/chat/completions,
+// /v1/completions (streaming as server-sent events), /tokenize, /detokenize, /apply-template,
+// /props, /slots, /metrics (with `metrics`), and the chat page at /. Generation runs on the
+// continuous-batching Scheduler.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.hpp"
+#include "sample/sampler.hpp"
+
+namespace okapi::server {
+
+struct ServeOptions {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (tests; the port is printed and given to on_listening)
+  int n_slots = 1;
+  int64_t n_ctx = runtime::kContextNotGiven;  // all slots together, as llama-server's -c
+  int64_t batch_size = 512;
+  runtime::EngineOptions engine;
+  sample::SamplerConfig sampling;  // defaults of requests that do not set a field
+  std::vector<std::string> api_keys;
+  std::vector<std::string> cors_origins;  // "*" allows any origin; empty: no CORS headers
+  bool metrics = false;
+  std::string alias;  // the model id clients see (default: the file name)
+  std::string chat_template_file;
+  size_t max_queue = 64;
+  size_t max_body_bytes = size_t{8} << 20;
+  int http_threads = 0;  // 0: slots + queue + a few for health and metrics
+  // Called once the socket listens (before the model is loaded), with the port.
+  std::function<void(int port)> on_listening;
+};
+
+// Runs until SIGTERM or SIGINT, then stops taking requests, lets those in flight finish and
+// returns 0. Throws okapi::Error when the address cannot be bound or the model cannot be loaded.
+int serve(const ServeOptions& options);
+
+}  // namespace okapi::server

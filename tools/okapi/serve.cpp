@@ -1,0 +1,113 @@
+// okapi serve [-m MODEL] [--host H] [--port P] [-np N] [-c CTX] [-t T] [-b B] [--api-key KEY ...]
+//             [--api-key-file F] [--cors-origins LIST] [--metrics] [--alias NAME]
+//             [--chat-template-file F] [-ctk/-ctv TYPE] [sampling defaults]
+// An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
+// requests in flight finish. -c is the context of all slots together, as llama-server's.
+#include <memory>
+#include <string>
+
+#include "common_flags.hpp"
+#include "core/error.hpp"
+#include "core/input_file.hpp"
+#include "exact_flags.hpp"
+#include "runtime/default_model.hpp"
+#include "server/server.hpp"
+#include "verbs.hpp"
+
+namespace okapi::cli {
+namespace {
+
+struct ServeArgs {
+  server::ServeOptions options;
+  std::string model;
+  std::string api_key_file;
+  std::string cors_origins;
+  int64_t seed = -1;
+  int64_t max_queue = 64;
+};
+
+// One key a line; blank lines and lines starting with # are skipped.
+std::vector<std::string> read_api_keys(const std::string& path) {
+  const std::string text = read_input_file(path, "API key file");
+  std::vector<std::string> keys;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(begin, end - begin);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    const size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] != '#') keys.push_back(line.substr(first));
+    begin = end + 1;
+  }
+  if (keys.empty()) throw_error("API key file {}: no keys in it", path);
+  return keys;
+}
+
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    size_t end = list.find(',', begin);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(begin, end - begin);
+    if (!item.empty()) out.push_back(item);
+    begin = end + 1;
+  }
+  return out;
+}
+
+int serve(ServeArgs args) {
+  auto& o = args.options;
+  o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
+  if (!args.api_key_file.empty())
+    for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
+  o.cors_origins = split_list(args.cors_origins);
+  if (args.seed >= 0) o.sampling.seed = static_cast<uint32_t>(args.seed);
+  o.sampling.validate();
+  o.max_queue = static_cast<size_t>(args.max_queue);
+  return server::serve(o);
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, VerbResult& result) {
+  auto args = std::make_shared<ServeArgs>();
+  auto& o = args->options;
+  o.engine.threads = default_threads();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching and a chat page");
+  cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
+  cmd->add_option("--host", o.host, "address to listen on")->capture_default_str()->check(non_empty());
+  cmd->add_option("--port", o.port, "port (0: any free port)")->capture_default_str()->check(in_range(0, 65535));
+  cmd->add_option("--parallel", o.n_slots, "slots: requests decoded together (also -np)")
+      ->capture_default_str()
+      ->check(in_range(1, 256));
+  add_ctx_flag(cmd, o.n_ctx,
+               "context of all slots together, each gets CTX / np (0: the model's trained context; default: that, at "
+               "most 4096)");
+  add_threads_flag(cmd, o.engine.threads);
+  add_batch_flag(cmd, o.batch_size, "tokens per forward pass (prompt chunks fill what decoding slots leave)");
+  cmd->add_option("--api-key", o.api_keys, "accept only requests with this key (Authorization: Bearer KEY); repeatable")
+      ->check(non_empty());
+  cmd->add_option("--api-key-file", args->api_key_file, "file of API keys, one a line")->check(non_empty());
+  cmd->add_option("--cors-origins", args->cors_origins,
+                  "comma-separated origins allowed to call the API from a browser (* for any)");
+  cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
+  cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
+  cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
+      ->check(non_empty());
+  cmd->add_option("--queue", args->max_queue, "requests that may wait for a slot (more: 503)")
+      ->capture_default_str()
+      ->check(in_range(0, 4096));
+  add_sampling_flags(cmd, o.sampling);
+  add_seed_flag(cmd, args->seed);
+  add_cache_type_flags(cmd, o.engine.cache_type_k, o.engine.cache_type_v, o.engine.kv_rotate);
+  add_exact_flags(cmd, o.engine.exact, o.engine.exact_attention, o.engine.exact_ring, o.engine.frobenius);
+  cmd->callback([args, cmd, &result] {
+    check_exact_flags(cmd, args->options.engine.exact);
+    if (result.dry_run) return;
+    result.exit_code = serve(*args);
+  });
+}
+
+}  // namespace okapi::cli
