@@ -2,7 +2,8 @@
 // stream completes, no errors, the slots end idle, and /metrics counts the generated tokens.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { get, parsePrometheus, startServer, streamRequest, waitSlotsIdle } from './support.mjs';
+import net from 'node:net';
+import { get, parsePrometheus, requestOnce, startServer, streamRequest, waitSlotsIdle, within } from './support.mjs';
 
 const CLIENTS = 16;
 const TOKENS = 32;
@@ -91,4 +92,57 @@ describe('load', () => {
     const health = await get(server.base, '/health');
     assert.equal(health.status, 200);
   });
+});
+
+test('a full queue answers 503 with Retry-After; the rest complete', { timeout: 30_000 }, async () => {
+  const small = await startServer(['--queue', '1'], { ctx: 512, slots: 1 });
+  try {
+    const body = { prompt: 'Once upon a time', max_tokens: 200, ignore_eos: true };
+    // Connections of their own, closed after each answer (idle keep-alive connections are the next
+    // test's matter).
+    const results = await Promise.all(Array.from({ length: 6 }, () => requestOnce(small.base, 'POST', '/v1/completions', body)
+      .then((r) => ({ status: r.status, retryAfter: r.headers['retry-after'], json: r.json }))));
+    const ok = results.filter((r) => r.status === 200);
+    const busy = results.filter((r) => r.status === 503);
+    assert.equal(ok.length + busy.length, results.length, JSON.stringify(results.map((r) => r.status)));
+    assert.ok(ok.length >= 2, 'the slot and the queue place served requests');
+    assert.ok(busy.length >= 1, 'some requests found the queue full');
+    for (const r of ok) assert.equal(r.json.usage.completion_tokens, 200);
+    for (const r of busy) {
+      assert.ok(r.retryAfter, 'Retry-After on 503');
+      assert.equal(typeof r.json.error?.message, 'string');
+    }
+    await waitSlotsIdle(small.base);
+  } finally {
+    await small.stop();
+  }
+});
+
+test('idle keep-alive connections do not hold up new requests', { timeout: 30_000 }, async () => {
+  // -np 1 --queue 1: the fewest HTTP worker threads. Real clients (browsers, the openai client's
+  // connection pool) keep connections open between requests.
+  const small = await startServer(['--queue', '1'], { ctx: 512, slots: 1 });
+  const sockets = [];
+  try {
+    const answered = [];
+    for (let i = 0; i < 12; i++) {
+      const socket = net.connect(small.port, '127.0.0.1');
+      sockets.push(socket);
+      socket.on('error', () => {});
+      answered.push(new Promise((resolve) => {
+        let seen = '';
+        socket.on('data', (d) => { seen += d; if (seen.includes('"status"')) resolve(true); });
+      }));
+      socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n');
+    }
+    const n = (await within(Promise.all(answered), 2000)) ? 12 : 'not all 12';
+    const started = Date.now();
+    const res = await within(requestOnce(small.base, 'POST', '/v1/completions', { prompt: 'Once', max_tokens: 4 }), 5000);
+    assert.ok(res, `a request beside 12 idle keep-alive connections (${n} of them answered) got no answer within 5 s`);
+    assert.equal(res.status, 200);
+    assert.ok(Date.now() - started < 5000);
+  } finally {
+    for (const s of sockets) s.destroy();
+    await small.stop();
+  }
 });

@@ -240,16 +240,27 @@ describe('openai client', () => {
     const hot2 = (await client.chat.completions.create(hot)).choices[0].message.content;
     assert.equal(hot2, hot1);
 
-    // Same requests while 6 other streams run (batched with them in the same forward passes).
-    const others = Array.from({ length: 6 }, (_, i) => (async () => {
-      const stream = await client.chat.completions.create({
-        model: MODEL, messages: chat(`Story number ${i} about a dog`), max_tokens: 48, temperature: 1, seed: i,
-        stream: true, ignore_eos: true,
-      });
-      let text = '';
-      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
-      return text;
-    })());
+    // Same requests while 6 other streams run (batched with them in the same forward passes): they
+    // are sent once each of the others has streamed its first token.
+    const started = [];
+    const others = Array.from({ length: 6 }, (_, i) => {
+      let onFirst;
+      started.push(new Promise((resolve) => { onFirst = resolve; }));
+      return (async () => {
+        const stream = await client.chat.completions.create({
+          model: MODEL, messages: chat(`Story number ${i} about a dog`), max_tokens: 160, temperature: 1, seed: i,
+          stream: true, ignore_eos: true,
+        });
+        let text = '';
+        for await (const chunk of stream) {
+          text += chunk.choices[0]?.delta?.content ?? '';
+          if (text) onFirst();
+        }
+        onFirst();
+        return text;
+      })();
+    });
+    await Promise.race([Promise.all(started), Promise.all(others)]);
     const [busy, busyHot] = await Promise.all([
       client.chat.completions.create(request).then((r) => r.choices[0].message.content),
       client.chat.completions.create(hot).then((r) => r.choices[0].message.content),

@@ -6,6 +6,7 @@
 // OKAPI_MODEL the model (default: <repo>/models/stories260K.gguf)
 // OKAPI_TEST_THREADS  -t for the server (default 2)
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +18,13 @@ export const OKAPI_MODEL = path.resolve(repoRoot, process.env.OKAPI_MODEL || 'mo
 const THREADS = process.env.OKAPI_TEST_THREADS || '2';
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// `promise`'s value, or `fallback` after `ms` (the timer does not keep the process alive after).
+export function within(promise, ms, fallback = null) {
+  let timer;
+  const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve(fallback), ms); });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
 
 const running = new Set();
 process.on('exit', () => {
@@ -59,7 +67,7 @@ export async function startServer(extraArgs = [], { ctx = 1024, slots = 4, ready
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
-    if (exit) throw new Error(`okapi serve exited (code ${exit.code}) while loading:\n${log}`);
+    if (exit) throw new Error(`okapi serve exited (code ${exit.code}, signal ${exit.signal}) while loading:\n${log}`);
     try {
       const res = await fetch(`${base}/health`);
       const body = await res.text();
@@ -78,11 +86,16 @@ export async function startServer(extraArgs = [], { ctx = 1024, slots = 4, ready
     args,
     stderr: () => log,
     exited,
+    // Sends a signal without waiting (see `exited`).
+    signal(name = 'SIGTERM') { child.kill(name); },
     // SIGTERM; the server must drain and exit 0 within `timeoutMs`. Returns the exit { code, signal }.
-    async stop(timeoutMs = 10_000) {
+    // This process's pooled fetch connections are closed first (shutdown.test.mjs checks idle
+    // keep-alive connections on their own).
+    async stop(timeoutMs = 10_000, { keepClientConnections = false } = {}) {
       if (exit) return exit;
+      if (!keepClientConnections) await dropFetchConnections();
       child.kill('SIGTERM');
-      const result = await Promise.race([exited, sleep(timeoutMs).then(() => null)]);
+      const result = await within(exited, timeoutMs);
       if (!result) {
         child.kill('SIGKILL');
         await exited;
@@ -97,6 +110,20 @@ export async function startServer(extraArgs = [], { ctx = 1024, slots = 4, ready
   };
 }
 
+// Closes the keep-alive connections of this process's fetch (Node's built-in undici agent, which
+// the openai client uses too) and puts a fresh agent in its place for later requests.
+export async function dropFetchConnections() {
+  const key = Symbol.for('undici.globalDispatcher.1');
+  const old = globalThis[key];
+  if (!old || typeof old.close !== 'function') return;
+  try {
+    globalThis[key] = new old.constructor();
+  } catch {
+    return;  // an agent we cannot make again: leave it
+  }
+  await old.close().catch(() => {});
+}
+
 // POSTs JSON (or a raw string/Buffer body) and returns { status, headers, text, json }.
 export async function post(base, route, body, { headers = {}, signal } = {}) {
   const raw = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
@@ -104,6 +131,28 @@ export async function post(base, route, body, { headers = {}, signal } = {}) {
     method: 'POST', body: raw, signal, headers: { 'Content-Type': 'application/json', ...headers },
   });
   return readResponse(res);
+}
+
+// One request on a connection of its own, closed after it (node:http, Connection: close):
+// { status, headers, text, json }.
+export function requestOnce(base, method, route, body) {
+  return new Promise((resolve, reject) => {
+    const raw = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(base + route, {
+      method, agent: false, headers: raw ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(raw) } : {},
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        let json;
+        try { json = JSON.parse(text); } catch { json = undefined; }
+        resolve({ status: res.statusCode, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', reject);
+    req.end(raw);
+  });
 }
 
 export async function get(base, route, { headers = {} } = {}) {
