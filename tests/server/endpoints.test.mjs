@@ -10,7 +10,7 @@ let server;
 let base;
 
 before(async () => {
-  server = await startServer([], { ctx: 1024, slots: 2 });
+  server = await startServer(['--cors-origins', 'http://example.test'], { ctx: 1024, slots: 2 });
   base = server.base;
 });
 
@@ -39,6 +39,26 @@ describe('side endpoints', () => {
     const entries = pieces.json.tokens;
     assert.ok(entries.every((e) => Number.isInteger(e.id) && typeof e.piece === 'string'), pieces.text);
     assert.equal(entries.map((e) => e.piece).join('').replace(/^ /, ''), 'Hello world');
+  });
+
+  test('multi-byte UTF-8 survives tokenize/detokenize (byte fallback)', async () => {
+    const text = 'héllo wörld 🦙 ok';
+    const tok = await post(base, '/tokenize', { content: text });
+    assert.equal(tok.status, 200, tok.text);
+    const detok = await post(base, '/detokenize', { tokens: tok.json.tokens });
+    assert.equal(detok.json.content, text);
+  });
+
+  test('CORS: the allowed origin gets the headers, another does not', async () => {
+    const ok = await fetch(`${base}/v1/chat/completions`, {
+      method: 'OPTIONS', headers: { Origin: 'http://example.test', 'Access-Control-Request-Method': 'POST' },
+    });
+    assert.ok(ok.status === 200 || ok.status === 204, `${ok.status}`);
+    assert.equal(ok.headers.get('access-control-allow-origin'), 'http://example.test');
+    assert.match(ok.headers.get('access-control-allow-headers') ?? '', /authorization/i);
+    const other = await fetch(`${base}/v1/models`, { headers: { Origin: 'http://evil.test' } });
+    assert.equal(other.status, 200);
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
   });
 
   test('tokenize/detokenize reject wrong types', async () => {

@@ -3,20 +3,28 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { ChatOpenAI } from '@langchain/openai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { startServer } from './support.mjs';
 
 const API_KEY = 'sk-okapi-test-key';
 const MODEL = 'stories';
+const FILE_KEY = 'sk-okapi-key-from-file';
+const keyDir = mkdtempSync(path.join(os.tmpdir(), 'okapi-keys-'));
 let server;
 let client;
 
 before(async () => {
-  server = await startServer(['--api-key', API_KEY, '--alias', MODEL]);
+  const keyFile = path.join(keyDir, 'keys.txt');
+  writeFileSync(keyFile, `${FILE_KEY}\n`);
+  server = await startServer(['--api-key', API_KEY, '--api-key-file', keyFile, '--alias', MODEL]);
   client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: API_KEY, maxRetries: 0, timeout: 30_000 });
 });
 
 after(async () => {
   await server?.stop();
+  rmSync(keyDir, { recursive: true, force: true });
 });
 
 const chat = (content) => [{ role: 'user', content }];
@@ -216,6 +224,9 @@ describe('openai client', () => {
     const res = await fetch(`${server.base}/v1/models`);
     assert.equal(res.status, 401);
     assert.equal(typeof (await res.json()).error?.message, 'string');
+    // A key from --api-key-file works too.
+    const fromFile = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: FILE_KEY, maxRetries: 0 });
+    assert.equal((await fromFile.models.list()).data[0].id, MODEL);
     // /health needs no key.
     assert.equal((await fetch(`${server.base}/health`)).status, 200);
   });
