@@ -37,15 +37,10 @@ std::string ChatTemplate::render(const RenderInputs& inputs) const {
     for (const auto& [key, value] : inputs.extra.items()) root->set(key, Value::from_json(value));
   }
   const std::time_t now = inputs.now ? *inputs.now : std::time(nullptr);
+  // Declared after root, so destroyed first: it empties the namespaces (breaking any cycles and
+  // long chains a template made of them) before the root scope lets go of the values.
   jinja::Interpreter interpreter(*name_, now);
-  try {
-    std::string out = interpreter.render(parsed_->body, root);
-    root->variables.clear();
-    return out;
-  } catch (...) {
-    root->variables.clear();  // macros and loop scopes hold the root weakly; values may hold namespaces
-    throw;
-  }
+  return interpreter.render(parsed_->body, root);
 }
 
 }  // namespace okapi::chat

@@ -67,6 +67,7 @@ Value make_dict(Interpreter& in, CallArgs& args) {
 }
 
 Value make_namespace(Interpreter& in, CallArgs& args) {
+  in.charge(16);  // a namespace costs more than a step: chains of them are built in loops
   auto ns = in.new_namespace();
   for (const Value& source : args.positional) {
     DictData initial;

@@ -44,14 +44,21 @@ Interpreter::Interpreter(const std::string& template_name, std::time_t now, Limi
     : template_name_(template_name), now_(now), limits_(limits) {}
 
 Interpreter::~Interpreter() {
-  // A namespace can hold itself (ns.self = ns) or a list holding it: empty them all so the
-  // shared_ptr cycles are broken.
+  // A namespace can hold itself (ns.self = ns), or a chain of namespaces a million long. Detach
+  // every namespace's attributes while all of them are still alive, then drop the attributes, then
+  // the namespaces: nothing is freed recursively and no cycle outlives the render.
+  std::vector<std::shared_ptr<Namespace>> alive;
   for (auto& weak : namespaces_) {
-    if (auto ns = weak.lock()) {
-      auto attributes = std::move(ns->attributes);
-      ns->attributes.clear();
-    }
+    if (auto ns = weak.lock()) alive.push_back(std::move(ns));
   }
+  std::vector<std::vector<std::pair<std::string, Value>>> contents;
+  contents.reserve(alive.size());
+  for (auto& ns : alive) {
+    contents.push_back(std::move(ns->attributes));
+    ns->attributes.clear();
+  }
+  contents.clear();
+  alive.clear();
 }
 
 void Interpreter::fail(const std::string& message) const { fail_at(template_name_, line_, message); }
@@ -230,6 +237,11 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& stmt, const ScopePtr& scope)
     return exec_list(stmt.else_body, inner) == Flow::Normal ? Flow::Normal : Flow::Normal;
   }
   auto changed_last = std::make_shared<std::optional<Value>>();
+  // loop.changed(loop.changed) would store a function holding its own memory: forget it at the end.
+  struct ForgetChanged {
+    std::shared_ptr<std::optional<Value>>& last;
+    ~ForgetChanged() { last->reset(); }
+  } forget_changed{changed_last};
   const auto length = static_cast<std::int64_t>(items.size());
   for (std::int64_t i = 0; i < length; ++i) {
     auto iteration = std::make_shared<Scope>();

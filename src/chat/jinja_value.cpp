@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "chat/chat_template.hpp"
 #include "chat/jinja_text.hpp"
 
 namespace okapi::chat::jinja {
@@ -99,12 +100,30 @@ Value Value::string(std::string s) {
   v.data_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
+namespace {
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth) throw TemplateError(fmt::format("lists / dicts nested deeper than {}", kMaxValueDepth));
+}
+}  // namespace
+
+int Value::nesting_depth() const {
+  if (is_list()) return as_list().depth;
+  if (is_dict()) return as_dict().depth;
+  return 0;
+}
+
 Value Value::list(std::vector<Value> items, bool is_tuple) {
+  int depth = 1;
+  for (const auto& item : items) depth = std::max(depth, item.nesting_depth() + 1);
+  check_depth(depth);
   Value v;
-  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), is_tuple});
+  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), is_tuple, depth});
   return v;
 }
 Value Value::dict(DictData data) {
+  data.depth = 1;
+  for (const auto& [key, item] : data.entries) data.depth = std::max({data.depth, key.nesting_depth() + 1, item.nesting_depth() + 1});
+  check_depth(data.depth);
   Value v;
   v.data_ = std::make_shared<const DictData>(std::move(data));
   return v;
@@ -125,7 +144,8 @@ Value Value::loop(std::shared_ptr<const LoopData> loop) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& json) {
+Value Value::from_json(const nlohmann::ordered_json& json, int depth) {
+  check_depth(depth);
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null:
     case nlohmann::ordered_json::value_t::discarded:
@@ -148,13 +168,13 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(json.size());
-      for (const auto& item : json) items.push_back(from_json(item));
+      for (const auto& item : json) items.push_back(from_json(item, depth + 1));
       return list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       DictData data;
       data.entries.reserve(json.size());
-      for (const auto& [key, item] : json.items()) data.entries.emplace_back(string(key), from_json(item));
+      for (const auto& [key, item] : json.items()) data.entries.emplace_back(string(key), from_json(item, depth + 1));
       return dict(std::move(data));
     }
     case nlohmann::ordered_json::value_t::binary:
@@ -242,7 +262,8 @@ std::string Value::str() const {
   }
 }
 
-std::string Value::repr() const {
+std::string Value::repr(int depth) const {
+  if (depth > kMaxValueDepth) throw TemplateError(fmt::format("value nested deeper than {} to print", kMaxValueDepth));
   switch (kind()) {
     case Kind::Undefined:
       return "Undefined";
@@ -261,7 +282,7 @@ std::string Value::repr() const {
       std::string out = list.is_tuple ? "(" : "[";
       for (std::size_t i = 0; i < list.items.size(); ++i) {
         if (i > 0) out += ", ";
-        out += list.items[i].repr();
+        out += list.items[i].repr(depth + 1);
       }
       if (list.is_tuple && list.items.size() == 1) out += ",";
       out += list.is_tuple ? ")" : "]";
@@ -273,7 +294,7 @@ std::string Value::repr() const {
       for (const auto& [k, v] : as_dict().entries) {
         if (!first) out += ", ";
         first = false;
-        out += k.repr() + ": " + v.repr();
+        out += k.repr(depth + 1) + ": " + v.repr(depth + 1);
       }
       return out + "}";
     }
@@ -283,7 +304,7 @@ std::string Value::repr() const {
       for (const auto& [k, v] : as_namespace().attributes) {
         if (!first) out += ", ";
         first = false;
-        out += python_repr(k) + ": " + v.repr();
+        out += python_repr(k) + ": " + v.repr(depth + 1);
       }
       return out + "}>";
     }

@@ -20,13 +20,19 @@ namespace okapi::chat::jinja {
 class Value;
 class Interpreter;
 
+// Lists and dicts nest at most this deep (a template could otherwise build a chain a million
+// levels deep whose printing or destruction would overflow the stack).
+inline constexpr int kMaxValueDepth = 256;
+
 struct ListData {
   std::vector<Value> items;
   bool is_tuple = false;
+  int depth = 1;
 };
 
 struct DictData {
   std::vector<std::pair<Value, Value>> entries;
+  int depth = 1;
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);  // only while building a new dict
@@ -75,7 +81,7 @@ class Value {
   static Value namespace_object(std::shared_ptr<Namespace> ns);
   static Value function(std::shared_ptr<const Function> fn);
   static Value loop(std::shared_ptr<const LoopData> loop);
-  static Value from_json(const nlohmann::ordered_json& json);
+  static Value from_json(const nlohmann::ordered_json& json, int depth = 0);  // throws TemplateError past kMaxValueDepth
 
   Kind kind() const { return static_cast<Kind>(data_.index()); }
   bool is_undefined() const { return kind() == Kind::Undefined; }
@@ -105,9 +111,10 @@ class Value {
 
   bool truthy() const;                  // Python bool()
   std::string str() const;              // Python str(): what {{ x }} prints
-  std::string repr() const;             // Python repr()
+  std::string repr(int depth = 0) const;  // Python repr(); throws TemplateError for namespace chains past kMaxValueDepth
   std::string type_name() const;        // Python type name: str, int, dict, NoneType, ...
   std::string object_type_repr() const; // Jinja2's "dict object", "None", ... in messages
+  int nesting_depth() const;            // 1 + the deepest list / dict inside, 0 for other values
 
  private:
   std::variant<std::shared_ptr<const UndefinedData>, std::monostate, bool, std::int64_t, double,

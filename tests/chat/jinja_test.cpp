@@ -309,6 +309,29 @@ TEST(JinjaSafety, NamespaceCyclesAreReleased) {
   EXPECT_EQ(render("{% set ns = namespace() %}{% macro m() %}{% endmacro %}{% set ns.m = m %}ok"), "ok");
 }
 
+TEST(JinjaSafety, DeepValuesAreRefusedNotOverflowed) {
+  EXPECT_TRUE(contains(error_of("{% set ns = namespace(l=[]) %}{% for i in range(300) %}{% set ns.l = [ns.l] %}{% endfor %}"),
+                       "nested deeper than 256"));
+  // A long chain of namespaces: built fine, refused when printed, freed without recursion.
+  const std::string chain =
+      "{% set h = namespace() %}{% set first = namespace() %}{% set h.cur = first %}{% for i in range(N) %}"
+      "{% set c = h.cur %}{% set c.next = namespace() %}{% set h.cur = c.next %}{% endfor %}";
+  EXPECT_EQ(render(chain.substr(0, chain.find("range(N)")) + "range(20000)" + chain.substr(chain.find("range(N)") + 8) + "built"),
+            "built");
+  EXPECT_TRUE(contains(error_of(chain.substr(0, chain.find("range(N)")) + "range(400)" + chain.substr(chain.find("range(N)") + 8) +
+                                "{{ first }}"),
+                       "nested deeper than 256"));
+  EXPECT_EQ(render("{% for i in range(3) %}{% set x = loop.changed(loop.changed) %}{% endfor %}ok"), "ok");
+  RenderInputs inputs = inputs_with();
+  inputs.messages = ordered_json::array();
+  ordered_json* inner = &inputs.messages;
+  for (int i = 0; i < 1000; ++i) {
+    inner->push_back(ordered_json::array());
+    inner = &inner->back();
+  }
+  EXPECT_THROW(ChatTemplate::parse("{{ messages }}").render(inputs), TemplateError);
+}
+
 TEST(JinjaThreads, OneTemplateRendersOnSeveralThreads) {
   const auto chat_template = ChatTemplate::parse(
       "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}<{{ m.role }}>{{ m.content|tojson }}"
