@@ -213,7 +213,9 @@ TEST(JinjaMethods, StrDictList) {
 
 TEST(JinjaContext, VariablesHuggingFacePasses) {
   EXPECT_EQ(render("{{ bos_token }}{{ eos_token }} {{ add_generation_prompt }} {{ tools is defined }}"), "<s></s> True False");
-  EXPECT_EQ(render("{{ strftime_now('%Y-%m-%d %H:%M') }}").substr(0, 10), "2026-07-26");
+  setenv("TZ", "UTC", 1);  // strftime_now renders local time
+  tzset();
+  EXPECT_EQ(render("{{ strftime_now('%Y-%m-%d %H:%M') }}"), "2026-07-26 12:00");
   EXPECT_EQ(render("{{ custom }} {{ bos_token }}", {{"custom", "kw"}, {"bos_token", "B"}}), "kw B");
   RenderInputs inputs = inputs_with();
   inputs.tools = ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
