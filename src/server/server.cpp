@@ -492,14 +492,17 @@ int serve(const ServeOptions& options) {
   install_stop_handlers();
   ServerState state(options);
   httplib::Server http;
+  // httplib holds a thread per connection, idle keep-alive ones included: room for every slot and
+  // queued request plus idle client pools, and a short keep-alive so that idle connections neither
+  // starve new ones for long nor hold up the exit after SIGTERM (it joins their threads).
   const int threads = options.http_threads > 0
                           ? options.http_threads
-                          : options.n_slots + static_cast<int>(std::min<size_t>(options.max_queue, 256)) + 4;
+                          : options.n_slots + static_cast<int>(std::min<size_t>(options.max_queue, 256)) + 32;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http.set_payload_max_length(options.max_body_bytes);
-  http.set_read_timeout(60, 0);
-  http.set_write_timeout(60, 0);
-  http.set_keep_alive_timeout(30);
+  http.set_read_timeout(30, 0);
+  http.set_write_timeout(30, 0);
+  http.set_keep_alive_timeout(2);
   state.route(http);
 
   int port = options.port;
