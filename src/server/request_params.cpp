@@ -24,7 +24,7 @@ Json parse_body(std::string_view text) {
   Json body;
   try {
     body = Json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     throw_bad_request("", "the request body is not valid JSON: {}", e.what());
   }
   if (!body.is_object()) throw_bad_request("", "the request body must be a JSON object");

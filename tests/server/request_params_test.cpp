@@ -25,6 +25,8 @@ TEST(RequestParams, InvalidJsonAndUtf8Are400) {
   EXPECT_EQ(error_of("[1, 2]").first, 400);
   EXPECT_EQ(error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}").first, 400);
   EXPECT_EQ(error_of("").first, 400);
+  // A number beyond double is nlohmann's out_of_range, not a parse_error (found by request_fuzz).
+  EXPECT_EQ(error_of(R"({"prompt": [0, 266e6666633324]})", false).first, 400);
 }
 
 TEST(RequestParams, WrongTypesNameTheField) {
