@@ -26,7 +26,9 @@ function rawRequest(bytes, { timeoutMs = 10_000 } = {}) {
     const socket = net.connect(server.port, '127.0.0.1');
     const parts = [];
     const timer = setTimeout(() => { socket.destroy(); reject(new Error('raw request timed out')); }, timeoutMs);
-    socket.on('connect', () => socket.end(bytes));
+    // write, not end: Debian's cpp-httplib 0.11 answers nothing to a client that half-closes its side
+    // before the answer (a timing race the release build usually wins); HTTP clients keep it open.
+    socket.on('connect', () => socket.write(bytes));
     socket.on('data', (d) => parts.push(d));
     socket.on('error', (e) => { clearTimeout(timer); reject(e); });
     socket.on('close', () => { clearTimeout(timer); resolve(Buffer.concat(parts).toString('latin1')); });
