@@ -5,11 +5,12 @@
 # token, the two servers interleaved round by round. Ratios only: this machine is shared and noisy.
 #
 #   bench/server_compare.sh -m MODEL.gguf --peer-bin DIR [--threads 2] [--np 4] [--ctx 4096]
-#                           [--tokens 64] [--levels "1 4 16"] [--rounds 2]
-# DIR holds llama-server (and its libraries); ../shared/peers' wrapper is the default.
+#                           [--tokens 64] [--levels "1 4 16"] [--rounds 2] [--peer-args "ARGS"]
+# DIR holds llama-server (and its libraries); ../shared/peers' wrapper is the default. ARGS are
+# extra llama-server flags (e.g. "--no-repack").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model="" peer_bin="../shared/peers" threads=2 np=4 ctx=4096 tokens=64 levels="1 4 16" rounds=2
+model="" peer_bin="../shared/peers" peer_args="" threads=2 np=4 ctx=4096 tokens=64 levels="1 4 16" rounds=2
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;
@@ -20,6 +21,7 @@ while [ $# -gt 0 ]; do
     --tokens) tokens=$2; shift 2 ;;
     --levels) levels=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --peer-args) peer_args=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,7 +39,7 @@ trap cleanup EXIT
   > "$log/okapi.log" 2>&1 &
 okapi_pid=$!
 LD_LIBRARY_PATH="$peer_bin:${LD_LIBRARY_PATH:-}" "$peer" -m "$model" --port $peer_port -np "$np" -c "$ctx" \
-  -t "$threads" -ctk f16 -ctv f16 --no-webui > "$log/peer.log" 2>&1 &
+  -t "$threads" -ctk f16 -ctv f16 --no-webui $peer_args > "$log/peer.log" 2>&1 &
 peer_pid=$!
 wait_ready() {
   for _ in $(seq 600); do
@@ -50,7 +52,7 @@ wait_ready() {
 wait_ready $okapi_port
 wait_ready $peer_port
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
-echo "model: $model | threads $threads | -np $np | -c $ctx | KV f16 | $tokens tokens a request"
+echo "model: $model | threads $threads | -np $np | -c $ctx | KV f16 | $tokens tokens a request | llama-server $peer_bin $peer_args"
 echo "idle RSS: okapi $(rss_mib $okapi_pid) MiB, llama-server $(rss_mib $peer_pid) MiB"
 curl -s "http://127.0.0.1:$okapi_port/props" | python3 -c 'import json,sys; p=json.load(sys.stdin); print("okapi KV per slot: %.1f MiB" % (p["slot_kv_bytes"]/2**20))'
 grep -iE "KV self size|llama_kv_cache.*size|kv.*MiB" "$log/peer.log" | head -2 || true
