@@ -54,6 +54,8 @@ struct JobStats {
   double queued_ms = 0;
   double prompt_ms = 0;     // from the slot's first prompt chunk to the first sampled token
   double predicted_ms = 0;  // from the first sampled token to the end
+  int64_t drafted_tokens = 0;   // speculative decoding: drafts proposed for this job
+  int64_t accepted_tokens = 0;  // ... and kept
 };
 
 class Job {

@@ -24,6 +24,10 @@ std::string prometheus_text(const SchedulerCounters& c, int n_slots) {
       c.generation_seconds);
   add(out, "n_decode_total", "counter", "Forward passes (each may hold several slots).",
       static_cast<double>(c.forward_passes));
+  add(out, "drafted_tokens_total", "counter", "Speculative decoding: tokens drafted.",
+      static_cast<double>(c.drafted_tokens));
+  add(out, "draft_tokens_accepted_total", "counter", "Speculative decoding: drafted tokens accepted.",
+      static_cast<double>(c.accepted_tokens));
   add(out, "requests_finished_total", "counter", "Requests that ended normally.",
       static_cast<double>(c.requests_finished));
   add(out, "requests_cancelled_total", "counter", "Requests whose client went away.",

@@ -55,6 +55,10 @@ Json timings_json(const JobStats& stats) {
   t["predicted_per_second"] =
       stats.predicted_ms > 0 ? static_cast<double>(stats.completion_tokens - 1) * 1e3 / stats.predicted_ms : 0.0;
   t["queued_ms"] = stats.queued_ms;
+  if (stats.drafted_tokens > 0) {  // llama-server's names
+    t["draft_n"] = stats.drafted_tokens;
+    t["draft_n_accepted"] = stats.accepted_tokens;
+  }
   t["slot"] = stats.slot;
   return t;
 }

@@ -28,9 +28,14 @@ Scheduler::Scheduler(runtime::Engine& engine, const SchedulerOptions& options) :
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].id = static_cast<int>(i);
     slots_[i].kv = engine_.make_kv(options_.n_ctx_per_slot, {.batch = options_.batch_size});
+    if (options_.make_drafter) slots_[i].drafter = options_.make_drafter(static_cast<int>(i));
   }
+  if (options_.draft_min > options_.draft_max)
+    throw_error("--draft-min {} is more than --draft-max {}", options_.draft_min, options_.draft_max);
   counters_.kv_cells_total = options_.n_ctx_per_slot * options_.n_slots;
-  logits_.resize(static_cast<size_t>(engine_.model().n_vocab()) * slots_.size());
+  // A row per slot, plus a verification row per draft.
+  const size_t drafts = options_.make_drafter ? static_cast<size_t>(std::max(options_.draft_max, 0)) : 0;
+  logits_.resize(static_cast<size_t>(engine_.model().n_vocab()) * slots_.size() * (1 + drafts));
   worker_ = std::thread([this] { run_loop(); });
 }
 
@@ -168,6 +173,11 @@ void Scheduler::start_job(Slot& slot, std::shared_ptr<Job> job, double submitted
   for (const TokenId id : request.prompt) slot.sampler->accept(id);
   slot.decoder.emplace(engine_.tokenizer());
   slot.stops = runtime::StopStrings(request.stop);
+  if (slot.drafter) {
+    slot.drafter->reset();
+    slot.draft_length.emplace(options_.draft_max, options_.draft_min);
+  }
+  slot.drafts.clear();
   slot.generated = 0;
   slot.submitted = submitted;
   slot.started = now_seconds();
@@ -192,18 +202,23 @@ void Scheduler::step() {
   std::vector<kv::KvStore*> stores;
   std::vector<uint8_t> want;
   int64_t prompt_tokens = 0;
+  draft_for_decoding_slots();
   {
     std::lock_guard lock(mutex_);
     for (auto& slot : slots_)
       if (slot.state != SlotState::Idle && slot.job->cancelled()) finish(slot, FinishReason::Cancelled);
-    // Decoding slots first (one token each): a long prompt never stalls running streams.
+    // Decoding slots first (one token each, with its drafts): a long prompt never stalls running streams.
     for (auto& slot : slots_) {
       if (slot.state != SlotState::Decode) continue;
+      const auto position = static_cast<int32_t>(slot.cached.size());
       tokens.push_back(slot.pending);
-      positions.push_back(static_cast<int32_t>(slot.cached.size()));
-      stores.push_back(slot.kv.get());
-      want.push_back(1);
-      parts.push_back({&slot, 1, true});
+      for (const auto& d : slot.drafts) tokens.push_back(d.id);
+      for (size_t i = 0; i <= slot.drafts.size(); ++i) {
+        positions.push_back(position + static_cast<int32_t>(i));
+        stores.push_back(slot.kv.get());
+        want.push_back(1);
+      }
+      parts.push_back({&slot, 1 + slot.drafts.size(), true});
     }
     int64_t budget = std::max<int64_t>(options_.batch_size - static_cast<int64_t>(tokens.size()), 0);
     for (auto& slot : slots_) {
@@ -250,14 +265,80 @@ void Scheduler::step() {
     }
     if (slot.state == SlotState::Decode) {
       slot.cached.push_back(slot.pending);
-    } else {
-      const auto& prompt = slot.job->request().prompt;
-      slot.cached.insert(slot.cached.end(), prompt.begin() + static_cast<std::ptrdiff_t>(slot.prompt_done),
-                         prompt.begin() + static_cast<std::ptrdiff_t>(slot.prompt_done + part.count));
-      slot.prompt_done += part.count;
+      verify_round(slot, logits_.data() + row * n_vocab, seconds);
+      row += part.count;
+      continue;
     }
+    const auto& prompt = slot.job->request().prompt;
+    slot.cached.insert(slot.cached.end(), prompt.begin() + static_cast<std::ptrdiff_t>(slot.prompt_done),
+                       prompt.begin() + static_cast<std::ptrdiff_t>(slot.prompt_done + part.count));
+    slot.prompt_done += part.count;
     if (part.wants_logits) take_token(slot, logits_.data() + row++ * n_vocab);
   }
+}
+
+void Scheduler::draft_for_decoding_slots() {
+  std::vector<TokenId> context;
+  for (auto& slot : slots_) {
+    slot.drafts.clear();
+    if (slot.state != SlotState::Decode || !slot.drafter || slot.job->cancelled()) continue;
+    const JobRequest& request = slot.job->request();
+    // Drafts follow the pending token, inside the slot's context and the request's limit.
+    const auto position = static_cast<int64_t>(slot.cached.size());
+    int64_t room = options_.n_ctx_per_slot - 1 - position;
+    if (request.max_tokens >= 0) room = std::min(room, request.max_tokens - slot.generated - 1);
+    const int k = slot.draft_length->next(static_cast<int>(std::clamp<int64_t>(room, 0, options_.draft_max)));
+    if (k <= 0) continue;
+    context.assign(slot.cached.begin(), slot.cached.end());
+    context.push_back(slot.pending);
+    try {
+      slot.drafts = slot.drafter->draft(context, k, *slot.sampler);
+    } catch (const std::exception&) {
+      slot.drafts.clear();  // a drafter that fails only costs its speed-up; verification decides the text
+    }
+    if (static_cast<int>(slot.drafts.size()) > k) slot.drafts.resize(static_cast<size_t>(k));
+    if (static_cast<int>(slot.drafts.size()) < options_.draft_min) slot.drafts.clear();
+  }
+}
+
+void Scheduler::verify_round(Slot& slot, const float* rows, double round_seconds) {
+  const auto n_vocab = static_cast<size_t>(engine_.model().n_vocab());
+  const auto row = [&](size_t i) { return rows + i * n_vocab; };
+  const std::vector<runtime::DraftToken> drafts = std::move(slot.drafts);
+  slot.drafts.clear();
+  const int64_t generated_before = slot.generated;
+  if (drafts.empty()) {
+    take_token(slot, row(0));
+  } else {
+    bool going = true;
+    size_t accepted = 0;
+    for (size_t i = 0; i < drafts.size() && going; ++i) {
+      const auto dist = slot.sampler->distribution(std::span<const float>(row(i), n_vocab));
+      const runtime::Verdict verdict = runtime::verify_draft(dist, drafts[i], *slot.sampler);
+      going = emit_token(slot, verdict.token, row(i));
+      if (!going) break;
+      if (!verdict.accepted) {
+        slot.pending = verdict.token;
+        break;
+      }
+      slot.cached.push_back(verdict.token);  // its K/V, written by this pass, stays
+      ++accepted;
+    }
+    // Every draft passed: the target's own next token comes free from the last row.
+    if (going && accepted == drafts.size()) {
+      const TokenId id = slot.sampler->sample(std::span<const float>(row(drafts.size()), n_vocab));
+      if (emit_token(slot, id, row(drafts.size()))) slot.pending = id;
+    }
+    counters_.drafted_tokens += static_cast<int64_t>(drafts.size());
+    counters_.accepted_tokens += static_cast<int64_t>(accepted);
+    slot.stats.drafted_tokens += static_cast<int64_t>(drafts.size());
+    slot.stats.accepted_tokens += static_cast<int64_t>(accepted);
+    if (slot.job) slot.job->update_stats(slot.stats);
+    // Rejected drafts' cells are forgotten; the pending token has not been run yet.
+    slot.kv->truncate(static_cast<int64_t>(slot.cached.size()));
+  }
+  if (slot.draft_length && slot.state != SlotState::Idle)
+    slot.draft_length->record(static_cast<int>(slot.generated - generated_before), round_seconds);
 }
 
 TokenLogprob Scheduler::logprobs_of(const float* logits, TokenId chosen, int top) const {
@@ -286,14 +367,21 @@ TokenLogprob Scheduler::logprobs_of(const float* logits, TokenId chosen, int top
 }
 
 bool Scheduler::take_token(Slot& slot, const float* logits) {
+  const auto n_vocab = static_cast<size_t>(engine_.model().n_vocab());
+  const TokenId id = slot.sampler->sample(std::span<const float>(logits, n_vocab));
+  if (!emit_token(slot, id, logits)) return false;
+  slot.pending = id;
+  slot.state = SlotState::Decode;
+  return true;
+}
+
+bool Scheduler::emit_token(Slot& slot, TokenId id, const float* logits) {
   const JobRequest& request = slot.job->request();
   const double now = now_seconds();
   if (slot.state == SlotState::Prompt) {
     slot.first_token = now;
     slot.stats.prompt_ms = (now - slot.started) * 1e3;
   }
-  const auto n_vocab = static_cast<size_t>(engine_.model().n_vocab());
-  const TokenId id = slot.sampler->sample(std::span<const float>(logits, n_vocab));
   slot.sampler->accept(id);
   ++slot.generated;
   ++counters_.generated_tokens;
@@ -314,13 +402,11 @@ bool Scheduler::take_token(Slot& slot, const float* logits) {
     return false;
   }
   const bool limit = request.max_tokens >= 0 && slot.generated >= request.max_tokens;
-  // The sampled token would run at position cached.size(): past the slot's context, generation ends.
+  // The token would run at position cached.size(): past the slot's context, generation ends.
   if (limit || static_cast<int64_t>(slot.cached.size()) >= options_.n_ctx_per_slot) {
     finish(slot, FinishReason::Length);
     return false;
   }
-  slot.pending = id;
-  slot.state = SlotState::Decode;
   slot.job->update_stats(slot.stats);
   return true;
 }

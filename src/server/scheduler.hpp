@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,7 @@
 
 #include "kv/kv_store.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/speculative.hpp"
 #include "runtime/stop_strings.hpp"
 #include "server/job.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -35,6 +37,12 @@ struct SchedulerOptions {
   int64_t n_ctx_per_slot = 0;  // cells of each slot's cache
   int64_t batch_size = 512;    // tokens per forward pass (prompt chunks fill what decoding leaves)
   size_t max_queue = 64;       // requests waiting for a slot
+  // Speculative decoding: a drafter per slot (null: none), as `okapi run` drafts (draft_max,
+  // draft_min, the adaptive DraftLength per slot). A slot's drafts are verified inside the step's
+  // one forward pass, beside the other slots' tokens.
+  std::function<std::unique_ptr<runtime::Drafter>(int slot)> make_drafter;
+  int draft_max = 16;
+  int draft_min = 0;
 };
 
 class QueueFull : public std::runtime_error {
@@ -50,6 +58,8 @@ struct SchedulerCounters {
   int64_t requests_finished = 0;
   int64_t requests_cancelled = 0;
   int64_t forward_passes = 0;
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
   double prompt_seconds = 0;     // forward time spent on prompt tokens (shared passes split by tokens)
   double generation_seconds = 0;
   int busy_slots = 0;
@@ -95,6 +105,9 @@ class Scheduler {
     JobStats stats;
     double started = 0, first_token = 0, submitted = 0;
     uint64_t last_used = 0;  // step counter at release (LRU among equal prefixes)
+    std::unique_ptr<runtime::Drafter> drafter;
+    std::optional<runtime::DraftLength> draft_length;
+    std::vector<runtime::DraftToken> drafts;  // this step's, verified in its forward pass
   };
 
   void run_loop();
@@ -103,6 +116,12 @@ class Scheduler {
   void step();                         // one forward pass over every active slot
   // After a row of logits for `slot`: samples, emits, finishes. Returns false when the job ended.
   bool take_token(Slot& slot, const float* logits);
+  // A chosen token (sampled, or a verified draft): records it, emits its text, finishes the job
+  // when it ends generation. Returns false when the job ended.
+  bool emit_token(Slot& slot, TokenId id, const float* logits);
+  // A decoding slot's rows: drafts verified by the exact rule, then the bonus or replacement token.
+  void verify_round(Slot& slot, const float* rows, double round_seconds);
+  void draft_for_decoding_slots();
   void finish(Slot& slot, FinishReason reason, const std::string& error = {});
   TokenLogprob logprobs_of(const float* logits, TokenId chosen, int top) const;
 

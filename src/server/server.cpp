@@ -15,6 +15,7 @@
 #include "chat/chat_template.hpp"
 #include "core/error.hpp"
 #include "runtime/chat_prompt.hpp"
+#include "runtime/drafters.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
 #include "server/metrics.hpp"
@@ -80,6 +81,23 @@ class ServerState {
     so.n_ctx_per_slot = per_slot;
     so.batch_size = options_.batch_size;
     so.max_queue = options_.max_queue;
+    so.draft_max = options_.draft_max;
+    so.draft_min = options_.draft_min;
+    if (!options_.draft_model.empty()) {
+      draft_engine_ = runtime::Engine::load_sharing_threads(options_.draft_model, options_.engine, *engine_);
+      runtime::check_draft_vocabulary(*engine_, *draft_engine_);
+      so.make_drafter = [this, per_slot](int slot) -> std::unique_ptr<runtime::Drafter> {
+        runtime::ModelDrafterOptions drafter;
+        drafter.p_min = options_.draft_p_min;
+        drafter.seed = 0x9e3779b9u + static_cast<uint32_t>(slot);
+        return std::make_unique<runtime::ModelDrafter>(*draft_engine_, draft_engine_->make_kv(per_slot, {.batch = 512}),
+                                                       "draft model", drafter);
+      };
+    } else if (options_.lookup > 0) {
+      so.make_drafter = [this](int) -> std::unique_ptr<runtime::Drafter> {
+        return std::make_unique<runtime::LookupDrafter>(options_.lookup);
+      };
+    }
     scheduler_ = std::make_unique<Scheduler>(*engine_, so);
     model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
     loaded_at_ = static_cast<int64_t>(std::time(nullptr));
@@ -94,6 +112,7 @@ class ServerState {
   void unload() {
     scheduler_.reset();
     chat_.reset();
+    draft_engine_.reset();
     engine_.reset();
   }
 
@@ -113,6 +132,7 @@ class ServerState {
 
   const ServeOptions& options_;
   std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<runtime::Engine> draft_engine_;  // before scheduler_: its drafters use it
   std::unique_ptr<runtime::ChatPrompt> chat_;
   std::unique_ptr<Scheduler> scheduler_;
   std::string model_id_;
@@ -174,6 +194,7 @@ Json ServerState::props() const {
   p["eos_token"] = chat_->eos_text();
   p["n_ctx"] = scheduler_->options().n_ctx_per_slot * options_.n_slots;
   p["slot_kv_bytes"] = scheduler_->slot_kv_bytes();
+  p["speculative"] = !options_.draft_model.empty() ? "draft model" : options_.lookup > 0 ? "lookup" : "none";
   p["build_info"] = "okapi";
   return p;
 }

@@ -30,6 +30,13 @@ struct ServeOptions {
   std::string chat_template_file;
   size_t max_queue = 64;
   size_t max_body_bytes = size_t{8} << 20;
+  // Speculative decoding in every slot: a draft model of the same vocabulary (its own cache per
+  // slot), or prompt lookup of up to `lookup` tokens; at most one of them.
+  std::string draft_model;
+  int lookup = 0;
+  int draft_max = 16;
+  int draft_min = 0;
+  float draft_p_min = 0.0f;
   int http_threads = 0;  // 0: slots + queue + a few for health and metrics
   // Called once the socket listens (before the model is loaded), with the port.
   std::function<void(int port)> on_listening;

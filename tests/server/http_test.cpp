@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/engine.hpp"
+#include "server/scheduler.hpp"
 #include "server/server.hpp"
 #include "support/paths.hpp"
 
@@ -21,6 +23,7 @@ using Json = nlohmann::ordered_json;
 
 class HttpTest : public ::testing::Test {
  protected:
+  virtual void configure(ServeOptions&) {}
   void SetUp() override {
     ServeOptions o;
     o.model_path = (test::repo_dir() / "models" / "stories260K.gguf").string();
@@ -31,6 +34,7 @@ class HttpTest : public ::testing::Test {
     o.api_keys = {"secret"};
     o.metrics = true;
     o.alias = "stories";
+    configure(o);
     std::promise<int> port;
     auto port_future = port.get_future();
     o.on_listening = [&port](int p) { port.set_value(p); };
@@ -175,6 +179,46 @@ TEST_F(HttpTest, ClientThatDisconnectsFreesItsSlot) {
   expect_all_slots_idle();
   // And the server keeps serving.
   EXPECT_EQ(post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", 200)["usage"]["completion_tokens"], 2);
+}
+
+// --draft-model: every slot drafts with the model (here stories260K itself); the text is the
+// plain server's, and the timings count drafts.
+class SpeculativeHttpTest : public HttpTest {
+ protected:
+  void configure(ServeOptions& o) override {
+    o.draft_model = o.model_path;
+    o.draft_max = 4;
+  }
+};
+
+TEST_F(SpeculativeHttpTest, DraftModelServesTheSameText) {
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 32, "temperature": 0})";
+  const Json drafted = post("/v1/completions", body, 200);
+  EXPECT_GT(drafted["timings"]["draft_n"].get<int>(), 0);
+  EXPECT_GT(drafted["timings"]["draft_n_accepted"].get<int>(), 0);
+  const Json props = Json::parse(client_->Get("/props")->body);
+  EXPECT_EQ(props["speculative"], "draft model");
+  // The scheduler's plain path on the same prompt, through the library (no drafter).
+  runtime::EngineOptions eo;
+  eo.threads = 1;
+  auto engine = runtime::Engine::load(options_.model_path, eo);
+  SchedulerOptions so;
+  so.n_ctx_per_slot = 256;
+  Scheduler plain(*engine, so);
+  JobRequest r;
+  tokenizer::EncodeOptions encode;
+  encode.parse_special = true;
+  r.prompt = engine->tokenizer().encode("Once upon a time", encode);
+  r.sampling.temperature = 0;
+  r.max_tokens = 32;
+  auto job = plain.submit(r);
+  std::string text;
+  std::vector<JobEvent> events;
+  while (job->take_events(events, std::chrono::milliseconds(50))) {
+    for (const auto& e : events) text += e.text;
+    events.clear();
+  }
+  EXPECT_EQ(drafted["choices"][0]["text"], text);
 }
 
 }  // namespace

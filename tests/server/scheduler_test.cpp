@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/session.hpp"
 #include "server/scheduler.hpp"
@@ -41,6 +42,15 @@ Outcome wait_for(Job& job) {
   return out;
 }
 
+SchedulerOptions options(int slots, int64_t n_ctx, int64_t batch, size_t queue) {
+  SchedulerOptions o;
+  o.n_slots = slots;
+  o.n_ctx_per_slot = n_ctx;
+  o.batch_size = batch;
+  o.max_queue = queue;
+  return o;
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -70,7 +80,7 @@ TEST_F(SchedulerTest, GreedyTextIsTheSameAloneAndBatched) {
                                             "One day", "Tom had a red ball"};
   std::vector<Outcome> alone;
   {
-    Scheduler scheduler(*engine_, {.n_slots = 1, .n_ctx_per_slot = 256, .batch_size = 512, .max_queue = 16});
+    Scheduler scheduler(*engine_, options(1, 256, 512, 16));
     for (const auto& p : prompts) alone.push_back(wait_for(*scheduler.submit(request(p, 40))));
   }
   // Plain decoding (Session) gives the same tokens as the scheduler alone.
@@ -86,7 +96,7 @@ TEST_F(SchedulerTest, GreedyTextIsTheSameAloneAndBatched) {
     EXPECT_EQ(r.tokens, alone[0].tokens);
   }
   // Small batches force prompt chunks to share passes with decoding slots.
-  Scheduler scheduler(*engine_, {.n_slots = 3, .n_ctx_per_slot = 256, .batch_size = 7, .max_queue = 16});
+  Scheduler scheduler(*engine_, options(3, 256, 7, 16));
   std::vector<std::shared_ptr<Job>> jobs;
   for (const auto& p : prompts) jobs.push_back(scheduler.submit(request(p, 40)));
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -98,8 +108,49 @@ TEST_F(SchedulerTest, GreedyTextIsTheSameAloneAndBatched) {
   EXPECT_EQ(scheduler.active_jobs(), 0);
 }
 
+// Speculative decoding in the slots (a draft model: stories260K drafting for itself, and prompt
+// lookup): greedy text is the same as without, alone and batched, and drafts are accepted.
+TEST_F(SchedulerTest, DraftsChangeNothingButTheNumberOfPasses) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben went to the park",
+                                            "One day"};
+  std::vector<Outcome> plain;
+  {
+    Scheduler scheduler(*engine_, options(2, 256, 512, 16));
+    for (const auto& p : prompts) plain.push_back(wait_for(*scheduler.submit(request(p, 48))));
+  }
+  auto draft_engine = runtime::Engine::load_sharing_threads(kModel, {}, *engine_);
+  for (const bool use_model : {true, false}) {
+    SchedulerOptions o = options(3, 256, 9, 16);
+    o.draft_max = 4;
+    if (use_model) {
+      o.make_drafter = [&](int) -> std::unique_ptr<runtime::Drafter> {
+        return std::make_unique<runtime::ModelDrafter>(*draft_engine, draft_engine->make_kv(256), "self",
+                                                       runtime::ModelDrafterOptions{});
+      };
+    } else {
+      o.make_drafter = [](int) -> std::unique_ptr<runtime::Drafter> {
+        return std::make_unique<runtime::LookupDrafter>(3);
+      };
+    }
+    Scheduler scheduler(*engine_, o);
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (const auto& p : prompts) jobs.push_back(scheduler.submit(request(p, 48)));
+    int64_t accepted = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Outcome out = wait_for(*jobs[i]);
+      EXPECT_EQ(out.tokens, plain[i].tokens) << prompts[i] << (use_model ? " (draft model)" : " (lookup)");
+      EXPECT_EQ(out.text, plain[i].text);
+      accepted += out.stats.accepted_tokens;
+    }
+    if (use_model) {
+      EXPECT_GT(accepted, 0);
+      EXPECT_GT(scheduler.counters().drafted_tokens, 0);
+    }
+  }
+}
+
 TEST_F(SchedulerTest, PrefixReuseKeepsOnlyTheSharedTokens) {
-  Scheduler scheduler(*engine_, {.n_slots = 2, .n_ctx_per_slot = 256, .batch_size = 512, .max_queue = 4});
+  Scheduler scheduler(*engine_, options(2, 256, 512, 4));
   JobRequest first = request("Once upon a time there was a little girl", 8);
   const Outcome a = wait_for(*scheduler.submit(first));
   EXPECT_EQ(a.stats.cached_tokens, 0);
@@ -112,7 +163,7 @@ TEST_F(SchedulerTest, PrefixReuseKeepsOnlyTheSharedTokens) {
   EXPECT_EQ(b.stats.slot, a.stats.slot);
   EXPECT_EQ(b.stats.cached_tokens, static_cast<int64_t>(first.prompt.size() + a.tokens.size() - 1));
   // The reused answer equals a fresh slot's answer.
-  Scheduler fresh(*engine_, {.n_slots = 1, .n_ctx_per_slot = 256, .batch_size = 512, .max_queue = 4});
+  Scheduler fresh(*engine_, options(1, 256, 512, 4));
   const Outcome c = wait_for(*fresh.submit(second));
   EXPECT_EQ(c.stats.cached_tokens, 0);
   EXPECT_EQ(b.tokens, c.tokens);
@@ -122,7 +173,7 @@ TEST_F(SchedulerTest, PrefixReuseKeepsOnlyTheSharedTokens) {
 }
 
 TEST_F(SchedulerTest, LimitsAndStopStrings) {
-  Scheduler scheduler(*engine_, {.n_slots = 1, .n_ctx_per_slot = 32, .batch_size = 512, .max_queue = 4});
+  Scheduler scheduler(*engine_, options(1, 32, 512, 4));
   const Outcome limited = wait_for(*scheduler.submit(request("Once upon a time", 5)));
   EXPECT_EQ(limited.finish, FinishReason::Length);
   EXPECT_EQ(limited.stats.completion_tokens, 5);
@@ -144,7 +195,7 @@ TEST_F(SchedulerTest, LimitsAndStopStrings) {
 }
 
 TEST_F(SchedulerTest, CancelFreesTheSlotAndTheQueueIsBounded) {
-  Scheduler scheduler(*engine_, {.n_slots = 1, .n_ctx_per_slot = 512, .batch_size = 512, .max_queue = 1});
+  Scheduler scheduler(*engine_, options(1, 512, 512, 1));
   JobRequest endless = request("Once upon a time", -1);
   endless.ignore_eos = true;
   auto running = scheduler.submit(endless);
@@ -162,7 +213,7 @@ TEST_F(SchedulerTest, CancelFreesTheSlotAndTheQueueIsBounded) {
 }
 
 TEST_F(SchedulerTest, BadPromptsAreErrors) {
-  Scheduler scheduler(*engine_, {.n_slots = 1, .n_ctx_per_slot = 8, .batch_size = 512, .max_queue = 1});
+  Scheduler scheduler(*engine_, options(1, 8, 512, 1));
   EXPECT_THROW(scheduler.submit(JobRequest{}), okapi::Error);
   JobRequest too_long = request("Once upon a time there was a little girl named Lily", 4);
   EXPECT_THROW(scheduler.submit(too_long), okapi::Error);

@@ -46,6 +46,11 @@ TEST(ServeCli, BadFlagsAreUsageErrors) {
   const auto missing = run_cli("serve -m /nonexistent.gguf --port 0");
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_NE(missing.output.find("okapi: error:"), std::string::npos) << missing.output;
+  EXPECT_EQ(run_cli("serve --lookup 3 --draft-model x.gguf").exit_code, 2);
+  EXPECT_EQ(run_cli("serve --draft-min 5 --draft-max 2").exit_code, 2);
+  const auto bad_draft = run_cli("serve --draft-model /nonexistent-draft.gguf --port 0");
+  EXPECT_EQ(bad_draft.exit_code, 1) << bad_draft.output;
+  EXPECT_NE(bad_draft.output.find("okapi: error:"), std::string::npos) << bad_draft.output;
   const auto no_keys = run_cli("serve --api-key-file /nonexistent-keys --port 0");
   EXPECT_EQ(no_keys.exit_code, 1) << no_keys.output;
 }
