@@ -128,6 +128,8 @@ class ServerState {
   bool authorized(const Request& req) const;
   void handle_generation(const Request& req, Response& res, bool chat);
   std::vector<TokenId> completion_prompt(const Json& body) const;
+  // The prompt a conversation renders to; a template's raise_exception or failure is a 400.
+  std::string render_chat(const ChatInput& input) const;
   Json props() const;
 
   const ServeOptions& options_;
@@ -176,6 +178,21 @@ std::vector<TokenId> ServerState::completion_prompt(const Json& body) const {
   throw_bad_request("prompt", "'prompt' must be a non-empty string or array of token ids");
 }
 
+std::string ServerState::render_chat(const ChatInput& input) const {
+  chat::RenderInputs render;
+  render.messages = input.messages;
+  render.tools = input.tools;
+  render.add_generation_prompt = input.add_generation_prompt;
+  render.extra = input.template_kwargs;
+  try {
+    return chat_->render(std::move(render));
+  } catch (const chat::TemplateRaised& e) {
+    throw_bad_request("messages", "{}", e.what());
+  } catch (const chat::TemplateError& e) {
+    throw_bad_request("messages", "the chat template cannot render these messages: {}", e.what());
+  }
+}
+
 Json ServerState::props() const {
   Json p;
   Json settings;
@@ -205,21 +222,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
   JobRequest job_request;
   if (chat) {
-    const ChatInput input = parse_chat_input(body);
-    chat::RenderInputs render;
-    render.messages = input.messages;
-    render.tools = input.tools;
-    render.add_generation_prompt = input.add_generation_prompt;
-    render.extra = input.template_kwargs;
-    std::string rendered;
-    try {
-      rendered = chat_->render(std::move(render));
-    } catch (const chat::TemplateRaised& e) {
-      throw_bad_request("messages", "{}", e.what());
-    } catch (const chat::TemplateError& e) {
-      throw_bad_request("messages", "the chat template cannot render these messages: {}", e.what());
-    }
-    job_request.prompt = chat_->tokenize(rendered);
+    job_request.prompt = chat_->tokenize(render_chat(parse_chat_input(body)));
     if (job_request.prompt.empty()) throw_bad_request("messages", "the rendered conversation has no tokens");
   } else {
     job_request.prompt = completion_prompt(body);
@@ -461,19 +464,7 @@ void ServerState::route(httplib::Server& http) {
   }));
   http.Post("/apply-template", guarded([this](const Request& req, Response& res) {
     const Json body = parse_body(req.body);
-    const ChatInput input = parse_chat_input(body);
-    chat::RenderInputs render;
-    render.messages = input.messages;
-    render.tools = input.tools;
-    render.add_generation_prompt = input.add_generation_prompt;
-    render.extra = input.template_kwargs;
-    try {
-      send_json(res, 200, {{"prompt", chat_->render(std::move(render))}});
-    } catch (const chat::TemplateRaised& e) {
-      throw_bad_request("messages", "{}", e.what());
-    } catch (const chat::TemplateError& e) {
-      throw_bad_request("messages", "the chat template cannot render these messages: {}", e.what());
-    }
+    send_json(res, 200, {{"prompt", render_chat(parse_chat_input(body))}});
   }));
   http.Get("/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
   http.Get("/slots", [this](const Request&, Response& res) { send_json(res, 200, scheduler_->slots_json()); });
