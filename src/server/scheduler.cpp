@@ -312,9 +312,16 @@ void Scheduler::verify_round(Slot& slot, const float* rows, double round_seconds
   } else {
     bool going = true;
     size_t accepted = 0;
+    // Counted before the tokens are emitted: the job's last stats go out when it finishes.
+    slot.stats.drafted_tokens += static_cast<int64_t>(drafts.size());
+    counters_.drafted_tokens += static_cast<int64_t>(drafts.size());
     for (size_t i = 0; i < drafts.size() && going; ++i) {
       const auto dist = slot.sampler->distribution(std::span<const float>(row(i), n_vocab));
       const runtime::Verdict verdict = runtime::verify_draft(dist, drafts[i], *slot.sampler);
+      if (verdict.accepted) {
+        ++slot.stats.accepted_tokens;
+        ++counters_.accepted_tokens;
+      }
       going = emit_token(slot, verdict.token, row(i));
       if (!going) break;
       if (!verdict.accepted) {
@@ -329,11 +336,6 @@ void Scheduler::verify_round(Slot& slot, const float* rows, double round_seconds
       const TokenId id = slot.sampler->sample(std::span<const float>(row(drafts.size()), n_vocab));
       if (emit_token(slot, id, row(drafts.size()))) slot.pending = id;
     }
-    counters_.drafted_tokens += static_cast<int64_t>(drafts.size());
-    counters_.accepted_tokens += static_cast<int64_t>(accepted);
-    slot.stats.drafted_tokens += static_cast<int64_t>(drafts.size());
-    slot.stats.accepted_tokens += static_cast<int64_t>(accepted);
-    if (slot.job) slot.job->update_stats(slot.stats);
     // Rejected drafts' cells are forgotten; the pending token has not been run yet.
     slot.kv->truncate(static_cast<int64_t>(slot.cached.size()));
   }
