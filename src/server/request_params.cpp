@@ -10,6 +10,9 @@ namespace okapi::server {
 namespace {
 
 constexpr int kMaxStopStrings = 16;
+// Generated text is matched against every stop string at every token (the held-back suffix costs
+// up to length^2 byte compares), so a stop string is bounded.
+constexpr size_t kMaxStopBytes = 256;
 constexpr int kMaxTopLogprobs = 20;
 
 const Json* field(const Json& body, const char* key) {
@@ -109,6 +112,8 @@ GenerationParams parse_generation_params(const Json& body, bool chat, const samp
       throw_bad_request("stop", "'stop' must be a string or an array of strings");
     }
   }
+  for (const auto& item : p.stop)
+    if (item.size() > kMaxStopBytes) throw_bad_request("stop", "each 'stop' string may hold at most {} bytes", kMaxStopBytes);
   p.stream = bool_field(body, "stream", false);
   if (const Json* options = field(body, "stream_options")) {
     if (!options->is_object()) throw_bad_request("stream_options", "'stream_options' must be an object");

@@ -36,6 +36,8 @@ TEST(RequestParams, WrongTypesNameTheField) {
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "top_p": 1.5})"), std::make_pair(400, std::string("top_p")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "stop": 3})"), std::make_pair(400, std::string("stop")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "stream": "yes"})"), std::make_pair(400, std::string("stream")));
+  EXPECT_EQ(error_of("{" + ok_messages + ", \"stop\": \"" + std::string(300, 'x') + "\"}"),
+            std::make_pair(400, std::string("stop")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "n": 2})"), std::make_pair(400, std::string("n")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "max_tokens": 0})"), std::make_pair(400, std::string("max_tokens")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "seed": 1.5})"), std::make_pair(400, std::string("seed")));
