@@ -524,11 +524,18 @@ int serve(const ServeOptions& options) {
   } else if (!http.bind_to_port(options.host, port)) {
     throw_error("cannot listen on {}:{} (in use, or not an address of this machine)", options.host, port);
   }
-  std::thread listener([&http] { http.listen_after_bind(); });
+  std::atomic<bool> listener_done{false};
+  std::thread listener([&http, &listener_done] {
+    http.listen_after_bind();
+    listener_done.store(true);
+  });
   std::fprintf(stderr, "okapi: listening on http://%s:%d\n", options.host.c_str(), port);
   if (options.on_listening) options.on_listening(port);
 
   const auto stop_http = [&] {
+    // httplib's stop() does nothing until the listener has marked itself running: a model that
+    // fails to load at once would otherwise leave the listener, and this join, waiting forever.
+    while (!http.is_running() && !listener_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     http.stop();
     listener.join();
   };
