@@ -131,13 +131,14 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       }
       // The last chosen token runs at `position`; drafts follow it, inside the context and the limit.
       const int64_t position = n_prompt + generated() - 1;
-      const double round_start = now_seconds();
       std::vector<DraftToken> drafts;
+      int requested = 0;
       double draft_seconds = 0;
       if (options.drafter) {
         int64_t room = n_ctx - 1 - position;
         if (options.n_predict >= 0) room = std::min(room, options.n_predict - generated() - 1);
         const int k = length.next(static_cast<int>(std::clamp<int64_t>(room, 0, options.draft_max)));
+        requested = k;
         if (k > 0) {
           const double t0 = now_seconds();
           drafts = options.drafter->draft(context, k, sampler);
@@ -146,6 +147,7 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
           if (static_cast<int>(drafts.size()) < options.draft_min) drafts.clear();
         }
       }
+      const double verify_start = now_seconds();
       batch.assign(1, context.back());
       for (const auto& d : drafts) batch.push_back(d.id);
       positions.resize(batch.size());
@@ -167,7 +169,9 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       }
       // Every draft passed: the target's own next token comes free from the last row.
       if (going && accepted == drafts.size()) going = take(sampler.sample(row(drafts.size())));
-      if (options.drafter) length.record(static_cast<int>(n_prompt + generated() - 1 - position), now_seconds() - round_start);
+      if (options.drafter)
+        length.record({requested, static_cast<int>(drafts.size()), static_cast<int>(accepted), draft_seconds,
+                       now_seconds() - verify_start});
       result.timings.drafted_tokens += static_cast<int64_t>(drafts.size());
       result.timings.accepted_tokens += static_cast<int64_t>(accepted);
       result.timings.draft_seconds += draft_seconds;

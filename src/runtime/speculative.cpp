@@ -38,75 +38,114 @@ Verdict verify_draft(const sample::Candidates& p, const DraftToken& draft, sampl
 }
 
 namespace {
-constexpr double kAverageWeight = 0.1;  // of the newest round in the moving averages
-constexpr int kWarmRounds = 3;          // rounds of a length before its average is trusted
-constexpr int64_t kExploreEvery = 16;   // rounds before a neighbouring length is run again, at first
+constexpr double kWeight = 0.1;         // of the newest round in the moving averages, at the least
+constexpr double kAcceptanceKeep = 0.93;  // of the acceptance counts per round
+// A prior on the acceptance rate, 1 in 2, that does not age: one lucky or unlucky round after a
+// long pause does not swing the estimate to 0 or 1.
+constexpr double kPriorAccepted = 0.5;
+constexpr double kPriorTrials = 1;
+constexpr double kDraftMargin = 1.02;   // the predicted gain drafting needs over plain decoding
+constexpr int64_t kFirstCheck = 16;     // rounds to the first check of the estimates not in use
+constexpr int64_t kLastCheck = 256;     // the longest interval between checks
+
+void average(double& value, int& samples, double newest) {
+  const double w = std::max(kWeight, 1.0 / (samples + 1));
+  value += w * (newest - value);
+  ++samples;
+}
 }  // namespace
 
-DraftLength::DraftLength(int draft_max, int draft_min) {
-  lengths_.push_back(0);
-  for (int k = std::max(1, draft_min); k < draft_max; k *= 2) {
-    if (k >= draft_min) lengths_.push_back(k);
-  }
-  if (draft_max >= std::max(1, draft_min)) lengths_.push_back(draft_max);
-  lengths_.erase(std::unique(lengths_.begin(), lengths_.end()), lengths_.end());
-  tokens_.assign(lengths_.size(), 0.0);
-  seconds_.assign(lengths_.size(), 0.0);
-  samples_.assign(lengths_.size(), 0);
-  used_.assign(lengths_.size(), -1);
+DraftLength::DraftLength(int draft_max, int draft_min)
+    : min_length_(std::max(1, draft_min)), max_length_(draft_max) {}
+
+double DraftLength::expected_rate(int k) const {
+  if (plain_samples_ == 0) return -1;
+  if (k == 0) return 1.0 / plain_seconds_;
+  if (draft_samples_ == 0) return -1;
+  const double alpha = std::clamp((accepted_ + kPriorAccepted) / (trials_ + kPriorTrials), 0.0, 1.0);
+  // Tokens a round yields when the drafter proposes k: the first is certain, each further one
+  // needs every draft before it. When it proposes nothing the round is a plain one.
+  const double with_drafts = alpha > 0.9999 ? k + 1 : (1 - std::pow(alpha, k + 1)) / (1 - alpha);
+  const double tokens = (1 - yield_) + yield_ * with_drafts;
+  const double seconds = draft_seconds_ * k + plain_seconds_ + extra_seconds_ * yield_ * k;
+  return tokens / seconds;
 }
 
-double DraftLength::rate(size_t i) const {
-  return samples_[i] > 0 && seconds_[i] > 0 ? tokens_[i] / seconds_[i] : -1.0;
+int DraftLength::best_length(int room) const {
+  int best = 0;
+  double best_rate = -1;
+  for (int k = min_length_; k <= std::min(max_length_, room); ++k) {
+    const double r = expected_rate(k);
+    if (r > best_rate) best = k, best_rate = r;
+  }
+  // Drafting must beat plain decoding by a margin: the model leaves costs out (the drafter's
+  // bookkeeping, cache rollback), and a drafter that barely pays is not worth the risk.
+  return best_rate > kDraftMargin * expected_rate(0) ? best : 0;
 }
 
 int DraftLength::next(int room) {
   ++rounds_;
-  const auto fits = [&](size_t i) { return lengths_[i] <= std::max(room, 0); };
-  const auto warm = [&](size_t i) { return samples_[i] >= kWarmRounds; };
-  // A length is worth trying once the next shorter one has kept up with plain decoding (successive
-  // doubling; within 10%, as a few rounds' rate is noisy): a drafter that does not pay costs a few
-  // short rounds, not rounds of --draft-max.
-  const auto eligible = [&](size_t i) {
-    return i <= 1 || (warm(i - 1) && warm(0) && rate(i - 1) > 0.9 * rate(0));
-  };
-  size_t best = 0;
-  for (size_t i = 0; i < lengths_.size(); ++i)
-    if (fits(i) && warm(i) && rate(i) > rate(best)) best = i;
-  size_t pick = best;
-  bool chosen = false;
-  for (size_t i = 0; i < lengths_.size() && !chosen; ++i) {
-    if (!warm(i) && fits(i) && eligible(i)) pick = i, chosen = true;
+  room = std::max(room, 0);
+  planned_ = Check::None;
+  if (room < min_length_ || max_length_ < min_length_) return 0;
+  // Plain decoding is measured first, then drafting. A later check of plain decoding runs two
+  // plain rounds and times the second.
+  if (pending_plain_timed_) {
+    pending_plain_timed_ = false;
+    planned_ = Check::PlainTimed;
+    return 0;
   }
-  // Exploring gets rarer (16, 32, 64, ... rounds) while the best length stays the best.
-  if (best != best_) best_ = best, explore_every_ = kExploreEvery, next_explore_ = rounds_ + kExploreEvery;
-  if (!chosen && rounds_ >= next_explore_) {
-    explore_every_ = std::min<int64_t>(explore_every_ * 2, 1024);
-    next_explore_ = rounds_ + explore_every_;
-    // Refresh plain decoding or a neighbour of the best length, the one used least recently
-    // (plain decoding's cost drifts too: its first rounds ran on a cold cache).
-    size_t neighbour = best;
-    for (const size_t i : {size_t{0}, best - 1, best + 1}) {
-      if (i == best) continue;
-      if (i >= lengths_.size() || !fits(i) || !eligible(i)) continue;
-      if (neighbour == best || used_[i] < used_[neighbour]) neighbour = i;
+  if (plain_samples_ == 0) {  // the first round follows the prompt's pass: warm, and timed
+    planned_ = Check::PlainTimed;
+    return 0;
+  }
+  const int first_draft = std::min({min_length_, max_length_, room});
+  if (draft_samples_ < 1) {
+    planned_ = Check::Draft;
+    return first_draft;
+  }
+  const int best = best_length(room);
+  if (best != last_best_) {
+    // A new choice: check what it leaves unmeasured soon, then less and less often.
+    if (last_best_ < 0 || (best == 0) != (last_best_ == 0)) check_every_ = kFirstCheck, next_check_ = rounds_ + kFirstCheck;
+    last_best_ = best;
+  }
+  if (rounds_ >= next_check_) {
+    check_every_ = std::min(check_every_ * 2, kLastCheck);
+    next_check_ = rounds_ + check_every_;
+    if (best > 0) {
+      pending_plain_timed_ = true;
+      planned_ = Check::PlainCold;
+      return 0;
     }
-    pick = neighbour;
+    planned_ = Check::Draft;
+    return first_draft;
   }
-  planned_ = pick;
-  used_[pick] = rounds_;
-  return std::min(lengths_[pick], std::max(room, 0));
+  return best;
 }
 
-void DraftLength::record(int tokens, double seconds) {
-  if (seconds <= 0) return;
-  // Averages of tokens and of seconds (their ratio is the rate): one round that drafted well or
-  // badly moves both, so the rate does not swing with single rounds' ratios.
-  const size_t i = planned_;
-  const double w = samples_[i] == 0 ? 1.0 : std::max(kAverageWeight, 1.0 / (samples_[i] + 1));
-  tokens_[i] += w * (tokens - tokens_[i]);
-  seconds_[i] += w * (seconds - seconds_[i]);
-  ++samples_[i];
+void DraftLength::record(const DraftRound& round) {
+  if (round.requested <= 0) {
+    // Plain rounds right after drafting ones run cold: only the second of a pair is timed.
+    if (planned_ != Check::PlainCold && !last_drafted_ && round.verify_seconds > 0)
+      average(plain_seconds_, plain_samples_, round.verify_seconds);
+    last_drafted_ = false;
+    return;
+  }
+  last_drafted_ = true;
+  average(draft_seconds_, draft_samples_, round.draft_seconds / round.requested);
+  average(yield_, yield_samples_, static_cast<double>(round.drafted) / round.requested);
+  if (round.drafted <= 0) return;
+  if (plain_samples_ > 0)
+    average(extra_seconds_, extra_samples_, std::max(0.0, round.verify_seconds - plain_seconds_) / round.drafted);
+  // Accepted drafts, and trials: those plus the rejected one, if any (a round that took every
+  // draft says only that the next would have had its own chance).
+  // Evidence ages with every round, drafted or not: after a stretch of plain decoding one
+  // check's drafts outweigh what was seen before it.
+  const double keep = std::pow(kAcceptanceKeep, static_cast<double>(rounds_ - acceptance_round_));
+  acceptance_round_ = rounds_;
+  accepted_ = keep * accepted_ + round.accepted;
+  trials_ = keep * trials_ + round.accepted + (round.accepted < round.drafted ? 1 : 0);
 }
 
 }  // namespace okapi::runtime

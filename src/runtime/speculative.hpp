@@ -52,34 +52,60 @@ Verdict verify_draft(const sample::Candidates& p, const DraftToken& draft, sampl
 // The probability of `id` in a candidate list with p set (0 when absent).
 float probability_of(const sample::Candidates& dist, TokenId id);
 
-// Chooses how many tokens to draft each round from what rounds achieved: for each candidate
-// length (none, and powers of two up to --draft-max) a moving average of the tokens a round
-// produced per second of drafting, verifying and sampling. The best one is used; a length is
-// tried once the next shorter one keeps up with plain decoding, and a neighbour of the best is run
-// (or plain decoding) again after 16 rounds, 32 more, 64 more... while the best stays the same, so that the averages
-// follow the text at a shrinking cost. Every cost counts, including drafters that stop early or return nothing, so a drafter
-// that does not pay ends up not being asked.
+// What one decoding round did, for DraftLength.
+struct DraftRound {
+  int requested = 0;            // the length next() asked for (0: a plain round)
+  int drafted = 0;              // drafts the drafter gave and the target verified
+  int accepted = 0;             // of those, accepted
+  double draft_seconds = 0;     // spent drafting
+  double verify_seconds = 0;    // spent in the target's pass and in sampling
+};
+
+// Chooses how many tokens to draft each round from a model of what rounds cost and yield, fitted
+// as they run: the target's pass over n tokens costs a + b(n - 1) seconds, a drafted token d, the
+// drafter gives y of the tokens asked for, and each draft is accepted with probability alpha
+// (independently, so k drafts yield (1 - alpha^(k+1)) / (1 - alpha) tokens). The length with the
+// most tokens per second is used, plain decoding (0) included. The estimates that the chosen
+// length does not refresh are re-measured now and then: plain decoding, two rounds in a row with
+// the second one timed (the first runs on cold caches and threads), while drafting; a short draft
+// while decoding plainly. Their intervals double while the choice holds, so a drafter that does
+// not pay costs a few short rounds, and one that does loses little to the checks.
 class DraftLength {
  public:
   DraftLength(int draft_max, int draft_min);
   // The draft length for the next round, at most `room` (tokens left before the limit or the
   // context's end); 0 means decode without drafting.
   int next(int room);
-  // What the round that next() planned achieved: `tokens` emitted in `seconds`.
-  void record(int tokens, double seconds);
+  void record(const DraftRound& round);
+
+  // The model's estimate of tokens per second when drafting k tokens (k = 0: plain decoding);
+  // < 0 while it lacks the measurements.
+  double expected_rate(int k) const;
 
  private:
-  double rate(size_t i) const;   // tokens per second of candidate i (< 0: never run)
-  std::vector<int> lengths_;     // the candidates, ascending; 0 first
-  std::vector<double> tokens_;   // per candidate: moving averages of a round's tokens
-  std::vector<double> seconds_;  // ... and of its seconds
-  std::vector<int> samples_;     // ... and the rounds they have seen
-  std::vector<int64_t> used_;    // the round each candidate last ran in
-  size_t planned_ = 0;           // the candidate next() chose
+  enum class Check { None, PlainCold, PlainTimed, Draft };
+  int best_length(int room) const;
+  int min_length_ = 1;
+  int max_length_ = 0;
+  // Moving averages (weight 1/(n+1), at least kWeight, of the newest).
+  double plain_seconds_ = 0;   // a
+  int plain_samples_ = 0;
+  double extra_seconds_ = 0;   // b
+  int extra_samples_ = 0;
+  double draft_seconds_ = 0;   // d
+  int draft_samples_ = 0;
+  double yield_ = 1;           // y
+  int yield_samples_ = 0;
+  double accepted_ = 0;        // alpha = (accepted_ + prior) / (trials_ + prior), aged by round
+  double trials_ = 0;
   int64_t rounds_ = 0;
-  size_t best_ = 0;
-  int64_t explore_every_ = 16;
-  int64_t next_explore_ = 16;
+  int64_t acceptance_round_ = 0;  // the round the acceptance counts were last updated in
+  int last_best_ = -1;
+  int64_t check_every_ = 0;
+  int64_t next_check_ = 0;
+  Check planned_ = Check::None;
+  bool pending_plain_timed_ = false;
+  bool last_drafted_ = false;  // the last round recorded drafted
 };
 
 }  // namespace okapi::runtime

@@ -281,6 +281,8 @@ void Scheduler::draft_for_decoding_slots() {
   std::vector<TokenId> context;
   for (auto& slot : slots_) {
     slot.drafts.clear();
+    slot.draft_requested = 0;
+    slot.draft_seconds = 0;
     if (slot.state != SlotState::Decode || !slot.drafter || slot.job->cancelled()) continue;
     const JobRequest& request = slot.job->request();
     // Drafts follow the pending token, inside the slot's context and the request's limit.
@@ -288,7 +290,9 @@ void Scheduler::draft_for_decoding_slots() {
     int64_t room = options_.n_ctx_per_slot - 1 - position;
     if (request.max_tokens >= 0) room = std::min(room, request.max_tokens - slot.generated - 1);
     const int k = slot.draft_length->next(static_cast<int>(std::clamp<int64_t>(room, 0, options_.draft_max)));
+    slot.draft_requested = k;
     if (k <= 0) continue;
+    const double start = now_seconds();
     context.assign(slot.cached.begin(), slot.cached.end());
     context.push_back(slot.pending);
     try {
@@ -296,6 +300,7 @@ void Scheduler::draft_for_decoding_slots() {
     } catch (const std::exception&) {
       slot.drafts.clear();  // a drafter that fails only costs its speed-up; verification decides the text
     }
+    slot.draft_seconds = now_seconds() - start;
     if (static_cast<int>(slot.drafts.size()) > k) slot.drafts.resize(static_cast<size_t>(k));
     if (static_cast<int>(slot.drafts.size()) < options_.draft_min) slot.drafts.clear();
   }
@@ -306,12 +311,11 @@ void Scheduler::verify_round(Slot& slot, const float* rows, double round_seconds
   const auto row = [&](size_t i) { return rows + i * n_vocab; };
   const std::vector<runtime::DraftToken> drafts = std::move(slot.drafts);
   slot.drafts.clear();
-  const int64_t generated_before = slot.generated;
+  size_t accepted = 0;
   if (drafts.empty()) {
     take_token(slot, row(0));
   } else {
     bool going = true;
-    size_t accepted = 0;
     // Counted before the tokens are emitted: the job's last stats go out when it finishes.
     slot.stats.drafted_tokens += static_cast<int64_t>(drafts.size());
     counters_.drafted_tokens += static_cast<int64_t>(drafts.size());
@@ -340,7 +344,8 @@ void Scheduler::verify_round(Slot& slot, const float* rows, double round_seconds
     slot.kv->truncate(static_cast<int64_t>(slot.cached.size()));
   }
   if (slot.draft_length && slot.state != SlotState::Idle)
-    slot.draft_length->record(static_cast<int>(slot.generated - generated_before), round_seconds);
+    slot.draft_length->record({slot.draft_requested, static_cast<int>(drafts.size()), static_cast<int>(accepted),
+                               slot.draft_seconds, round_seconds});
 }
 
 TokenLogprob Scheduler::logprobs_of(const float* logits, TokenId chosen, int top) const {

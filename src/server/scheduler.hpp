@@ -108,6 +108,8 @@ class Scheduler {
     std::unique_ptr<runtime::Drafter> drafter;
     std::optional<runtime::DraftLength> draft_length;
     std::vector<runtime::DraftToken> drafts;  // this step's, verified in its forward pass
+    int draft_requested = 0;                  // ... the length asked for them
+    double draft_seconds = 0;                 // ... and the time they took
   };
 
   void run_loop();
