@@ -76,11 +76,11 @@ for i, s in enumerate(stories[:n]):
     (out / f"copy-{i}.txt").write_text(f"{story}\n\nThe same story again:\n{first}")
 EOF
 
-run() {  # task prompt_file temp drafter_flags... -> "tok/s drafted accepted passes md5"
+run() {  # task prompt_file temp drafter_flags... -> "tok/s drafted accepted passes md5 total_ms"
   local task="$1" file="$2" temp="$3"
   shift 3
   "$okapi" run -m "$target" -f "$file" -n "$n_predict" --temp "$temp" -s 7 -t 2 -c 512 --ignore-eos --json "$@" 2>/dev/null |
-    python3 -c 'import json,sys,hashlib; d=json.load(sys.stdin); print(d["generation_tokens_per_second"], d.get("n_drafted",0), d.get("n_accepted",0), d["decode_passes"], hashlib.md5(d["text"].encode()).hexdigest()[:10])'
+    python3 -c 'import json,sys,hashlib; d=json.load(sys.stdin); print(d["generation_tokens_per_second"], d.get("n_drafted",0), d.get("n_accepted",0), d["decode_passes"], hashlib.md5(d["text"].encode()).hexdigest()[:10], d["prompt_ms"] + d["generation_ms"])'
 }
 
 declare -A drafter_flags=(
@@ -91,28 +91,31 @@ declare -A drafter_flags=(
   [lookup]="--lookup 3"
 )
 [[ "$peers_only" == 1 ]] || {
-echo "| task | temp | drafter | plain tok/s | speculative tok/s | speed-up | drafted | accepted | acceptance | greedy text identical |"
-echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"
+echo "| task | temp | drafter | plain tok/s | speculative tok/s | speed-up | with the prompt | drafted | accepted | acceptance | greedy text identical |"
+echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
 for task in generate copy; do
   for temp in 0 0.8; do
     for name in draft-model draft-model-p75 compressed-self layer-skip lookup; do
-      plain_sum=0 spec_sum=0 drafted=0 accepted=0 same=yes
+      plain_sum=0 spec_sum=0 plain_total=0 spec_total=0 drafted=0 accepted=0 same=yes
       for ((i = 0; i < n_prompts; i++)); do
         file="$out/$task-$i.txt"
-        read -r p_ts _ _ _ p_md5 < <(run "$task" "$file" "$temp")
+        read -r p_ts _ _ _ p_md5 p_ms < <(run "$task" "$file" "$temp")
         # shellcheck disable=SC2086
-        read -r s_ts s_d s_a _ s_md5 < <(run "$task" "$file" "$temp" ${drafter_flags[$name]})
+        read -r s_ts s_d s_a _ s_md5 s_ms < <(run "$task" "$file" "$temp" ${drafter_flags[$name]})
+        plain_total=$(awk -v a="$plain_total" -v b="$p_ms" 'BEGIN { print a + b }')
+        spec_total=$(awk -v a="$spec_total" -v b="$s_ms" 'BEGIN { print a + b }')
         plain_sum=$(awk -v a="$plain_sum" -v b="$p_ts" 'BEGIN { print a + 1 / b }')
         spec_sum=$(awk -v a="$spec_sum" -v b="$s_ts" 'BEGIN { print a + 1 / b }')
         drafted=$((drafted + s_d)) accepted=$((accepted + s_a))
         [[ "$temp" == 0 && "$p_md5" != "$s_md5" ]] && same=NO
       done
       [[ "$temp" != 0 ]] && same="(sampled)"
-      # Speeds as total tokens over total time (harmonic mean of per-prompt tok/s).
+      # Speeds as total tokens over total time (harmonic mean of per-prompt tok/s); "with the prompt"
+      # compares prompt and generation time together (the drafter's prompt pass is in the former).
       awk -v task="$task" -v temp="$temp" -v name="$name" -v n="$n_prompts" -v p="$plain_sum" -v s="$spec_sum" \
-        -v d="$drafted" -v a="$accepted" -v same="$same" 'BEGIN {
-          printf "| %s | %s | %s | %.1f | %.1f | %.2fx | %d | %d | %.1f%% | %s |\n", task, temp, name, n / p, n / s,
-            p / s, d, a, (d > 0 ? 100 * a / d : 0), same }'
+        -v d="$drafted" -v a="$accepted" -v same="$same" -v pt="$plain_total" -v st="$spec_total" 'BEGIN {
+          printf "| %s | %s | %s | %.1f | %.1f | %.2fx | %.2fx | %d | %d | %.1f%% | %s |\n", task, temp, name, n / p,
+            n / s, p / s, pt / st, d, a, (d > 0 ? 100 * a / d : 0), same }'
     done
   done
 done

@@ -66,6 +66,11 @@ void ModelDrafter::reset() {
   if (!shares_target_cache_) kv_->truncate(0);
 }
 
+void ModelDrafter::prefill(std::span<const TokenId> prompt) {
+  // A layer-skip drafter reads the target's cells; it has nothing of its own to fill.
+  if (!shares_target_cache_ && !prompt.empty()) catch_up(prompt);
+}
+
 void ModelDrafter::forward(std::span<const TokenId> tokens, int64_t first_position) {
   std::vector<int32_t> positions(tokens.size());
   std::iota(positions.begin(), positions.end(), static_cast<int32_t>(first_position));
@@ -79,12 +84,12 @@ void ModelDrafter::forward(std::span<const TokenId> tokens, int64_t first_positi
   cached_.insert(cached_.end(), tokens.begin(), tokens.end());
 }
 
-void ModelDrafter::catch_up(std::span<const TokenId> context) {
+size_t ModelDrafter::catch_up(std::span<const TokenId> context) {
   if (shares_target_cache_) {
     // The target's cells hold everything but the newest token, which it has not run yet.
     cached_.assign(context.begin(), context.end() - 1);
     forward(context.last(1), static_cast<int64_t>(context.size()) - 1);
-    return;
+    return 1;
   }
   size_t common = 0;
   while (common < cached_.size() && common < context.size() && cached_[common] == context[common]) ++common;
@@ -98,12 +103,15 @@ void ModelDrafter::catch_up(std::span<const TokenId> context) {
     const size_t count = std::min(kBatch, context.size() - begin);
     forward(context.subspan(begin, count), static_cast<int64_t>(begin));
   }
+  return context.size() - common;
 }
 
 std::vector<DraftToken> ModelDrafter::draft(std::span<const TokenId> context, int max, const sample::Sampler& target) {
   std::vector<DraftToken> out;
   if (max <= 0 || context.empty()) return out;
-  catch_up(context);
+  const double start = now_seconds();
+  const size_t ran = catch_up(context);
+  last_catch_up_ = {static_cast<int>(ran), now_seconds() - start};
   // The target's chain and penalty window, with the drafter's own RNG stream.
   sample::Sampler chain = target;
   chain.reseed(static_cast<uint32_t>(rng_()));

@@ -50,10 +50,13 @@ class ModelDrafter final : public Drafter {
   std::string_view name() const override { return name_; }
   std::vector<DraftToken> draft(std::span<const TokenId> context, int max, const sample::Sampler& target) override;
   void reset() override;
+  void prefill(std::span<const TokenId> prompt) override;
+  CatchUp last_catch_up() const override { return last_catch_up_; }
 
  private:
-  // Brings the cache to `context` (keeping the common prefix) and leaves the next token's logits.
-  void catch_up(std::span<const TokenId> context);
+  // Brings the cache to `context` (keeping the common prefix) and leaves the next token's logits;
+  // returns the number of tokens run.
+  size_t catch_up(std::span<const TokenId> context);
   void forward(std::span<const TokenId> tokens, int64_t first_position);
   Engine& engine_;
   std::unique_ptr<kv::KvStore> own_kv_;
@@ -64,6 +67,7 @@ class ModelDrafter final : public Drafter {
   std::vector<TokenId> cached_;  // the tokens whose K/V the cache holds, in order
   std::vector<float> logits_;
   std::mt19937 rng_;
+  CatchUp last_catch_up_;
 };
 
 // Throws okapi::Error naming both files when a draft model cannot draft for the target: another

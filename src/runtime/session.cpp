@@ -81,8 +81,15 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
     if (progress) progress->update(static_cast<uint64_t>(begin + count), "tokens");
     if (interrupt_requested()) break;
   }
-  result.timings.prompt_seconds = now_seconds() - prefill_start;
   if (progress) progress->finish();
+  if (options.drafter && !interrupt_requested()) {
+    // The drafter's prompt pass belongs to the prompt's time, as the target's does.
+    const double draft_start = now_seconds();
+    options.drafter->reset();
+    options.drafter->prefill(prompt);
+    result.timings.draft_prompt_seconds = now_seconds() - draft_start;
+  }
+  result.timings.prompt_seconds = now_seconds() - prefill_start;
   if (options.after_prefill) options.after_prefill();
   result.timings.prompt_tokens = n_prompt;
   if (interrupt_requested()) {
@@ -118,7 +125,6 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
     }
     return true;
   };
-  if (options.drafter) options.drafter->reset();
   if (options.n_predict != 0 && interrupt_requested()) result.stop = StopReason::Interrupted;
   if (options.n_predict != 0 && result.stop != StopReason::Interrupted && take(sampler.sample(logits))) {
     DraftLength length(options.draft_max, options.draft_min);
@@ -134,6 +140,7 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       std::vector<DraftToken> drafts;
       int requested = 0;
       double draft_seconds = 0;
+      double pause_seconds = 0;
       if (options.drafter) {
         int64_t room = n_ctx - 1 - position;
         if (options.n_predict >= 0) room = std::min(room, options.n_predict - generated() - 1);
@@ -143,6 +150,7 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
           const double t0 = now_seconds();
           drafts = options.drafter->draft(context, k, sampler);
           draft_seconds = now_seconds() - t0;
+          pause_seconds = catch_up_after_pause_seconds(*options.drafter);
           if (static_cast<int>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
           if (static_cast<int>(drafts.size()) < options.draft_min) drafts.clear();
         }
@@ -171,7 +179,7 @@ GenerationResult Session::generate_tokens(std::span<const tokenizer::TokenId> pr
       if (going && accepted == drafts.size()) going = take(sampler.sample(row(drafts.size())));
       if (options.drafter)
         length.record({requested, static_cast<int>(drafts.size()), static_cast<int>(accepted), draft_seconds,
-                       now_seconds() - verify_start});
+                       pause_seconds, now_seconds() - verify_start});
       result.timings.drafted_tokens += static_cast<int64_t>(drafts.size());
       result.timings.accepted_tokens += static_cast<int64_t>(accepted);
       result.timings.draft_seconds += draft_seconds;

@@ -38,6 +38,7 @@ struct Timings {
   double load_seconds = 0;
   int64_t prompt_tokens = 0;
   double prompt_seconds = 0;
+  double draft_prompt_seconds = 0;  // speculative decoding: the drafter's prompt pass (inside prompt_seconds)
   int64_t generated_tokens = 0;  // sampled tokens (including a final end-of-generation token)
   double generation_seconds = 0;  // sampling + decoding of the generated tokens
   int64_t decode_passes = 0;      // target forward passes while decoding (one per token without drafts)

@@ -12,6 +12,12 @@ float probability_of(const sample::Candidates& dist, TokenId id) {
   return 0.0f;
 }
 
+double catch_up_after_pause_seconds(const Drafter& drafter) {
+  const Drafter::CatchUp c = drafter.last_catch_up();
+  constexpr int kRoundTokens = 2;
+  return c.tokens > kRoundTokens ? c.seconds * (c.tokens - kRoundTokens) / c.tokens : 0.0;
+}
+
 Verdict verify_draft(const sample::Candidates& p, const DraftToken& draft, sample::Sampler& rng) {
   const float p_x = probability_of(p, draft.id);
   if (p.items.size() == 1) return {p.items.front().id == draft.id, p.items.front().id};  // greedy: no draw
@@ -44,9 +50,12 @@ constexpr double kAcceptanceKeep = 0.93;  // of the acceptance counts per round
 // long pause does not swing the estimate to 0 or 1.
 constexpr double kPriorAccepted = 0.5;
 constexpr double kPriorTrials = 1;
+constexpr double kPositionPrior = 2;  // trials' worth of the pooled rate in each position's estimate
 constexpr double kDraftMargin = 1.02;   // the predicted gain drafting needs over plain decoding
+constexpr double kPassKeep = 0.9;       // of the pass-time fit's sums per pass
+constexpr double kLeastSpread = 0.05;   // variance of the drafts per pass needed to fit the slope
 constexpr int64_t kFirstCheck = 16;     // rounds to the first check of the estimates not in use
-constexpr int64_t kLastCheck = 256;     // the longest interval between checks
+constexpr int64_t kLastCheck = 128;     // the longest interval between checks
 
 void average(double& value, int& samples, double newest) {
   const double w = std::max(kWeight, 1.0 / (samples + 1));
@@ -56,18 +65,34 @@ void average(double& value, int& samples, double newest) {
 }  // namespace
 
 DraftLength::DraftLength(int draft_max, int draft_min)
-    : min_length_(std::max(1, draft_min)), max_length_(draft_max) {}
+    : min_length_(std::max(1, draft_min)),
+      max_length_(draft_max),
+      pass_(kPassKeep, false),
+      drafting_(kPassKeep, true) {}
 
-double DraftLength::expected_rate(int k) const {
+double DraftLength::acceptance(size_t position) const {
+  // Each position's own counts, drawn toward the rate over all positions where they are few (and
+  // that toward the prior): later drafts, made from the drafter's own guesses, pass less often.
+  const double pooled = (accepted_ + kPriorAccepted) / (trials_ + kPriorTrials);
+  if (position >= position_trials_.size()) return pooled;
+  return (position_accepted_[position] + kPositionPrior * pooled) / (position_trials_[position] + kPositionPrior);
+}
+
+double DraftLength::expected_rate(int k) const { return expected_rate(k, -1.0); }
+
+double DraftLength::expected_rate(int k, double alpha) const {
   if (plain_samples_ == 0) return -1;
-  if (k == 0) return 1.0 / plain_seconds_;
+  if (k == 0) return 1.0 / std::max(1e-9, pass_.intercept());
   if (draft_samples_ == 0) return -1;
-  const double alpha = std::clamp((accepted_ + kPriorAccepted) / (trials_ + kPriorTrials), 0.0, 1.0);
   // Tokens a round yields when the drafter proposes k: the first is certain, each further one
   // needs every draft before it. When it proposes nothing the round is a plain one.
-  const double with_drafts = alpha > 0.9999 ? k + 1 : (1 - std::pow(alpha, k + 1)) / (1 - alpha);
+  double with_drafts = 1, reach = 1;
+  for (int i = 0; i < k; ++i) {
+    reach *= alpha >= 0 ? alpha : acceptance(static_cast<size_t>(i));
+    with_drafts += reach;
+  }
   const double tokens = (1 - yield_) + yield_ * with_drafts;
-  const double seconds = draft_seconds_ * k + plain_seconds_ + extra_seconds_ * yield_ * k;
+  const double seconds = drafting_.at(k) + pass_.at(yield_ * k);
   return tokens / seconds;
 }
 
@@ -83,20 +108,27 @@ int DraftLength::best_length(int room) const {
   return best_rate > kDraftMargin * expected_rate(0) ? best : 0;
 }
 
+bool DraftLength::could_pay(int room) const {
+  for (int k = min_length_; k <= std::min(max_length_, room); ++k)
+    if (expected_rate(k, 1.0) > kDraftMargin * expected_rate(0)) return true;
+  return false;
+}
+
 int DraftLength::next(int room) {
   ++rounds_;
   room = std::max(room, 0);
   planned_ = Check::None;
   if (room < min_length_ || max_length_ < min_length_) return 0;
-  // Plain decoding is measured first, then drafting. A later check of plain decoding runs two
-  // plain rounds and times the second.
+  // Plain decoding is measured first, then drafting. Plain decoding is always measured by two
+  // plain rounds with the second one timed.
   if (pending_plain_timed_) {
     pending_plain_timed_ = false;
     planned_ = Check::PlainTimed;
     return 0;
   }
-  if (plain_samples_ == 0) {  // the first round follows the prompt's pass: warm, and timed
-    planned_ = Check::PlainTimed;
+  if (plain_samples_ == 0) {  // the first round after the prompt's pass runs cold too
+    pending_plain_timed_ = true;
+    planned_ = Check::PlainCold;
     return 0;
   }
   const int first_draft = std::min({min_length_, max_length_, room});
@@ -112,6 +144,9 @@ int DraftLength::next(int room) {
   }
   if (rounds_ >= next_check_) {
     check_every_ = std::min(check_every_ * 2, kLastCheck);
+    // A drafter too slow to pay even if every draft were accepted is checked rarely: its checks
+    // cost more than acceptance can make up (a draft model catches up on every token since).
+    if (best == 0 && !could_pay(room)) check_every_ = kLastCheck;
     next_check_ = rounds_ + check_every_;
     if (best > 0) {
       pending_plain_timed_ = true;
@@ -124,20 +159,37 @@ int DraftLength::next(int room) {
   return best;
 }
 
+void DraftLength::AgingLine::add(double x, double t) {
+  w_ = keep_ * w_ + 1;
+  x_ = keep_ * x_ + x;
+  xx_ = keep_ * xx_ + x * x;
+  t_ = keep_ * t_ + t;
+  xt_ = keep_ * xt_ + x * t;
+  const double mean_x = x_ / w_, mean_t = t_ / w_;
+  const double var_x = xx_ / w_ - mean_x * mean_x;
+  if (var_x > kLeastSpread) {
+    slope_ = std::max(0.0, (xt_ / w_ - mean_x * mean_t) / var_x);
+    fitted_ = true;
+  } else if (!fitted_ && through_origin_ && mean_x > 0) {
+    slope_ = mean_t / mean_x;
+  }
+  intercept_ = std::max(0.0, mean_t - slope_ * mean_x);
+}
+
 void DraftLength::record(const DraftRound& round) {
   if (round.requested <= 0) {
     // Plain rounds right after drafting ones run cold: only the second of a pair is timed.
     if (planned_ != Check::PlainCold && !last_drafted_ && round.verify_seconds > 0)
-      average(plain_seconds_, plain_samples_, round.verify_seconds);
+      ++plain_samples_, pass_.add(0, round.verify_seconds);
     last_drafted_ = false;
     return;
   }
   last_drafted_ = true;
-  average(draft_seconds_, draft_samples_, round.draft_seconds / round.requested);
+  ++draft_samples_;
+  drafting_.add(round.requested, std::max(0.0, round.draft_seconds - round.pause_seconds));
   average(yield_, yield_samples_, static_cast<double>(round.drafted) / round.requested);
   if (round.drafted <= 0) return;
-  if (plain_samples_ > 0)
-    average(extra_seconds_, extra_samples_, std::max(0.0, round.verify_seconds - plain_seconds_) / round.drafted);
+  pass_.add(round.drafted, round.verify_seconds);
   // Accepted drafts, and trials: those plus the rejected one, if any (a round that took every
   // draft says only that the next would have had its own chance).
   // Evidence ages with every round, drafted or not: after a stretch of plain decoding one
@@ -146,6 +198,14 @@ void DraftLength::record(const DraftRound& round) {
   acceptance_round_ = rounds_;
   accepted_ = keep * accepted_ + round.accepted;
   trials_ = keep * trials_ + round.accepted + (round.accepted < round.drafted ? 1 : 0);
+  // Per position: drafts 0..accepted-1 passed, draft `accepted` (if any) failed, later ones were
+  // never tried.
+  const auto tried = static_cast<size_t>(std::min(round.accepted + 1, round.drafted));
+  if (position_trials_.size() < tried) position_trials_.resize(tried, 0.0), position_accepted_.resize(tried, 0.0);
+  for (size_t i = 0; i < position_trials_.size(); ++i) {
+    position_trials_[i] = keep * position_trials_[i] + (i < tried ? 1 : 0);
+    position_accepted_[i] = keep * position_accepted_[i] + (i < static_cast<size_t>(round.accepted) ? 1 : 0);
+  }
 }
 
 }  // namespace okapi::runtime

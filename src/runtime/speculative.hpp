@@ -37,7 +37,22 @@ class Drafter {
   virtual std::vector<DraftToken> draft(std::span<const TokenId> context, int max, const sample::Sampler& target) = 0;
   // A new generation starts (a new prompt): forget any cached state.
   virtual void reset() {}
+  // Runs the prompt through the drafter's own state (a draft model's cache) with the target's
+  // prompt pass, so that the first draft does not; nothing for drafters without such state.
+  virtual void prefill(std::span<const TokenId> /*prompt*/) {}
+  // What the latest draft() spent bringing its own state up to the context (a draft model runs
+  // the tokens it has not seen): after a stretch without drafting that is many tokens, a cost
+  // of the pause rather than of drafting.
+  struct CatchUp {
+    int tokens = 0;
+    double seconds = 0;
+  };
+  virtual CatchUp last_catch_up() const { return {}; }
 };
+
+// The part of the latest draft()'s catch-up beyond what a round that follows a drafting round
+// needs (the replacement or bonus token and the last draft: 2 tokens).
+double catch_up_after_pause_seconds(const Drafter& drafter);
 
 // The verdict on one drafted token given the target's distribution p (Sampler::distribution):
 // accepted, or rejected with the replacement drawn from normalize(max(0, p - q)). Draws its
@@ -58,6 +73,7 @@ struct DraftRound {
   int drafted = 0;              // drafts the drafter gave and the target verified
   int accepted = 0;             // of those, accepted
   double draft_seconds = 0;     // spent drafting
+  double pause_seconds = 0;     // ... of it, catching up after rounds without drafting
   double verify_seconds = 0;    // spent in the target's pass and in sampling
 };
 
@@ -85,19 +101,40 @@ class DraftLength {
  private:
   enum class Check { None, PlainCold, PlainTimed, Draft };
   int best_length(int room) const;
+  double expected_rate(int k, double alpha) const;  // alpha < 0: the estimated rates
+  bool could_pay(int room) const;  // with every draft accepted
   int min_length_ = 1;
   int max_length_ = 0;
   // Moving averages (weight 1/(n+1), at least kWeight, of the newest).
-  double plain_seconds_ = 0;   // a
-  int plain_samples_ = 0;
-  double extra_seconds_ = 0;   // b
-  int extra_samples_ = 0;
-  double draft_seconds_ = 0;   // d
-  int draft_samples_ = 0;
+  // t = intercept + slope * x fitted by least squares, each older point weighing `keep` times
+  // less: costs drift (the machine warms up over a generation's first rounds; other load comes
+  // and goes). Without spread in x the slope is kept and the intercept follows; before any
+  // spread the line runs through the origin (all of t per unit of x) or is flat.
+  class AgingLine {
+   public:
+    AgingLine(double keep, bool through_origin) : keep_(keep), through_origin_(through_origin) {}
+    void add(double x, double t);
+    double at(double x) const { return intercept_ + slope_ * x; }
+    double intercept() const { return intercept_; }
+
+   private:
+    double keep_;
+    bool through_origin_;
+    bool fitted_ = false;
+    double w_ = 0, x_ = 0, xx_ = 0, t_ = 0, xt_ = 0;
+    double intercept_ = 0, slope_ = 0;
+  };
+  AgingLine pass_;             // the target's pass: a + b * drafts
+  AgingLine drafting_;         // the drafter's call: its fixed part + per drafted token
+  int plain_samples_ = 0;      // timed plain passes seen
+  int draft_samples_ = 0;      // drafting rounds seen
   double yield_ = 1;           // y
   int yield_samples_ = 0;
   double accepted_ = 0;        // alpha = (accepted_ + prior) / (trials_ + prior), aged by round
   double trials_ = 0;
+  std::vector<double> position_accepted_;  // ... and per draft position, aged alike
+  std::vector<double> position_trials_;
+  double acceptance(size_t position) const;  // the chance that draft `position` (0-based) passes
   int64_t rounds_ = 0;
   int64_t acceptance_round_ = 0;  // the round the acceptance counts were last updated in
   int last_best_ = -1;

@@ -283,6 +283,7 @@ void Scheduler::draft_for_decoding_slots() {
     slot.drafts.clear();
     slot.draft_requested = 0;
     slot.draft_seconds = 0;
+    slot.draft_pause_seconds = 0;
     if (slot.state != SlotState::Decode || !slot.drafter || slot.job->cancelled()) continue;
     const JobRequest& request = slot.job->request();
     // Drafts follow the pending token, inside the slot's context and the request's limit.
@@ -301,6 +302,7 @@ void Scheduler::draft_for_decoding_slots() {
       slot.drafts.clear();  // a drafter that fails only costs its speed-up; verification decides the text
     }
     slot.draft_seconds = now_seconds() - start;
+    slot.draft_pause_seconds = runtime::catch_up_after_pause_seconds(*slot.drafter);
     if (static_cast<int>(slot.drafts.size()) > k) slot.drafts.resize(static_cast<size_t>(k));
     if (static_cast<int>(slot.drafts.size()) < options_.draft_min) slot.drafts.clear();
   }
@@ -345,7 +347,7 @@ void Scheduler::verify_round(Slot& slot, const float* rows, double round_seconds
   }
   if (slot.draft_length && slot.state != SlotState::Idle)
     slot.draft_length->record({slot.draft_requested, static_cast<int>(drafts.size()), static_cast<int>(accepted),
-                               slot.draft_seconds, round_seconds});
+                               slot.draft_seconds, slot.draft_pause_seconds, round_seconds});
 }
 
 TokenLogprob Scheduler::logprobs_of(const float* logits, TokenId chosen, int top) const {

@@ -110,6 +110,7 @@ class Scheduler {
     std::vector<runtime::DraftToken> drafts;  // this step's, verified in its forward pass
     int draft_requested = 0;                  // ... the length asked for them
     double draft_seconds = 0;                 // ... and the time they took
+    double draft_pause_seconds = 0;           // ... of it, catching up after a pause
   };
 
   void run_loop();
