@@ -78,14 +78,15 @@ struct DraftRound {
 };
 
 // Chooses how many tokens to draft each round from a model of what rounds cost and yield, fitted
-// as they run: the target's pass over n tokens costs a + b(n - 1) seconds, a drafted token d, the
-// drafter gives y of the tokens asked for, and each draft is accepted with probability alpha
-// (independently, so k drafts yield (1 - alpha^(k+1)) / (1 - alpha) tokens). The length with the
-// most tokens per second is used, plain decoding (0) included. The estimates that the chosen
-// length does not refresh are re-measured now and then: plain decoding, two rounds in a row with
-// the second one timed (the first runs on cold caches and threads), while drafting; a short draft
-// while decoding plainly. Their intervals double while the choice holds, so a drafter that does
-// not pay costs a few short rounds, and one that does loses little to the checks.
+// as they run: the target's pass over n tokens costs a + b(n - 1) seconds, a drafter call asked
+// for k tokens c + d k, the drafter gives anything in a fraction y of its calls, and draft i passes,
+// given that those before it did, with probability alpha_i (so k drafts yield 1 + alpha_1 +
+// alpha_1 alpha_2 + ... tokens). The length with the most tokens per second is used, plain decoding
+// (0) included, which a length must beat by 2%. The estimates that the chosen length does not
+// refresh are re-measured now and then: plain decoding, two rounds in a row with the second one
+// timed (the first runs on cold caches and threads), while drafting; a short draft while decoding
+// plainly. Their intervals double while the choice holds, so a drafter that does not pay costs a
+// few short rounds, and one that does loses little to the checks.
 class DraftLength {
  public:
   DraftLength(int draft_max, int draft_min);
