@@ -52,7 +52,7 @@ constexpr double kPriorAccepted = 0.5;
 constexpr double kPriorTrials = 1;
 constexpr double kPositionPrior = 2;  // trials' worth of the pooled rate in each position's estimate
 constexpr double kDraftMargin = 1.02;   // the predicted gain drafting needs over plain decoding
-constexpr double kPassKeep = 0.9;       // of the pass-time fit's sums per pass
+constexpr double kPassKeep = 0.8;       // of the pass-time fit's sums per pass
 constexpr double kLeastSpread = 0.05;   // variance of the drafts per pass needed to fit the slope
 constexpr int64_t kFirstCheck = 16;     // rounds to the first check of the estimates not in use
 constexpr int64_t kLastCheck = 128;     // the longest interval between checks
@@ -99,7 +99,10 @@ double DraftLength::expected_rate(int k, double alpha) const {
 int DraftLength::best_length(int room) const {
   int best = 0;
   double best_rate = -1;
-  for (int k = min_length_; k <= std::min(max_length_, room); ++k) {
+  // At most twice the longest draft seen so far: a few lucky early rounds would otherwise send the
+  // length to --draft-max on the strength of positions never tried.
+  const int longest = std::max(min_length_, 2 * static_cast<int>(position_trials_.size()));
+  for (int k = min_length_; k <= std::min({max_length_, room, longest}); ++k) {
     const double r = expected_rate(k);
     if (r > best_rate) best = k, best_rate = r;
   }
