@@ -142,13 +142,17 @@ int DraftLength::next(int room) {
   const int best = best_length(room);
   if (best != last_best_) {
     // A new choice: check what it leaves unmeasured soon, then less and less often.
-    if (last_best_ < 0 || (best == 0) != (last_best_ == 0)) check_every_ = kFirstCheck, next_check_ = rounds_ + kFirstCheck;
+    if (last_best_ < 0 || (best == 0) != (last_best_ == 0)) {
+      check_every_ = kFirstCheck;
+      // A drafter too slow to pay even if every draft were accepted is checked rarely: its checks
+      // cost more than acceptance can make up (a draft model catches up on every token since).
+      if (best == 0 && !could_pay(room)) check_every_ = kLastCheck;
+      next_check_ = rounds_ + check_every_;
+    }
     last_best_ = best;
   }
   if (rounds_ >= next_check_) {
     check_every_ = std::min(check_every_ * 2, kLastCheck);
-    // A drafter too slow to pay even if every draft were accepted is checked rarely: its checks
-    // cost more than acceptance can make up (a draft model catches up on every token since).
     if (best == 0 && !could_pay(room)) check_every_ = kLastCheck;
     next_check_ = rounds_ + check_every_;
     if (best > 0) {
