@@ -52,7 +52,7 @@ constexpr double kPriorAccepted = 0.5;
 constexpr double kPriorTrials = 1;
 constexpr double kPositionPrior = 2;  // trials' worth of the pooled rate in each position's estimate
 constexpr double kDraftMargin = 1.02;   // the predicted gain drafting needs over plain decoding
-constexpr double kPassKeep = 0.8;       // of the pass-time fit's sums per pass
+constexpr double kCostKeep = 0.8;       // of the cost fits' sums per round
 constexpr double kLeastSpread = 0.05;   // variance of the drafts per pass needed to fit the slope
 constexpr int64_t kFirstCheck = 16;     // rounds to the first check of the estimates not in use
 constexpr int64_t kLastCheck = 128;     // the longest interval between checks
@@ -67,8 +67,8 @@ void average(double& value, int& samples, double newest) {
 DraftLength::DraftLength(int draft_max, int draft_min)
     : min_length_(std::max(1, draft_min)),
       max_length_(draft_max),
-      pass_(kPassKeep, false),
-      drafting_(kPassKeep, true) {}
+      pass_(kCostKeep, false),
+      drafting_(kCostKeep, true) {}
 
 double DraftLength::acceptance(size_t position) const {
   // Each position's own counts, drawn toward the rate over all positions where they are few (and
@@ -120,50 +120,31 @@ bool DraftLength::could_pay(int room) const {
 int DraftLength::next(int room) {
   ++rounds_;
   room = std::max(room, 0);
-  planned_ = Check::None;
   if (room < min_length_ || max_length_ < min_length_) return 0;
   // Plain decoding is measured first, then drafting. Plain decoding is always measured by two
-  // plain rounds with the second one timed.
-  if (pending_plain_timed_) {
-    pending_plain_timed_ = false;
-    planned_ = Check::PlainTimed;
-    return 0;
-  }
-  if (plain_samples_ == 0) {  // the first round after the prompt's pass runs cold too
-    pending_plain_timed_ = true;
-    planned_ = Check::PlainCold;
+  // plain rounds, the first of which runs cold (record() does not time it).
+  if (plain_again_ || plain_samples_ == 0) {
+    plain_again_ = !plain_again_;
     return 0;
   }
   const int first_draft = std::min({min_length_, max_length_, room});
-  if (draft_samples_ < 1) {
-    planned_ = Check::Draft;
-    return first_draft;
-  }
+  if (draft_samples_ < 1) return first_draft;
   const int best = best_length(room);
-  if (best != last_best_) {
+  // A drafter too slow to pay even if every draft were accepted is checked rarely: its checks
+  // cost more than acceptance can make up (a draft model catches up on every token since).
+  const auto hopeless = [&] { return best == 0 && !could_pay(room); };
+  if (last_best_ < 0 || (best == 0) != (last_best_ == 0)) {
     // A new choice: check what it leaves unmeasured soon, then less and less often.
-    if (last_best_ < 0 || (best == 0) != (last_best_ == 0)) {
-      check_every_ = kFirstCheck;
-      // A drafter too slow to pay even if every draft were accepted is checked rarely: its checks
-      // cost more than acceptance can make up (a draft model catches up on every token since).
-      if (best == 0 && !could_pay(room)) check_every_ = kLastCheck;
-      next_check_ = rounds_ + check_every_;
-    }
-    last_best_ = best;
-  }
-  if (rounds_ >= next_check_) {
-    check_every_ = std::min(check_every_ * 2, kLastCheck);
-    if (best == 0 && !could_pay(room)) check_every_ = kLastCheck;
+    check_every_ = hopeless() ? kLastCheck : kFirstCheck;
     next_check_ = rounds_ + check_every_;
-    if (best > 0) {
-      pending_plain_timed_ = true;
-      planned_ = Check::PlainCold;
-      return 0;
-    }
-    planned_ = Check::Draft;
-    return first_draft;
   }
-  return best;
+  last_best_ = best;
+  if (rounds_ < next_check_) return best;
+  check_every_ = hopeless() ? kLastCheck : std::min(check_every_ * 2, kLastCheck);
+  next_check_ = rounds_ + check_every_;
+  if (best == 0) return first_draft;
+  plain_again_ = true;
+  return 0;
 }
 
 void DraftLength::AgingLine::add(double x, double t) {
@@ -185,22 +166,20 @@ void DraftLength::AgingLine::add(double x, double t) {
 
 void DraftLength::record(const DraftRound& round) {
   if (round.requested <= 0) {
-    // Plain rounds right after drafting ones run cold: only the second of a pair is timed.
-    if (planned_ != Check::PlainCold && !last_drafted_ && round.verify_seconds > 0)
-      ++plain_samples_, pass_.add(0, round.verify_seconds);
-    last_drafted_ = false;
+    if (!cold_ && round.verify_seconds > 0) ++plain_samples_, pass_.add(0, round.verify_seconds);
+    cold_ = false;
     return;
   }
-  last_drafted_ = true;
+  cold_ = true;
   ++draft_samples_;
   drafting_.add(round.requested, std::max(0.0, round.draft_seconds - round.pause_seconds));
   average(yield_, yield_samples_, static_cast<double>(round.drafted) / round.requested);
   if (round.drafted <= 0) return;
   pass_.add(round.drafted, round.verify_seconds);
-  // Accepted drafts, and trials: those plus the rejected one, if any (a round that took every
-  // draft says only that the next would have had its own chance).
   // Evidence ages with every round, drafted or not: after a stretch of plain decoding one
-  // check's drafts outweigh what was seen before it.
+  // check's drafts outweigh what was seen before it. Trials are the accepted drafts plus the
+  // rejected one, if any (a round that took every draft says only that the next would have had
+  // its own chance).
   const double keep = std::pow(kAcceptanceKeep, static_cast<double>(rounds_ - acceptance_round_));
   acceptance_round_ = rounds_;
   accepted_ = keep * accepted_ + round.accepted;

@@ -100,13 +100,11 @@ class DraftLength {
   double expected_rate(int k) const;
 
  private:
-  enum class Check { None, PlainCold, PlainTimed, Draft };
   int best_length(int room) const;
   double expected_rate(int k, double alpha) const;  // alpha < 0: the estimated rates
   bool could_pay(int room) const;  // with every draft accepted
   int min_length_ = 1;
   int max_length_ = 0;
-  // Moving averages (weight 1/(n+1), at least kWeight, of the newest).
   // t = intercept + slope * x fitted by least squares, each older point weighing `keep` times
   // less: costs drift (the machine warms up over a generation's first rounds; other load comes
   // and goes). Without spread in x the slope is kept and the intercept follows; before any
@@ -129,7 +127,7 @@ class DraftLength {
   AgingLine drafting_;         // the drafter's call: its fixed part + per drafted token
   int plain_samples_ = 0;      // timed plain passes seen
   int draft_samples_ = 0;      // drafting rounds seen
-  double yield_ = 1;           // y
+  double yield_ = 1;           // y, a moving average (weight 1/(n+1), at least 0.1, of the newest)
   int yield_samples_ = 0;
   double accepted_ = 0;        // alpha = (accepted_ + prior) / (trials_ + prior), aged by round
   double trials_ = 0;
@@ -141,9 +139,9 @@ class DraftLength {
   int last_best_ = -1;
   int64_t check_every_ = 0;
   int64_t next_check_ = 0;
-  Check planned_ = Check::None;
-  bool pending_plain_timed_ = false;
-  bool last_drafted_ = false;  // the last round recorded drafted
+  bool plain_again_ = false;  // the next round is the timed one of a pair of plain rounds
+  // The next plain pass runs cold (after the prompt's pass or a drafting round): not timed.
+  bool cold_ = true;
 };
 
 }  // namespace okapi::runtime

@@ -281,9 +281,7 @@ void Scheduler::draft_for_decoding_slots() {
   std::vector<TokenId> context;
   for (auto& slot : slots_) {
     slot.drafts.clear();
-    slot.draft_requested = 0;
-    slot.draft_seconds = 0;
-    slot.draft_pause_seconds = 0;
+    slot.draft_round = {};
     if (slot.state != SlotState::Decode || !slot.drafter || slot.job->cancelled()) continue;
     const JobRequest& request = slot.job->request();
     // Drafts follow the pending token, inside the slot's context and the request's limit.
@@ -291,7 +289,7 @@ void Scheduler::draft_for_decoding_slots() {
     int64_t room = options_.n_ctx_per_slot - 1 - position;
     if (request.max_tokens >= 0) room = std::min(room, request.max_tokens - slot.generated - 1);
     const int k = slot.draft_length->next(static_cast<int>(std::clamp<int64_t>(room, 0, options_.draft_max)));
-    slot.draft_requested = k;
+    slot.draft_round.requested = k;
     if (k <= 0) continue;
     const double start = now_seconds();
     context.assign(slot.cached.begin(), slot.cached.end());
@@ -301,8 +299,8 @@ void Scheduler::draft_for_decoding_slots() {
     } catch (const std::exception&) {
       slot.drafts.clear();  // a drafter that fails only costs its speed-up; verification decides the text
     }
-    slot.draft_seconds = now_seconds() - start;
-    slot.draft_pause_seconds = runtime::catch_up_after_pause_seconds(*slot.drafter);
+    slot.draft_round.draft_seconds = now_seconds() - start;
+    slot.draft_round.pause_seconds = runtime::catch_up_after_pause_seconds(*slot.drafter);
     if (static_cast<int>(slot.drafts.size()) > k) slot.drafts.resize(static_cast<size_t>(k));
     if (static_cast<int>(slot.drafts.size()) < options_.draft_min) slot.drafts.clear();
   }
@@ -345,9 +343,13 @@ void Scheduler::verify_round(Slot& slot, const float* rows, double round_seconds
     // Rejected drafts' cells are forgotten; the pending token has not been run yet.
     slot.kv->truncate(static_cast<int64_t>(slot.cached.size()));
   }
-  if (slot.draft_length && slot.state != SlotState::Idle)
-    slot.draft_length->record({slot.draft_requested, static_cast<int>(drafts.size()), static_cast<int>(accepted),
-                               slot.draft_seconds, slot.draft_pause_seconds, round_seconds});
+  if (slot.draft_length && slot.state != SlotState::Idle) {
+    runtime::DraftRound round = slot.draft_round;
+    round.drafted = static_cast<int>(drafts.size());
+    round.accepted = static_cast<int>(accepted);
+    round.verify_seconds = round_seconds;
+    slot.draft_length->record(round);
+  }
 }
 
 TokenLogprob Scheduler::logprobs_of(const float* logits, TokenId chosen, int top) const {

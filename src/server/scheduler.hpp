@@ -108,9 +108,7 @@ class Scheduler {
     std::unique_ptr<runtime::Drafter> drafter;
     std::optional<runtime::DraftLength> draft_length;
     std::vector<runtime::DraftToken> drafts;  // this step's, verified in its forward pass
-    int draft_requested = 0;                  // ... the length asked for them
-    double draft_seconds = 0;                 // ... and the time they took
-    double draft_pause_seconds = 0;           // ... of it, catching up after a pause
+    runtime::DraftRound draft_round;          // ... what asking for them cost (for draft_length)
   };
 
   void run_loop();
