@@ -9,6 +9,17 @@
 namespace okapi::test {
 std::atomic<bool> g_counting{false};
 std::atomic<long> g_allocations{0};
+
+void run_on_each_worker(ThreadPool& pool, const std::function<void()>& work) {
+  // Every thread claims one chunk and waits in it until all have, so no thread can take two.
+  std::atomic<int> arrived{0};
+  pool.parallel_for(pool.size(), [&](int64_t, int64_t, int thread) {
+    arrived.fetch_add(1);
+    while (arrived.load() < pool.size()) {
+    }
+    if (thread != 0) work();
+  });
+}
 }  // namespace okapi::test
 
 namespace {
