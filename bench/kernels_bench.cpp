@@ -4,6 +4,10 @@
 //                                        the matrix (>= 256 MiB) are cycled that every call reads
 //                                        its weights from DRAM: bytes_per_second = weight bytes
 //                                        read, to compare with BM_Stream/read (the roofline).
+//   BM_Batch/<type>/<tier>/t<threads>/tokens:<n>
+//                                        the cold 4096x4096 weights . n = 1..6 tokens (a
+//                                        speculative verification pass, a few server slots):
+//                                        bytes_per_second = weight bytes over time, as BM_Gemv.
 //   BM_Gemm/<type>/<tier>/t<threads>/tokens:<n>
 //                                        4096x4096 weights x n tokens (prefill);
 //                                        counter GFLOPs = 2 n_in n_out n_tokens / s.
@@ -78,17 +82,17 @@ const Matrices& matrices(DType type, int min_copies) {
   return cached;
 }
 
-void run_gemv(benchmark::State& state, DType type, okapi::Isa tier, int threads) {
+void run_gemv(benchmark::State& state, DType type, okapi::Isa tier, int threads, int64_t n_tokens = 1) {
   const size_t bytes = *okapi::tensor_bytes(type, std::array<int64_t, 2>{kN, kN});
   const int copies = static_cast<int>((kColdBytes + bytes - 1) / bytes);
   const Matrices& m = matrices(type, copies);
-  const auto x = gaussian(kN, 2);
-  std::vector<float> y(kN);
+  const auto x = gaussian(static_cast<size_t>(kN * n_tokens), 2);
+  std::vector<float> y(static_cast<size_t>(kN * n_tokens));
   okapi::ThreadPool pool(threads);
   for (int c = 0; c < m.copies; ++c) okapi::kernels::matmul(tier, type, m.tensor(c), kN, kN, x.data(), 1, y.data(), &pool);
   int next = 0;
   for (auto _ : state) {
-    okapi::kernels::matmul(tier, type, m.tensor(next), kN, kN, x.data(), 1, y.data(), &pool);
+    okapi::kernels::matmul(tier, type, m.tensor(next), kN, kN, x.data(), n_tokens, y.data(), &pool);
     next = (next + 1) % m.copies;
     benchmark::DoNotOptimize(y.data());
   }
@@ -122,6 +126,14 @@ const bool registered = [] {
                                      [=](benchmark::State& s) { run_gemv(s, type, tier, threads); })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
+      }
+      for (int threads : {1, 2}) {
+        for (int64_t tokens = 1; tokens <= 6; ++tokens) {
+          const std::string title = "BM_Batch/" + name + "/t" + std::to_string(threads) + "/tokens:" + std::to_string(tokens);
+          benchmark::RegisterBenchmark(title.c_str(), [=](benchmark::State& s) { run_gemv(s, type, tier, threads, tokens); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
       }
       for (int threads : {1, 2}) {
         for (int64_t tokens : {64, 256}) {

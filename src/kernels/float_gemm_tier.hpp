@@ -290,7 +290,7 @@ struct RowGroups {
     const int64_t n_groups = (n_rows + kNr - 1) / kNr;
     const auto* x = static_cast<const float*>(a);
     const int64_t x_row = static_cast<int64_t>(a_row / sizeof(float));
-    if (n_tokens < kMr / 2) {  // decode (and tiny batches): several groups per pass over x
+    if (n_tokens == 1) {  // decode: several groups per pass over x
       constexpr int kGroupsAtOnce = 8 / S::kNv;
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t g0 = 0; g0 < n_groups; g0 += kGroupsAtOnce) {
@@ -307,6 +307,18 @@ struct RowGroups {
             for (int64_t g = 0; g < count; ++g) gemv_groups<1>(n_in, panels + g, x + t * x_row, y_t + g * kNr, rows - g * kNr);
           }
         }
+      }
+      return;
+    }
+    if (n_tokens <= kMr) {
+      // A few tokens (a speculative verification pass, a few server slots): each group's panel
+      // streams once, front to back, with every token's chain over all of k in one micro-kernel
+      // reading x in place. Per token, a gemv would stream the weights once per token; the k
+      // blocks below would jump between groups every 256 k.
+      for (int64_t g = 0; g < n_groups; ++g) {
+        const E* panel = reinterpret_cast<const E*>(base + static_cast<size_t>(g) * g_bytes);
+        micro_rows<B, kMr, true>(n_tokens, n_in, x, x_row, 1, panel, y + g * kNr, y_stride,
+                                 std::min(kNr, n_rows - g * kNr), Store::Overwrite);
       }
       return;
     }

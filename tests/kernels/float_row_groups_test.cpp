@@ -3,7 +3,7 @@
 //  * prepared activations are the input rounded to the weight's type (F16 / BF16) or unchanged;
 //  * every (row, token) result equals, bit for bit, its scalar model: one FMA chain over k in
 //    order from zero, for any number of rows (partial last group) and tokens (the decode path,
-//    partial micro-kernel heights), so a token is the same alone or inside a batch;
+//    the few-token path, partial micro-kernel heights), so a token is the same alone or inside a batch;
 //  * it agrees with the reference vec_dot (double accumulation) within float rounding.
 #include <gtest/gtest.h>
 
@@ -102,7 +102,9 @@ TEST_P(FloatRowGroups, EveryLaneIsOneFmaChainInOrder) {
   const quant::RowGroupKernels k = float_row_groups(type, tier);
   const int64_t r = k.rows;
   for (const auto& [n_in, n_out, n_tokens] : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {37, r + 3, 19}, {256, 4 * r, 8}, {100, 5 * r - 1, 2}, {64, 9 * r + 5, 1}, {18, 2 * r, 13}}) {
+           {1, 1, 1}, {37, r + 3, 19}, {256, 4 * r, 8}, {100, 5 * r - 1, 2}, {64, 9 * r + 5, 1}, {18, 2 * r, 13},
+           // the few-token path (up to the micro-kernel's height), k beyond one 256 block
+           {300, 3 * r + 1, 3}, {520, 2 * r, 5}, {260, r, 6}, {257, 2 * r - 7, 4}, {600, r, 7}}) {
     SCOPED_TRACE(::testing::Message() << isa_name(tier) << " " << dtype_name(type) << " n_in " << n_in << " n_out "
                                       << n_out << " tokens " << n_tokens);
     const Problem p = make_problem(type, n_in, n_out, n_tokens, 7);
