@@ -56,6 +56,10 @@ constexpr double kCostKeep = 0.8;       // of the cost fits' sums per round
 constexpr double kLeastSpread = 0.05;   // variance of the drafts per pass needed to fit the slope
 constexpr int64_t kFirstCheck = 16;     // rounds to the first check of the estimates not in use
 constexpr int64_t kLastCheck = 128;     // the longest interval between checks
+// A drafter that could not beat plain decoding by this much even with every draft accepted is
+// checked only every kLastCheck rounds: a check costs a draft call and the draft model's catch-up
+// on the tokens since the last one, more than such a drafter could win back soon.
+constexpr double kWorthChecking = 1.2;
 
 void average(double& value, int& samples, double newest) {
   const double w = std::max(kWeight, 1.0 / (samples + 1));
@@ -113,7 +117,7 @@ int DraftLength::best_length(int room) const {
 
 bool DraftLength::could_pay(int room) const {
   for (int k = min_length_; k <= std::min(max_length_, room); ++k)
-    if (expected_rate(k, 1.0) > kDraftMargin * expected_rate(0)) return true;
+    if (expected_rate(k, 1.0) > kWorthChecking * expected_rate(0)) return true;
   return false;
 }
 
@@ -130,7 +134,7 @@ int DraftLength::next(int room) {
   const int first_draft = std::min({min_length_, max_length_, room});
   if (draft_samples_ < 1) return first_draft;
   const int best = best_length(room);
-  // A drafter too slow to pay even if every draft were accepted is checked rarely: its checks
+  // A drafter too slow to pay well even if every draft were accepted is checked rarely: its checks
   // cost more than acceptance can make up (a draft model catches up on every token since).
   const auto hopeless = [&] { return best == 0 && !could_pay(room); };
   if (last_best_ < 0 || (best == 0) != (last_best_ == 0)) {

@@ -102,7 +102,7 @@ class DraftLength {
  private:
   int best_length(int room) const;
   double expected_rate(int k, double alpha) const;  // alpha < 0: the estimated rates
-  bool could_pay(int room) const;  // with every draft accepted
+  bool could_pay(int room) const;  // by kWorthChecking, with every draft accepted
   int min_length_ = 1;
   int max_length_ = 0;
   // t = intercept + slope * x fitted by least squares, each older point weighing `keep` times
