@@ -56,6 +56,7 @@ void oja_steps(std::span<float> basis, int64_t rank, int64_t n, std::span<const 
   if (samples.size() != etas.size()) throw_error("oja: {} samples with {} learning rates", samples.size(), etas.size());
   std::vector<double> dots(static_cast<size_t>(rank));
   std::vector<double> moved(basis.begin(), basis.end());
+  bool any_step = false;
   for (size_t s = 0; s < samples.size(); ++s) {
     const std::span<const float> x = samples[s];
     if (static_cast<int64_t>(x.size()) != n) throw_error("oja: a sample of {} values for a basis of width {}", x.size(), n);
@@ -69,10 +70,11 @@ void oja_steps(std::span<float> basis, int64_t rank, int64_t n, std::span<const 
     for (int64_t i = 0; i < rank; ++i) {
       const double step = etas[s] * dots[static_cast<size_t>(i)];
       if (step == 0) continue;
+      any_step = true;
       for (int64_t c = 0; c < n; ++c) moved[static_cast<size_t>(i * n + c)] += step * x[static_cast<size_t>(c)];
     }
   }
-  if (std::all_of(dots.begin(), dots.end(), [](double d) { return d == 0; }) && samples.size() == 1) return;
+  if (!any_step) return;  // samples orthogonal to the basis move nothing
   for (size_t k = 0; k < moved.size(); ++k) basis[k] = static_cast<float>(moved[k]);
   orthonormalize_rows(basis, rank, n);
 }

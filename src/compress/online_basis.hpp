@@ -91,7 +91,7 @@ void orthonormalize_rows(std::span<float> rows, int64_t count, int64_t n);
 
 // Oja steps on an orthonormal basis (rank x n): v_i += eta_s · x_s · (x_sᵀ v_i) for each sample,
 // with the projections taken before the batch, then one orthonormalization (the deflation).
-// A single sample orthogonal to the basis leaves it untouched.
+// Samples orthogonal to the basis leave it untouched.
 void oja_steps(std::span<float> basis, int64_t rank, int64_t n, std::span<const std::span<const float>> samples,
                std::span<const double> etas);
 void oja_step(std::span<float> basis, int64_t rank, int64_t n, std::span<const float> x, double eta);
