@@ -19,13 +19,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
-#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "compress/calibration.hpp"
@@ -35,6 +34,7 @@
 #include "format/gguf.hpp"
 #include "kv/kv_store.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/perplexity.hpp"
 
 namespace {
 
@@ -50,7 +50,7 @@ class LastInputs : public compress::ObservingOps::Observer {
   }
   void matmul_input(std::span<const std::string_view> weights, const float* x, int64_t n_tokens, int64_t n) override {
     for (const std::string_view w : weights) {
-      const auto it = unit_of_.find(std::string(w));
+      const auto it = unit_of_.find(w);
       if (it == unit_of_.end()) continue;
       inputs_[it->second].assign(x, x + n_tokens * n);
     }
@@ -64,7 +64,7 @@ class LastInputs : public compress::ObservingOps::Observer {
   }
 
  private:
-  std::map<std::string, size_t> unit_of_;
+  std::map<std::string, size_t, std::less<>> unit_of_;
   std::vector<std::vector<float>> inputs_;
 };
 
@@ -86,12 +86,6 @@ struct SetResult {
 
 int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error("cannot read {}", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 SetResult run_set(runtime::Engine& engine, const gguf::File& compressed, const std::vector<std::string>& files,
                   const Options& o, bool online, ThreadPool& pool) {
   const model::Model& model = engine.model();
@@ -109,7 +103,7 @@ SetResult run_set(runtime::Engine& engine, const gguf::File& compressed, const s
   SetResult result;
   for (const std::string& file : files) {
     tokenizer::EncodeOptions encode;
-    std::vector<int32_t> context = engine.tokenizer().encode(read_file(file), encode);
+    std::vector<int32_t> context = engine.tokenizer().encode(runtime::read_text_file(file), encode);
     const int64_t n_ctx = static_cast<int64_t>(context.size()) + o.n_predict + o.draft + 2;
     const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
     const auto target_kv = target_ops.make_kv(shape, {});
@@ -194,6 +188,18 @@ SetResult run_set(runtime::Engine& engine, const gguf::File& compressed, const s
   return result;
 }
 
+// A flag's number, or okapi::Error naming the flag (std::stoi would say only "stoi").
+template <typename T>
+T number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    const T v = std::is_same_v<T, double> ? static_cast<T>(std::stod(text, &used)) : static_cast<T>(std::stoi(text, &used));
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw_error("{}: '{}' is not a number", flag, text);
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   std::vector<std::string> positional;
@@ -203,11 +209,11 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw_error("{} needs a value", a);
       return std::string(argv[++i]);
     };
-    if (a == "-n") o.n_predict = std::stoi(value());
-    else if (a == "--draft") o.draft = std::stoi(value());
-    else if (a == "-t") o.threads = std::stoi(value());
-    else if (a == "--eta0") o.eta0 = std::stod(value());
-    else if (a == "--min-rejections") o.min_rejections = std::stoi(value());
+    if (a == "-n") o.n_predict = number<int>(a, value());
+    else if (a == "--draft") o.draft = number<int>(a, value());
+    else if (a == "-t") o.threads = number<int>(a, value());
+    else if (a == "--eta0") o.eta0 = number<double>(a, value());
+    else if (a == "--min-rejections") o.min_rejections = number<int>(a, value());
     else if (a == "--normalize") o.normalize = true;
     else if (a == "--sample") {
       const std::string v = value();
@@ -219,7 +225,8 @@ Options parse(int argc, char** argv) {
       while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) o.sets.back().second.push_back(argv[++i]);
     } else positional.push_back(a);
   }
-  if (positional.size() != 2 || o.sets.empty() || o.draft < 1 || o.n_predict < 1 || o.threads < 1)
+  if (positional.size() != 2 || o.sets.empty() || o.draft < 1 || o.n_predict < 1 || o.threads < 1 || !(o.eta0 > 0) ||
+      o.min_rejections < 1)
     throw_error("usage: okapi_online_basis_eval TARGET COMPRESSED [-n N] [--draft K] [-t T] [--eta0 E] [--normalize] "
                 "[--min-rejections M] [--sample difference|target] --set NAME FILE... [--set ...]");
   o.target = positional[0];

@@ -292,20 +292,18 @@ struct RowGroups {
     const int64_t x_row = static_cast<int64_t>(a_row / sizeof(float));
     if (n_tokens == 1) {  // decode: several groups per pass over x
       constexpr int kGroupsAtOnce = 8 / S::kNv;
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t g0 = 0; g0 < n_groups; g0 += kGroupsAtOnce) {
-          const E* panels[kGroupsAtOnce];
-          const int64_t count = std::min<int64_t>(kGroupsAtOnce, n_groups - g0);
-          for (int64_t g = 0; g < kGroupsAtOnce; ++g) {
-            panels[g] = reinterpret_cast<const E*>(base + static_cast<size_t>(g0 + std::min(g, count - 1)) * g_bytes);
-          }
-          float* y_t = y + t * y_stride + g0 * kNr;
-          const int64_t rows = n_rows - g0 * kNr;
-          if (count == kGroupsAtOnce) {
-            gemv_groups<kGroupsAtOnce>(n_in, panels, x + t * x_row, y_t, rows);
-          } else {
-            for (int64_t g = 0; g < count; ++g) gemv_groups<1>(n_in, panels + g, x + t * x_row, y_t + g * kNr, rows - g * kNr);
-          }
+      for (int64_t g0 = 0; g0 < n_groups; g0 += kGroupsAtOnce) {
+        const E* panels[kGroupsAtOnce];
+        const int64_t count = std::min<int64_t>(kGroupsAtOnce, n_groups - g0);
+        for (int64_t g = 0; g < kGroupsAtOnce; ++g) {
+          panels[g] = reinterpret_cast<const E*>(base + static_cast<size_t>(g0 + std::min(g, count - 1)) * g_bytes);
+        }
+        float* y_g = y + g0 * kNr;
+        const int64_t rows = n_rows - g0 * kNr;
+        if (count == kGroupsAtOnce) {
+          gemv_groups<kGroupsAtOnce>(n_in, panels, x, y_g, rows);
+        } else {
+          for (int64_t g = 0; g < count; ++g) gemv_groups<1>(n_in, panels + g, x, y_g + g * kNr, rows - g * kNr);
         }
       }
       return;
