@@ -21,13 +21,14 @@ ChatTemplate ChatTemplate::parse(std::string_view source, std::string name) {
   return result;
 }
 
-std::string ChatTemplate::render(const RenderInputs& inputs) const {
+jinja::TaggedText ChatTemplate::render_tagged(const RenderInputs& inputs) const {
   using jinja::Value;
   auto root = std::make_shared<jinja::Scope>();
   jinja::add_globals(*root);
   // The variables the reference renderings were made with: messages, tools (undefined when none
   // are given: `tools is defined` is false), add_generation_prompt and the special tokens; then
-  // chat_template_kwargs, which may override any of them.
+  // chat_template_kwargs, which may override any of them. Strings from the caller's JSON are
+  // caller text; bos_token and eos_token (the model's) are the template's own.
   root->set("messages", Value::from_json(inputs.messages));
   if (!inputs.tools.is_null()) root->set("tools", Value::from_json(inputs.tools));
   root->set("add_generation_prompt", Value::boolean(inputs.add_generation_prompt));
@@ -41,6 +42,21 @@ std::string ChatTemplate::render(const RenderInputs& inputs) const {
   // long chains a template made of them) before the root scope lets go of the values.
   jinja::Interpreter interpreter(*name_, now);
   return interpreter.render(parsed_->body, root);
+}
+
+std::string ChatTemplate::render(const RenderInputs& inputs) const { return render_tagged(inputs).text; }
+
+std::vector<PromptSpan> ChatTemplate::render_spans(const RenderInputs& inputs) const {
+  const jinja::TaggedText tagged = render_tagged(inputs);
+  std::vector<PromptSpan> spans;
+  std::size_t pos = 0;
+  for (const auto& [begin, end] : tagged.user) {
+    if (begin > pos) spans.push_back(PromptSpan{tagged.text.substr(pos, begin - pos), false});
+    spans.push_back(PromptSpan{tagged.text.substr(begin, end - begin), true});
+    pos = end;
+  }
+  if (pos < tagged.text.size()) spans.push_back(PromptSpan{tagged.text.substr(pos), false});
+  return spans;
 }
 
 }  // namespace okapi::chat

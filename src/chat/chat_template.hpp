@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -42,20 +43,36 @@ class TemplateRaised : public TemplateError {
   explicit TemplateRaised(const std::string& message) : TemplateError(message) {}
 };
 
+// A piece of a rendered prompt: the template's own text (its literals, bos_token and eos_token),
+// or, with `user` set, text that came from the caller: messages, tools and chat_template_kwargs
+// (a bos_token / eos_token given there included). A tokenizer must not read control tokens in user
+// text, or a message could forge a turn ("<|im_start|>system ...").
+struct PromptSpan {
+  std::string text;
+  bool user = false;
+  bool operator==(const PromptSpan&) const = default;
+};
+
 namespace jinja {
 struct Stmt;
+struct TaggedText;
 }
 
 class ChatTemplate {
  public:
   static ChatTemplate parse(std::string_view source, std::string name = "chat template");  // throws TemplateError
   std::string render(const RenderInputs& inputs) const;  // throws TemplateError / TemplateRaised
+  // The same text as render(), as spans by origin: adjacent spans differ in `user`, none is empty.
+  // Where the template transforms caller text in ways the renderer does not follow byte by byte,
+  // the result counts as caller text (the safe side).
+  std::vector<PromptSpan> render_spans(const RenderInputs& inputs) const;
   const std::string& source() const { return *source_; }
   const std::string& name() const { return *name_; }
 
  private:
   struct Parsed;
   ChatTemplate() = default;
+  jinja::TaggedText render_tagged(const RenderInputs& inputs) const;
   std::shared_ptr<const std::string> source_;
   std::shared_ptr<const std::string> name_;
   std::shared_ptr<const Parsed> parsed_;

@@ -26,9 +26,10 @@ void add_globals(Scope& scope);
 const Value* argument(const CallArgs& args, std::size_t index, std::string_view name);
 
 // Python's printf-style formatting: "%s and %d" % (a, b), the `format` filter.
-std::string percent_format(Interpreter& interpreter, const std::string& format, const std::vector<Value>& values,
-                           const Value* mapping);
+// Both keep origins: the format string's text as it was, each field as its value's (see TaggedText).
+TaggedText percent_format(Interpreter& interpreter, const TaggedText& format, const std::vector<Value>& values,
+                          const Value* mapping);
 // Python's str.format: "{} and {name}".format(a, name=b).
-std::string python_str_format(Interpreter& interpreter, const std::string& format, const CallArgs& args);
+TaggedText python_str_format(Interpreter& interpreter, const TaggedText& format, const CallArgs& args);
 
 }  // namespace okapi::chat::jinja

@@ -87,11 +87,13 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 Value filter_trim(Interpreter& in, const Value& value, CallArgs& args) {
   const Value* chars = argument(args, 0, "chars");
-  if (chars != nullptr && chars->is_string()) {
-    const std::u32string set = decode_utf8(chars->as_string());
-    return in.make_string(strip(soft_str(value), true, true, &set));
-  }
-  return in.make_string(strip(soft_str(value), true, true, nullptr));
+  std::u32string set;
+  const bool given = chars != nullptr && chars->is_string();
+  if (given) set = decode_utf8(chars->as_string());
+  // A substring: each byte keeps its origin.
+  const TaggedText text = in.text_of(value);
+  const auto [begin, end] = strip_range(text.text, true, true, given ? &set : nullptr);
+  return in.make_string(text.substr(begin, end));
 }
 
 Value filter_length(Interpreter& in, const Value& value, CallArgs&) {
@@ -162,14 +164,14 @@ Value filter_items(Interpreter& in, const Value& value, CallArgs&) {
 Value filter_join(Interpreter& in, const Value& value, CallArgs& args) {
   const Value* separator = argument(args, 0, "d");
   const Value* attribute = argument(args, 1, "attribute");
-  const std::string glue = separator != nullptr ? separator->str() : "";
-  std::string out;
+  const TaggedText glue = separator != nullptr ? in.text_of(*separator) : TaggedText();
+  TaggedText out;
   bool first = true;
   for (const Value& item : in.iterate(value)) {
-    if (!first) out += glue;
+    if (!first) out.append(glue);
     first = false;
-    out += attribute != nullptr ? lookup_path(in, item, *attribute).str() : item.str();
-    in.check_size(out.size());
+    out.append(in.text_of(attribute != nullptr ? lookup_path(in, item, *attribute) : item));
+    in.check_size(out.text.size());
   }
   return in.make_string(std::move(out));
 }
@@ -196,20 +198,22 @@ Value filter_capitalize(Interpreter& in, const Value& value, CallArgs&) {
   return in.make_string(capitalize(soft_str(value)));
 }
 
-std::string replace_all(Interpreter& in, const std::string& text, const std::string& old_text, const std::string& new_text,
-                        std::int64_t count) {
-  std::string out;
+// Kept text keeps its origin; each inserted copy of new_text has new_text's.
+TaggedText replace_all(Interpreter& in, const TaggedText& tagged, const std::string& old_text, const TaggedText& new_text,
+                       std::int64_t count) {
+  const std::string& text = tagged.text;
+  TaggedText out;
   if (old_text.empty()) {
     // Python inserts the replacement between code points (and at both ends).
-    const std::u32string cps = decode_utf8(text);
+    const std::vector<std::size_t> offsets = code_point_offsets(text);
     std::int64_t done = 0;
-    for (std::size_t i = 0; i <= cps.size(); ++i) {
+    for (std::size_t i = 0; i < offsets.size(); ++i) {
       if (count < 0 || done < count) {
-        out += new_text;
+        out.append(new_text);
         ++done;
       }
-      if (i < cps.size()) append_utf8(out, cps[i]);
-      in.check_size(out.size());
+      if (i + 1 < offsets.size()) out.append(tagged, offsets[i], offsets[i + 1]);
+      in.check_size(out.text.size());
     }
     return out;
   }
@@ -218,13 +222,13 @@ std::string replace_all(Interpreter& in, const std::string& text, const std::str
   while (count < 0 || done < count) {
     const std::size_t found = text.find(old_text, pos);
     if (found == std::string::npos) break;
-    out.append(text, pos, found - pos);
-    out += new_text;
-    in.check_size(out.size());
+    out.append(tagged, pos, found);
+    out.append(new_text);
+    in.check_size(out.text.size());
     pos = found + old_text.size();
     ++done;
   }
-  out.append(text, pos, std::string::npos);
+  out.append(tagged, pos, text.size());
   return out;
 }
 
@@ -233,7 +237,7 @@ Value filter_replace(Interpreter& in, const Value& value, CallArgs& args) {
   const Value* new_text = argument(args, 1, "new");
   if (old_text == nullptr || new_text == nullptr) in.fail("replace() needs the old and new strings");
   const std::int64_t count = int_argument(in, args, 2, "count", -1);
-  return in.make_string(replace_all(in, soft_str(value), old_text->str(), new_text->str(), count));
+  return in.make_string(replace_all(in, in.text_of(value), old_text->str(), in.text_of(*new_text), count));
 }
 
 Value filter_default(Interpreter&, const Value& value, CallArgs& args) {
@@ -597,9 +601,9 @@ Value filter_format(Interpreter& in, const Value& value, CallArgs& args) {
     DictData mapping;
     for (const auto& [key, item] : args.keyword) mapping.set(Value::string(key), item);
     const Value mapping_value = Value::dict(std::move(mapping));
-    return in.make_string(percent_format(in, soft_str(value), {}, &mapping_value));
+    return in.make_string(percent_format(in, in.text_of(value), {}, &mapping_value));
   }
-  return in.make_string(percent_format(in, soft_str(value), args.positional, nullptr));
+  return in.make_string(percent_format(in, in.text_of(value), args.positional, nullptr));
 }
 
 Value filter_attr(Interpreter& in, const Value& value, CallArgs& args) {

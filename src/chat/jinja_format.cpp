@@ -132,16 +132,36 @@ Spec parse_format_spec(Interpreter& in, const std::string& text) {
   return spec;
 }
 
+// Whether format[begin, end) holds caller text.
+bool has_user_in(const TaggedText& format, std::size_t begin, std::size_t end) {
+  for (const auto& [first, second] : format.user) {
+    if (first < end && second > begin) return true;
+  }
+  return false;
+}
+
+// One replacement field's text: the value's own origins when it is a string printed as it is,
+// else caller text if the value or the field's spec holds any.
+void append_field(TaggedText& out, const Value& value, const std::string& piece, bool spec_user) {
+  if (value.is_string() && !spec_user && piece == value.as_string()) {
+    out.append(value.as_tagged());
+    return;
+  }
+  out.append(piece, spec_user || value.carries_user());
+}
+
 }  // namespace
 
-std::string percent_format(Interpreter& in, const std::string& format, const std::vector<Value>& values, const Value* mapping) {
-  std::string out;
+TaggedText percent_format(Interpreter& in, const TaggedText& tagged_format, const std::vector<Value>& values, const Value* mapping) {
+  const std::string& format = tagged_format.text;
+  TaggedText out;
   std::size_t next = 0;
   for (std::size_t i = 0; i < format.size(); ++i) {
     if (format[i] != '%') {
-      out.push_back(format[i]);
+      out.append(tagged_format, i, i + 1);
       continue;
     }
+    const std::size_t field_start = i;
     if (++i >= format.size()) in.fail("incomplete format");
     const Value* value = nullptr;
     if (format[i] == '(') {
@@ -171,9 +191,10 @@ std::string percent_format(Interpreter& in, const std::string& format, const std
     if (i >= format.size()) in.fail("incomplete format");
     const char type = format[i];
     if (type == '%') {
-      out.push_back('%');
+      out.append(tagged_format, i, i + 1);
       continue;
     }
+    const bool spec_user = has_user_in(tagged_format, field_start, i + 1);
     if (value == nullptr) {
       if (next >= values.size()) in.fail("not enough arguments for format string");
       value = &values[next++];
@@ -184,7 +205,7 @@ std::string percent_format(Interpreter& in, const std::string& format, const std
     }
     if (std::string_view("sr").find(type) != std::string_view::npos) {
       spec.type = type;
-      out += format_value(in, *value, spec, true);
+      append_field(out, *value, format_value(in, *value, spec, true), spec_user);
     } else if (std::string_view("diouxXeEfFgGc").find(type) != std::string_view::npos) {
       if (!value->is_number()) in.fail(fmt::format("%{} format: a real number is required, not {}", type, value->type_name()));
       spec.type = type == 'i' || type == 'u' ? 'd' : type;
@@ -196,40 +217,42 @@ std::string percent_format(Interpreter& in, const std::string& format, const std
         number = Value::number(number.as_double());
       }
       spec.zero = false;
-      out += format_number(in, number, spec);
+      append_field(out, *value, format_number(in, number, spec), spec_user);
     } else {
       in.fail(fmt::format("unsupported format character '{}'", type));
     }
-    in.check_size(out.size());
+    in.check_size(out.text.size());
   }
   if (mapping == nullptr && next < values.size()) in.fail("not all arguments converted during string formatting");
   return out;
 }
 
-std::string python_str_format(Interpreter& in, const std::string& format, const CallArgs& args) {
-  std::string out;
+TaggedText python_str_format(Interpreter& in, const TaggedText& tagged_format, const CallArgs& args) {
+  const std::string& format = tagged_format.text;
+  TaggedText out;
   std::size_t auto_index = 0;
   for (std::size_t i = 0; i < format.size(); ++i) {
     const char c = format[i];
     if (c == '}') {
       if (i + 1 < format.size() && format[i + 1] == '}') {
-        out.push_back('}');
+        out.append(tagged_format, i, i + 1);
         ++i;
         continue;
       }
       in.fail("Single '}' encountered in format string");
     }
     if (c != '{') {
-      out.push_back(c);
+      out.append(tagged_format, i, i + 1);
       continue;
     }
     if (i + 1 < format.size() && format[i + 1] == '{') {
-      out.push_back('{');
+      out.append(tagged_format, i, i + 1);
       ++i;
       continue;
     }
     const std::size_t close = format.find('}', i);
     if (close == std::string::npos) in.fail("Single '{' encountered in format string");
+    const bool spec_user = has_user_in(tagged_format, i, close + 1);
     std::string field = format.substr(i + 1, close - i - 1);
     i = close;
     std::string spec_text;
@@ -274,11 +297,12 @@ std::string python_str_format(Interpreter& in, const std::string& format, const 
         pos = end + 1;
       }
     }
-    if (conversion == 'r') value = Value::string(value.repr());
-    else if (conversion == 's') value = Value::string(value.str());
+    const bool value_user = value.carries_user();
+    if (conversion == 'r') value = Value::string(TaggedText(value.repr(), value_user));
+    else if (conversion == 's') value = Value::string(in.text_of(value));
     else if (conversion != '\0') in.fail(fmt::format("Unknown conversion specifier {}", conversion));
-    out += format_value(in, value, parse_format_spec(in, spec_text), false);
-    in.check_size(out.size());
+    append_field(out, value, format_value(in, value, parse_format_spec(in, spec_text), false), spec_user);
+    in.check_size(out.text.size());
   }
   return out;
 }

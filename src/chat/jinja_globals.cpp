@@ -61,7 +61,7 @@ Value make_dict(Interpreter& in, CallArgs& args) {
   DictData dict;
   if (args.positional.size() > 1) in.fail(fmt::format("dict expected at most 1 argument, got {}", args.positional.size()));
   if (!args.positional.empty()) merge_into(in, dict, args.positional[0]);
-  for (const auto& [key, value] : args.keyword) dict.set(Value::string(key), value);
+  for (const auto& [key, value] : args.keyword) dict.set(in.make_string(key), value);
   in.charge(dict.entries.size());
   return Value::dict(std::move(dict));
 }
@@ -78,18 +78,18 @@ Value make_namespace(Interpreter& in, CallArgs& args) {
   return Value::namespace_object(std::move(ns));
 }
 
-Value joiner(Interpreter&, CallArgs& args) {
+Value joiner(Interpreter& in, CallArgs& args) {
   const Value* separator = argument(args, 0, "sep");
   auto used = std::make_shared<bool>(false);
   auto function = std::make_shared<Function>();
   function->name = "joiner";
-  const std::string text = separator != nullptr ? separator->str() : ", ";
+  const Value text = separator != nullptr ? Value::string(in.text_of(*separator)) : Value::string(", ");
   function->call = [used, text](Interpreter&, CallArgs&) {
     if (!*used) {
       *used = true;
       return Value::string("");
     }
-    return Value::string(text);
+    return text;
   };
   return Value::function(std::move(function));
 }

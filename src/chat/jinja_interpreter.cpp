@@ -40,6 +40,19 @@ struct Interpreter::DepthGuard {
   Interpreter& interpreter_;
 };
 
+// While a builtin given caller text runs, the strings it makes are caller text; a macro body
+// (template text again) runs outside that.
+struct Interpreter::UserContext {
+  UserContext(Interpreter& interpreter, bool user) : interpreter_(interpreter), saved_(interpreter.user_context_) {
+    interpreter_.user_context_ = user;
+  }
+  ~UserContext() { interpreter_.user_context_ = saved_; }
+  UserContext(const UserContext&) = delete;
+  UserContext& operator=(const UserContext&) = delete;
+  Interpreter& interpreter_;
+  bool saved_;
+};
+
 Interpreter::Interpreter(const std::string& template_name, std::time_t now, Limits limits)
     : template_name_(template_name), now_(now), limits_(limits) {}
 
@@ -82,7 +95,18 @@ void Interpreter::check_size(std::size_t bytes) const {
 Value Interpreter::make_string(std::string text) {
   check_size(text.size());
   charge(text.size() / 16);
+  return Value::string(TaggedText(std::move(text), user_context_));
+}
+
+Value Interpreter::make_string(TaggedText text) {
+  check_size(text.text.size());
+  charge(text.text.size() / 16);
   return Value::string(std::move(text));
+}
+
+TaggedText Interpreter::text_of(const Value& value) const {
+  if (value.is_string()) return value.as_tagged();
+  return TaggedText(value.str(), value.carries_user());
 }
 
 Value Interpreter::make_list(std::vector<Value> items, bool is_tuple) {
@@ -97,13 +121,19 @@ std::shared_ptr<Namespace> Interpreter::new_namespace() {
 }
 
 void Interpreter::write(std::string_view text) {
-  check_size(out_->size() + text.size());
+  check_size(out_->text.size() + text.size());
   charge(text.size() / 16);
+  out_->append(text, false);
+}
+
+void Interpreter::write(const TaggedText& text) {
+  check_size(out_->text.size() + text.text.size());
+  charge(text.text.size() / 16);
   out_->append(text);
 }
 
-std::string Interpreter::render(const StmtList& body, const ScopePtr& root) {
-  std::string out;
+TaggedText Interpreter::render(const StmtList& body, const ScopePtr& root) {
+  TaggedText out;
   out_ = &out;
   root_ = root;
   exec_list(body, root);
@@ -120,9 +150,9 @@ Interpreter::Flow Interpreter::exec_list(const StmtList& body, const ScopePtr& s
   return Flow::Normal;
 }
 
-std::string Interpreter::capture(const StmtList& body, const ScopePtr& scope) {
-  std::string captured;
-  std::string* saved = out_;
+TaggedText Interpreter::capture(const StmtList& body, const ScopePtr& scope) {
+  TaggedText captured;
+  TaggedText* saved = out_;
   out_ = &captured;
   try {
     exec_list(body, scope);
@@ -145,7 +175,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope) {
     case Stmt::Kind::Print: {
       const Value value = eval(*stmt.expr, scope);
       line_ = stmt.line;
-      write(value.str());
+      write(text_of(value));
       break;
     }
     case Stmt::Kind::If:
@@ -173,7 +203,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope) {
       };
       const Value caller_value = Value::function(std::move(caller));
       const Value result = eval_call(*stmt.expr, scope, &caller_value);
-      write(result.str());
+      write(text_of(result));
       break;
     }
     case Stmt::Kind::FilterBlock: {
@@ -186,7 +216,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope) {
         throw;
       }
       block_bodies_.pop_back();
-      write(result.str());
+      write(text_of(result));
       break;
     }
     case Stmt::Kind::With: {
@@ -302,6 +332,7 @@ void Interpreter::define_macro(const Stmt& stmt, const ScopePtr& scope) {
 
 Value Interpreter::call_macro(const Stmt& macro, const std::weak_ptr<Scope>& closure, CallArgs& args) {
   if (call_depth_ >= limits_.max_call_depth) fail(fmt::format("macro calls nested deeper than {}", limits_.max_call_depth));
+  const UserContext template_text(*this, false);
   const std::string name = macro.kind == Stmt::Kind::CallBlock ? "caller" : macro.name;
   auto frame = std::make_shared<Scope>();
   frame->parent = closure.lock();
@@ -331,7 +362,7 @@ Value Interpreter::call_macro(const Stmt& macro, const std::weak_ptr<Scope>& clo
     if (key == "caller" && macro.kind == Stmt::Kind::Macro) {
       caller = value;
     } else if (macro.uses_kwargs || macro.kind == Stmt::Kind::CallBlock) {
-      extra_keywords.set(Value::string(key), value);
+      extra_keywords.set(args.user_keywords ? Value::user_string(key) : Value::string(key), value);
     } else {
       fail(fmt::format("macro '{}' takes no keyword argument '{}'", name, key));
     }
@@ -353,7 +384,7 @@ Value Interpreter::call_macro(const Stmt& macro, const std::weak_ptr<Scope>& clo
   }
   ++call_depth_;
   const int saved_line = line_;
-  std::string output;
+  TaggedText output;
   try {
     output = capture(macro.body, frame);
   } catch (...) {
@@ -419,10 +450,10 @@ Value Interpreter::eval(const Expr& expr, const ScopePtr& scope) {
       return eval_binary(expr, left, right);
     }
     case Expr::Kind::Concat: {
-      std::string text;
+      TaggedText text;
       for (const auto& child : expr.children) {
-        text += eval(*child, scope).str();
-        check_size(text.size());
+        text.append(text_of(eval(*child, scope)));
+        check_size(text.text.size());
       }
       return make_string(std::move(text));
     }
@@ -495,6 +526,7 @@ void Interpreter::eval_args(const Expr& expr, std::size_t first, const ScopePtr&
       if (!mapping.is_dict()) fail(fmt::format("argument after ** must be a mapping, not {}", mapping.type_name()));
       for (const auto& [name, item] : mapping.as_dict().entries) {
         if (!name.is_string()) fail("keywords must be strings");
+        if (name.carries_user()) args.user_keywords = true;
         args.keyword.emplace_back(name.as_string(), item);
       }
     } else {
@@ -516,7 +548,11 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
   if (callee.is_undefined()) fail_undefined(callee);
   if (!callee.is_function()) fail(fmt::format("'{}' object is not callable", callee.type_name()));
   const int saved_line = line_;
-  Value result = callee.as_function().call(*this, args);
+  const Function& function = callee.as_function();
+  // A macro's body is template text (call_macro sees to that); a builtin's strings are caller
+  // text when anything it was given is.
+  const UserContext context(*this, user_context_ || (!function.is_macro && (function.user_receiver || args.carries_user())));
+  Value result = function.call(*this, args);
   line_ = saved_line;
   return result;
 }
@@ -524,6 +560,7 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
 Value Interpreter::apply_filter(const std::string& name, const Value& input, CallArgs& args) {
   FilterFunction filter = find_filter(name);
   if (filter == nullptr) fail(fmt::format("No filter named '{}'.", name));
+  const UserContext context(*this, user_context_ || input.carries_user() || args.carries_user());
   return filter(*this, input, args);
 }
 
@@ -618,7 +655,11 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
     }
   }
   if (op == "+") {
-    if (left.is_string() && right.is_string()) return make_string(left.as_string() + right.as_string());
+    if (left.is_string() && right.is_string()) {
+      TaggedText joined = left.as_tagged();
+      joined.append(right.as_tagged());
+      return make_string(std::move(joined));
+    }
     if (left.is_list() && right.is_list() && left.as_list().is_tuple == right.as_list().is_tuple) {
       charge((left.as_list().items.size() + right.as_list().items.size()) * 4);
       std::vector<Value> items = left.as_list().items;
@@ -635,8 +676,8 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
       if (sequence.is_string()) {
         const std::size_t size = sequence.as_string().size();
         if (size > 0 && static_cast<std::uint64_t>(count) > limits_.max_output_bytes / size) check_size(limits_.max_output_bytes + 1);
-        std::string text;
-        for (std::int64_t i = 0; i < count; ++i) text += sequence.as_string();
+        TaggedText text;
+        for (std::int64_t i = 0; i < count; ++i) text.append(sequence.as_tagged());
         return make_string(std::move(text));
       }
       const auto& items = sequence.as_list().items;
@@ -648,9 +689,9 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
     }
   }
   if (op == "%" && left.is_string()) {
-    if (right.is_list() && right.as_list().is_tuple) return make_string(percent_format(*this, left.as_string(), right.as_list().items, nullptr));
-    if (right.is_dict()) return make_string(percent_format(*this, left.as_string(), {}, &right));
-    return make_string(percent_format(*this, left.as_string(), {right}, nullptr));
+    if (right.is_list() && right.as_list().is_tuple) return make_string(percent_format(*this, left.as_tagged(), right.as_list().items, nullptr));
+    if (right.is_dict()) return make_string(percent_format(*this, left.as_tagged(), {}, &right));
+    return make_string(percent_format(*this, left.as_tagged(), {right}, nullptr));
   }
   if (left.is_undefined()) fail_undefined(left);
   if (right.is_undefined()) fail_undefined(right);
@@ -725,11 +766,10 @@ std::vector<Value> Interpreter::iterate(const Value& iterable) {
     }
     case Value::Kind::String: {
       std::vector<Value> characters;
-      for (char32_t c : decode_utf8(iterable.as_string())) {
-        std::string text;
-        append_utf8(text, c);
-        characters.push_back(Value::string(std::move(text)));
-      }
+      const TaggedText& text = iterable.as_tagged();
+      const std::vector<std::size_t> offsets = code_point_offsets(text.text);
+      characters.reserve(offsets.size() - 1);
+      for (std::size_t i = 0; i + 1 < offsets.size(); ++i) characters.push_back(Value::string(text.substr(offsets[i], offsets[i + 1])));
       charge(characters.size());
       return characters;
     }
@@ -819,13 +859,12 @@ Value Interpreter::get_item(const Value& object, const Value& key) {
           if (index < 0) index += size;
           if (index >= 0 && index < size) return object.as_list().items[static_cast<std::size_t>(index)];
         } else {
-          const std::u32string text = decode_utf8(object.as_string());
-          const auto size = static_cast<std::int64_t>(text.size());
+          const std::vector<std::size_t> offsets = code_point_offsets(object.as_string());
+          const auto size = static_cast<std::int64_t>(offsets.size()) - 1;
           if (index < 0) index += size;
           if (index >= 0 && index < size) {
-            std::string character;
-            append_utf8(character, text[static_cast<std::size_t>(index)]);
-            return Value::string(std::move(character));
+            const auto i = static_cast<std::size_t>(index);
+            return Value::string(object.as_tagged().substr(offsets[i], offsets[i + 1]));
           }
         }
       }
@@ -878,10 +917,11 @@ Value Interpreter::slice(const Value& object, const Expr& slice_expr, const Scop
     return make_list(std::move(out), object.as_list().is_tuple);
   }
   if (object.is_string()) {
-    const std::u32string text = decode_utf8(object.as_string());
-    std::u32string out;
-    select(static_cast<std::int64_t>(text.size()), [&](std::size_t i) { out.push_back(text[i]); });
-    return make_string(encode_utf8(out));
+    const TaggedText& text = object.as_tagged();
+    const std::vector<std::size_t> offsets = code_point_offsets(text.text);
+    TaggedText out;
+    select(static_cast<std::int64_t>(offsets.size()) - 1, [&](std::size_t i) { out.append(text, offsets[i], offsets[i + 1]); });
+    return make_string(std::move(out));
   }
   fail(fmt::format("'{}' object is not subscriptable", object.type_name()));
 }

@@ -36,14 +36,22 @@ class Interpreter {
   Interpreter(const Interpreter&) = delete;
   Interpreter& operator=(const Interpreter&) = delete;
 
-  std::string render(const StmtList& body, const ScopePtr& root);
+  // The output, with the origin of each byte (see TaggedText).
+  TaggedText render(const StmtList& body, const ScopePtr& root);
 
   // For filters, tests and methods.
   [[noreturn]] void fail(const std::string& message) const;
   [[noreturn]] void fail_undefined(const Value& undefined) const;
   void charge(std::size_t units);
   void check_size(std::size_t bytes) const;
+  // A string a builtin computed: caller text while a filter, method or function that was given
+  // caller text runs (it cannot say which bytes came from where), else the template's own.
   Value make_string(std::string text);
+  Value make_string(TaggedText text);  // origins given byte by byte
+  // What {{ value }} prints, with origins: a string's own; a list / dict printed as caller text if
+  // any string inside is; numbers and the like as the template's own.
+  TaggedText text_of(const Value& value) const;
+  bool in_user_context() const { return user_context_; }
   Value make_list(std::vector<Value> items, bool is_tuple = false);
   std::vector<Value> iterate(const Value& iterable);
   Value call(const Value& callee, CallArgs& args);
@@ -58,16 +66,18 @@ class Interpreter {
  private:
   enum class Flow { Normal, Break, Continue };
   struct DepthGuard;
+  struct UserContext;
 
   Flow exec_list(const StmtList& body, const ScopePtr& scope);
   Flow exec(const Stmt& stmt, const ScopePtr& scope);
   Flow exec_for(const Stmt& stmt, const ScopePtr& scope);
   void exec_set(const Stmt& stmt, const ScopePtr& scope);
   void define_macro(const Stmt& stmt, const ScopePtr& scope);
-  std::string capture(const StmtList& body, const ScopePtr& scope);
+  TaggedText capture(const StmtList& body, const ScopePtr& scope);
   Value call_macro(const Stmt& macro, const std::weak_ptr<Scope>& closure, CallArgs& args);
   void assign_targets(const Stmt& stmt, Scope& scope, const Value& value);
-  void write(std::string_view text);
+  void write(std::string_view text);  // the template's own text
+  void write(const TaggedText& text);
 
   Value eval(const Expr& expr, const ScopePtr& scope);
   Value eval_binary(const Expr& expr, const Value& left, const Value& right);
@@ -81,7 +91,8 @@ class Interpreter {
   const std::string& template_name_;
   std::time_t now_;
   Limits limits_;
-  std::string* out_ = nullptr;
+  TaggedText* out_ = nullptr;
+  bool user_context_ = false;  // a builtin given caller text is running (see make_string)
   std::size_t steps_ = 0;
   int call_depth_ = 0;
   int eval_depth_ = 0;

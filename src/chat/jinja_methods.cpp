@@ -15,10 +15,13 @@ namespace {
 
 using Method = std::function<Value(Interpreter&, CallArgs&)>;
 
-Value bind(std::string name, Method method) {
+// receiver_user: the receiver holds caller text, so what the method makes is caller text too
+// (unless it tracks origins itself).
+Value bind(std::string name, Method method, bool receiver_user) {
   auto function = std::make_shared<Function>();
   function->name = std::move(name);
   function->call = std::move(method);
+  function->user_receiver = receiver_user;
   return Value::function(std::move(function));
 }
 
@@ -39,12 +42,15 @@ std::int64_t optional_int(Interpreter& in, const CallArgs& args, std::size_t ind
   return value->as_int();
 }
 
-// Python's str.split / rsplit.
-std::vector<Value> split_string(Interpreter& in, const std::string& text, const Value* separator, std::int64_t max_split,
+// Python's str.split / rsplit. The parts are substrings: each byte keeps its origin.
+std::vector<Value> split_string(Interpreter& in, const TaggedText& tagged, const Value* separator, std::int64_t max_split,
                                 bool from_right) {
-  std::vector<std::string> parts;
+  const std::string& text = tagged.text;
+  std::vector<std::pair<std::size_t, std::size_t>> parts;  // byte ranges of text
   if (separator == nullptr || separator->is_none()) {
     const std::u32string cps = decode_utf8(text);
+    const std::vector<std::size_t> at = code_point_offsets(text);
+    const auto range = [&](std::size_t b, std::size_t e) { return std::make_pair(at[b], at[e]); };
     std::vector<std::pair<std::size_t, std::size_t>> words;
     std::size_t i = 0;
     while (i < cps.size()) {
@@ -59,17 +65,15 @@ std::vector<Value> split_string(Interpreter& in, const std::string& text, const 
       // The unsplit rest runs to the string's end (split) or start (rsplit), whitespace and all.
       if (!from_right) {
         const auto k = static_cast<std::size_t>(max_split);
-        for (std::size_t w = 0; w < k; ++w) parts.push_back(encode_utf8(cps.substr(words[w].first, words[w].second - words[w].first)));
-        parts.push_back(encode_utf8(cps.substr(words[k].first)));
+        for (std::size_t w = 0; w < k; ++w) parts.push_back(range(words[w].first, words[w].second));
+        parts.push_back(range(words[k].first, cps.size()));
       } else {
         const std::size_t first_kept = words.size() - static_cast<std::size_t>(max_split);
-        parts.push_back(encode_utf8(cps.substr(0, words[first_kept - 1].second)));
-        for (std::size_t w = first_kept; w < words.size(); ++w) {
-          parts.push_back(encode_utf8(cps.substr(words[w].first, words[w].second - words[w].first)));
-        }
+        parts.push_back(range(0, words[first_kept - 1].second));
+        for (std::size_t w = first_kept; w < words.size(); ++w) parts.push_back(range(words[w].first, words[w].second));
       }
     } else {
-      for (const auto& [b, e] : words) parts.push_back(encode_utf8(cps.substr(b, e - b)));
+      for (const auto& [b, e] : words) parts.push_back(range(b, e));
     }
   } else {
     if (!separator->is_string()) in.fail(fmt::format("must be str or None, not {}", separator->type_name()));
@@ -81,30 +85,30 @@ std::vector<Value> split_string(Interpreter& in, const std::string& text, const 
       while (max_split < 0 || done < max_split) {
         const std::size_t found = text.find(sep, pos);
         if (found == std::string::npos) break;
-        parts.push_back(text.substr(pos, found - pos));
+        parts.emplace_back(pos, found);
         pos = found + sep.size();
         ++done;
       }
-      parts.push_back(text.substr(pos));
+      parts.emplace_back(pos, text.size());
     } else {
       std::size_t end = text.size();
       std::int64_t done = 0;
-      std::vector<std::string> reversed;
+      std::vector<std::pair<std::size_t, std::size_t>> reversed;
       while (max_split < 0 || done < max_split) {
         if (end < sep.size()) break;
         const std::size_t found = text.rfind(sep, end - sep.size());
         if (found == std::string::npos) break;
-        reversed.push_back(text.substr(found + sep.size(), end - found - sep.size()));
+        reversed.emplace_back(found + sep.size(), end);
         end = found;
         ++done;
       }
-      reversed.push_back(text.substr(0, end));
+      reversed.emplace_back(0, end);
       parts.assign(reversed.rbegin(), reversed.rend());
     }
   }
   std::vector<Value> out;
   out.reserve(parts.size());
-  for (auto& part : parts) out.push_back(Value::string(std::move(part)));
+  for (const auto& [b, e] : parts) out.push_back(Value::string(tagged.substr(b, e)));
   in.charge(out.size());
   return out;
 }
@@ -176,38 +180,46 @@ std::string pad(Interpreter& in, const std::string& text, std::int64_t width, co
 
 std::optional<Value> string_method(const Value& receiver, const std::string& name) {
   const std::string text = receiver.as_string();
-  auto method = [&](Method m) { return std::optional<Value>(bind(name, std::move(m))); };
+  const Value self = receiver;  // for the methods that keep origins byte by byte
+  auto method = [&](Method m) { return std::optional<Value>(bind(name, std::move(m), receiver.carries_user())); };
   if (name == "startswith" || name == "endswith") {
     const bool suffix = name == "endswith";
     return method([text, suffix](Interpreter& in, CallArgs& a) { return Value::boolean(affix_matches(in, text, a, suffix)); });
   }
   if (name == "split" || name == "rsplit") {
     const bool from_right = name == "rsplit";
-    return method([text, from_right](Interpreter& in, CallArgs& a) {
-      return in.make_list(split_string(in, text, argument(a, 0, "sep"), optional_int(in, a, 1, "maxsplit", -1), from_right));
+    return method([self, from_right](Interpreter& in, CallArgs& a) {
+      return in.make_list(split_string(in, self.as_tagged(), argument(a, 0, "sep"), optional_int(in, a, 1, "maxsplit", -1), from_right));
     });
   }
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool left = name != "rstrip", right = name != "lstrip";
-    return method([text, left, right](Interpreter& in, CallArgs& a) {
+    return method([self, left, right](Interpreter& in, CallArgs& a) {
+      const TaggedText& tagged = self.as_tagged();
       const Value* chars = argument(a, 0, "chars");
-      if (chars == nullptr || chars->is_none()) return in.make_string(strip(text, left, right, nullptr));
+      if (chars == nullptr || chars->is_none()) {
+        const auto [begin, end] = strip_range(tagged.text, left, right, nullptr);
+        return in.make_string(tagged.substr(begin, end));
+      }
       if (!chars->is_string()) in.fail(fmt::format("strip arg must be None or str, not {}", chars->type_name()));
       const std::u32string set = decode_utf8(chars->as_string());
-      return in.make_string(strip(text, left, right, &set));
+      const auto [begin, end] = strip_range(tagged.text, left, right, &set);
+      return in.make_string(tagged.substr(begin, end));
     });
   }
   if (name == "removeprefix" || name == "removesuffix") {
     const bool suffix = name == "removesuffix";
-    return method([text, suffix](Interpreter& in, CallArgs& a) {
+    return method([self, suffix](Interpreter& in, CallArgs& a) {
+      const TaggedText& tagged = self.as_tagged();
+      const std::string& whole = tagged.text;
       const std::string& affix = string_argument(in, a, 0, "affix");
-      if (!affix.empty() && affix.size() <= text.size()) {
-        if (!suffix && text.compare(0, affix.size(), affix) == 0) return in.make_string(text.substr(affix.size()));
-        if (suffix && text.compare(text.size() - affix.size(), affix.size(), affix) == 0) {
-          return in.make_string(text.substr(0, text.size() - affix.size()));
+      if (!affix.empty() && affix.size() <= whole.size()) {
+        if (!suffix && whole.compare(0, affix.size(), affix) == 0) return in.make_string(tagged.substr(affix.size(), whole.size()));
+        if (suffix && whole.compare(whole.size() - affix.size(), affix.size(), affix) == 0) {
+          return in.make_string(tagged.substr(0, whole.size() - affix.size()));
         }
       }
-      return Value::string(text);
+      return self;
     });
   }
   if (name == "upper") return method([text](Interpreter& in, CallArgs&) { return in.make_string(upper(text)); });
@@ -215,11 +227,13 @@ std::optional<Value> string_method(const Value& receiver, const std::string& nam
   if (name == "title") return method([text](Interpreter& in, CallArgs&) { return in.make_string(title(text)); });
   if (name == "capitalize") return method([text](Interpreter& in, CallArgs&) { return in.make_string(capitalize(text)); });
   if (name == "replace") {
-    return method([text](Interpreter& in, CallArgs& a) {
+    return method([self](Interpreter& in, CallArgs& a) {
+      string_argument(in, a, 0, "old");
+      string_argument(in, a, 1, "new");
       CallArgs filter_args;
-      filter_args.positional = {Value::string(string_argument(in, a, 0, "old")), Value::string(string_argument(in, a, 1, "new"))};
+      filter_args.positional = {*argument(a, 0, "old"), *argument(a, 1, "new")};
       filter_args.positional.push_back(Value::integer(optional_int(in, a, 2, "count", -1)));
-      return in.apply_filter("replace", Value::string(text), filter_args);
+      return in.apply_filter("replace", self, filter_args);
     });
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
@@ -249,23 +263,23 @@ std::optional<Value> string_method(const Value& receiver, const std::string& nam
     });
   }
   if (name == "join") {
-    return method([text](Interpreter& in, CallArgs& a) {
+    return method([self](Interpreter& in, CallArgs& a) {
       const Value* items = argument(a, 0, "iterable");
       if (items == nullptr) in.fail("join() takes exactly one argument");
-      std::string out;
+      TaggedText out;
       bool first = true;
       for (const Value& item : in.iterate(*items)) {
         if (!item.is_string()) in.fail(fmt::format("sequence item: expected str instance, {} found", item.type_name()));
-        if (!first) out += text;
+        if (!first) out.append(self.as_tagged());
         first = false;
-        out += item.as_string();
-        in.check_size(out.size());
+        out.append(item.as_tagged());
+        in.check_size(out.text.size());
       }
       return in.make_string(std::move(out));
     });
   }
   if (name == "format") {
-    return method([text](Interpreter& in, CallArgs& a) { return in.make_string(python_str_format(in, text, a)); });
+    return method([self](Interpreter& in, CallArgs& a) { return in.make_string(python_str_format(in, self.as_tagged(), a)); });
   }
   if (name == "splitlines") {
     return method([text](Interpreter& in, CallArgs&) {
@@ -273,13 +287,13 @@ std::optional<Value> string_method(const Value& receiver, const std::string& nam
       std::string current;
       for (char32_t c : decode_utf8(text)) {
         if (c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || (c >= 0x1C && c <= 0x1E) || c == 0x85 || c == 0x2028 || c == 0x2029) {
-          lines.push_back(Value::string(current));
+          lines.push_back(in.make_string(current));
           current.clear();
         } else {
           append_utf8(current, c);
         }
       }
-      if (!current.empty()) lines.push_back(Value::string(current));
+      if (!current.empty()) lines.push_back(in.make_string(current));
       return in.make_list(std::move(lines));
     });
   }
@@ -290,10 +304,10 @@ std::optional<Value> string_method(const Value& receiver, const std::string& nam
     });
   }
   if (name == "zfill") {
-    return method([text](Interpreter& in, CallArgs& a) {
+    return method([text, self](Interpreter& in, CallArgs& a) {
       const std::int64_t width = std::min<std::int64_t>(optional_int(in, a, 0, "width", 0), 1 << 24);
       const auto length = static_cast<std::int64_t>(count_code_points(text));
-      if (width <= length) return Value::string(text);
+      if (width <= length) return self;
       const bool sign = !text.empty() && (text[0] == '-' || text[0] == '+');
       std::string out = sign ? text.substr(0, 1) : "";
       out += std::string(static_cast<std::size_t>(width - length), '0') + (sign ? text.substr(1) : text);
@@ -328,7 +342,7 @@ std::optional<Value> string_method(const Value& receiver, const std::string& nam
 }
 
 std::optional<Value> dict_method(const Value& receiver, const std::string& name) {
-  auto method = [&](Method m) { return std::optional<Value>(bind(name, std::move(m))); };
+  auto method = [&](Method m) { return std::optional<Value>(bind(name, std::move(m), receiver.carries_user())); };
   if (name == "items") {
     return method([receiver](Interpreter& in, CallArgs& a) { return in.apply_filter("items", receiver, a); });
   }
@@ -357,7 +371,7 @@ std::optional<Value> dict_method(const Value& receiver, const std::string& name)
 }
 
 std::optional<Value> list_method(const Value& receiver, const std::string& name) {
-  auto method = [&](Method m) { return std::optional<Value>(bind(name, std::move(m))); };
+  auto method = [&](Method m) { return std::optional<Value>(bind(name, std::move(m), receiver.carries_user())); };
   if (name == "index" || name == "count") {
     const bool count = name == "count";
     return method([receiver, count](Interpreter& in, CallArgs& a) {

@@ -12,47 +12,70 @@ bool is_continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
 
 }  // namespace
 
+namespace {
+
+// One code point at byte i: its value (an escaped byte for invalid input) and its length in bytes.
+std::size_t next_code_point(std::string_view text, std::size_t i, char32_t& out) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  std::size_t length = 0;
+  char32_t code = 0;
+  if (lead < 0x80) {
+    length = 1;
+    code = lead;
+  } else if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+    code = lead & 0x1Fu;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    code = lead & 0x0Fu;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    code = lead & 0x07u;
+  }
+  bool valid = length > 0 && i + length <= text.size();
+  for (std::size_t k = 1; valid && k < length; ++k) {
+    const auto byte = static_cast<unsigned char>(text[i + k]);
+    if (!is_continuation(byte)) valid = false;
+    code = (code << 6) | (byte & 0x3Fu);
+  }
+  // Overlong forms, surrogates and code points past U+10FFFF are invalid too.
+  if (valid && ((length == 3 && code < 0x800) || (length == 4 && (code < 0x10000 || code > 0x10FFFF)) ||
+                (code >= 0xD800 && code <= 0xDFFF))) {
+    valid = false;
+  }
+  if (!valid) {
+    out = kEscapedByteBase + lead;
+    return 1;
+  }
+  out = code;
+  return length;
+}
+
+}  // namespace
+
 std::u32string decode_utf8(std::string_view text) {
   std::u32string out;
   out.reserve(text.size());
   std::size_t i = 0;
   while (i < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    std::size_t length = 0;
     char32_t code = 0;
-    if (lead < 0x80) {
-      length = 1;
-      code = lead;
-    } else if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-      code = lead & 0x1Fu;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      code = lead & 0x0Fu;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      code = lead & 0x07u;
-    }
-    bool valid = length > 0 && i + length <= text.size();
-    for (std::size_t k = 1; valid && k < length; ++k) {
-      const auto byte = static_cast<unsigned char>(text[i + k]);
-      if (!is_continuation(byte)) valid = false;
-      code = (code << 6) | (byte & 0x3Fu);
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF are invalid too.
-    if (valid && ((length == 3 && code < 0x800) || (length == 4 && (code < 0x10000 || code > 0x10FFFF)) ||
-                  (code >= 0xD800 && code <= 0xDFFF))) {
-      valid = false;
-    }
-    if (!valid) {
-      out.push_back(kEscapedByteBase + lead);
-      i += 1;
-    } else {
-      out.push_back(code);
-      i += length;
-    }
+    i += next_code_point(text, i, code);
+    out.push_back(code);
   }
   return out;
+}
+
+std::vector<std::size_t> code_point_offsets(std::string_view text) {
+  std::vector<std::size_t> offsets;
+  offsets.reserve(text.size() + 1);
+  std::size_t i = 0;
+  while (i < text.size()) {
+    offsets.push_back(i);
+    char32_t code = 0;
+    i += next_code_point(text, i, code);
+  }
+  offsets.push_back(text.size());
+  return offsets;
 }
 
 void append_utf8(std::string& out, char32_t c) {
@@ -176,8 +199,9 @@ std::string capitalize(std::string_view text) {
   return encode_utf8(cps);
 }
 
-std::string strip(std::string_view text, bool left, bool right, const std::u32string* chars) {
+std::pair<std::size_t, std::size_t> strip_range(std::string_view text, bool left, bool right, const std::u32string* chars) {
   const std::u32string cps = decode_utf8(text);
+  const std::vector<std::size_t> offsets = code_point_offsets(text);
   auto strippable = [&](char32_t c) {
     return chars == nullptr ? is_python_space(c) : chars->find(c) != std::u32string::npos;
   };
@@ -188,7 +212,12 @@ std::string strip(std::string_view text, bool left, bool right, const std::u32st
   if (right) {
     while (end > begin && strippable(cps[end - 1])) --end;
   }
-  return encode_utf8(std::u32string_view(cps).substr(begin, end - begin));
+  return {offsets[begin], offsets[end]};
+}
+
+std::string strip(std::string_view text, bool left, bool right, const std::u32string* chars) {
+  const auto [begin, end] = strip_range(text, left, right, chars);
+  return std::string(text.substr(begin, end - begin));
 }
 
 std::string python_repr(std::string_view text) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace okapi::chat::jinja {
@@ -13,6 +14,8 @@ std::u32string decode_utf8(std::string_view text);
 std::string encode_utf8(std::u32string_view code_points);
 void append_utf8(std::string& out, char32_t code_point);
 std::size_t count_code_points(std::string_view text);
+// The byte offset where each code point of `text` starts (as decode_utf8 splits it), then text.size().
+std::vector<std::size_t> code_point_offsets(std::string_view text);
 
 // Python's str.isspace() (and the regex \s of Jinja's lexer) for one code point.
 bool is_python_space(char32_t c);
@@ -30,6 +33,8 @@ std::string capitalize(std::string_view text);  // Python str.capitalize()
 
 // str.strip / lstrip / rstrip: chars empty strips whitespace, else any code point of chars.
 std::string strip(std::string_view text, bool left, bool right, const std::u32string* chars);
+// The same as the byte range [first, second) of text that is kept.
+std::pair<std::size_t, std::size_t> strip_range(std::string_view text, bool left, bool right, const std::u32string* chars);
 
 // Python repr() of a str: quotes chosen as Python does, escapes for non-printable code points.
 std::string python_repr(std::string_view text);

@@ -12,6 +12,71 @@
 
 namespace okapi::chat::jinja {
 
+TaggedText::TaggedText(std::string s, bool is_user) : text(std::move(s)) {
+  if (is_user) mark_user(0, text.size());
+}
+
+void TaggedText::mark_user(std::size_t begin, std::size_t end) {
+  if (begin >= end) return;
+  if (!user.empty() && user.back().second >= begin) {
+    user.back().second = std::max(user.back().second, end);
+    return;
+  }
+  user.emplace_back(begin, end);
+}
+
+void TaggedText::append(std::string_view s, bool is_user) {
+  const std::size_t offset = text.size();
+  text.append(s);
+  if (is_user) mark_user(offset, text.size());
+}
+
+void TaggedText::append(const TaggedText& other) { append(other, 0, other.text.size()); }
+
+void TaggedText::append(const TaggedText& other, std::size_t begin, std::size_t end) {
+  end = std::min(end, other.text.size());
+  if (begin >= end) return;
+  const std::size_t offset = text.size();
+  text.append(other.text, begin, end - begin);
+  auto it = std::upper_bound(other.user.begin(), other.user.end(), begin,
+                             [](std::size_t b, const Range& r) { return b < r.second; });
+  for (; it != other.user.end() && it->first < end; ++it) {
+    mark_user(offset + std::max(it->first, begin) - begin, offset + std::min(it->second, end) - begin);
+  }
+}
+
+TaggedText TaggedText::substr(std::size_t begin, std::size_t end) const {
+  TaggedText out;
+  out.append(*this, begin, end);
+  return out;
+}
+
+bool TaggedText::user_at(std::size_t byte) const {
+  auto it = std::upper_bound(user.begin(), user.end(), byte, [](std::size_t b, const Range& r) { return b < r.second; });
+  return it != user.end() && it->first <= byte;
+}
+
+bool CallArgs::carries_user() const {
+  if (user_keywords) return true;
+  for (const Value& v : positional) {
+    if (v.carries_user()) return true;
+  }
+  for (const auto& [key, v] : keyword) {
+    if (v.carries_user()) return true;
+  }
+  return false;
+}
+
+bool Value::carries_user() const {
+  switch (kind()) {
+    case Kind::String: return as_tagged().has_user();
+    case Kind::List: return as_list().has_user;
+    case Kind::Dict: return as_dict().has_user;
+    case Kind::Namespace: return true;
+    default: return false;
+  }
+}
+
 const Value* DictData::find(const Value& key) const {
   for (const auto& [k, v] : entries) {
     if (equals(k, key)) return &v;
@@ -97,7 +162,17 @@ Value Value::number(double f) {
 }
 Value Value::string(std::string s) {
   Value v;
-  v.data_ = std::make_shared<const std::string>(std::move(s));
+  v.data_ = std::make_shared<const TaggedText>(std::move(s));
+  return v;
+}
+Value Value::string(TaggedText s) {
+  Value v;
+  v.data_ = std::make_shared<const TaggedText>(std::move(s));
+  return v;
+}
+Value Value::user_string(std::string s) {
+  Value v;
+  v.data_ = std::make_shared<const TaggedText>(std::move(s), true);
   return v;
 }
 namespace {
@@ -114,15 +189,23 @@ int Value::nesting_depth() const {
 
 Value Value::list(std::vector<Value> items, bool is_tuple) {
   int depth = 1;
-  for (const auto& item : items) depth = std::max(depth, item.nesting_depth() + 1);
+  bool has_user = false;
+  for (const auto& item : items) {
+    depth = std::max(depth, item.nesting_depth() + 1);
+    has_user = has_user || item.carries_user();
+  }
   check_depth(depth);
   Value v;
-  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), is_tuple, depth});
+  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), is_tuple, depth, has_user});
   return v;
 }
 Value Value::dict(DictData data) {
   data.depth = 1;
-  for (const auto& [key, item] : data.entries) data.depth = std::max({data.depth, key.nesting_depth() + 1, item.nesting_depth() + 1});
+  data.has_user = false;
+  for (const auto& [key, item] : data.entries) {
+    data.depth = std::max({data.depth, key.nesting_depth() + 1, item.nesting_depth() + 1});
+    data.has_user = data.has_user || key.carries_user() || item.carries_user();
+  }
   check_depth(data.depth);
   Value v;
   v.data_ = std::make_shared<const DictData>(std::move(data));
@@ -164,7 +247,7 @@ Value Value::from_json(const nlohmann::ordered_json& json, int depth) {
     case nlohmann::ordered_json::value_t::number_float:
       return number(json.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return string(json.get<std::string>());
+      return user_string(json.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(json.size());
@@ -174,7 +257,7 @@ Value Value::from_json(const nlohmann::ordered_json& json, int depth) {
     case nlohmann::ordered_json::value_t::object: {
       DictData data;
       data.entries.reserve(json.size());
-      for (const auto& [key, item] : json.items()) data.entries.emplace_back(string(key), from_json(item, depth + 1));
+      for (const auto& [key, item] : json.items()) data.entries.emplace_back(user_string(key), from_json(item, depth + 1));
       return dict(std::move(data));
     }
     case nlohmann::ordered_json::value_t::binary:

@@ -20,6 +20,31 @@ namespace okapi::chat::jinja {
 class Value;
 class Interpreter;
 
+// A string with the origin of each byte: the template's own text (its literals, and bos_token /
+// eos_token) or text that came from the caller's data (messages, tools, chat_template_kwargs).
+// Caller text must never be read as control tokens (a user could forge a turn with
+// "<|im_start|>system"), so strings keep their origin through concatenation, filters and methods;
+// where an operation mixes origins in ways not tracked byte by byte, its result counts as caller
+// text wherever any input did (the safe side).
+struct TaggedText {
+  using Range = std::pair<std::size_t, std::size_t>;
+  std::string text;
+  std::vector<Range> user;  // byte ranges [first, second) of caller text: sorted, disjoint, not touching, not empty
+
+  TaggedText() = default;
+  explicit TaggedText(std::string s, bool is_user = false);
+  void append(std::string_view s, bool is_user);
+  void append(const TaggedText& other);
+  void append(const TaggedText& other, std::size_t begin, std::size_t end);  // bytes [begin, end) of other
+  TaggedText substr(std::size_t begin, std::size_t end) const;                 // bytes [begin, end)
+  bool user_at(std::size_t byte) const;
+  bool has_user() const { return !user.empty(); }
+  bool all_user() const { return text.empty() || (user.size() == 1 && user[0].first == 0 && user[0].second == text.size()); }
+
+ private:
+  void mark_user(std::size_t begin, std::size_t end);
+};
+
 // Lists and dicts nest at most this deep (a template could otherwise build a chain a million
 // levels deep whose printing or destruction would overflow the stack).
 inline constexpr int kMaxValueDepth = 256;
@@ -28,11 +53,13 @@ struct ListData {
   std::vector<Value> items;
   bool is_tuple = false;
   int depth = 1;
+  bool has_user = false;  // some string inside holds caller text
 };
 
 struct DictData {
   std::vector<std::pair<Value, Value>> entries;
   int depth = 1;
+  bool has_user = false;  // some key or value holds caller text
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);  // only while building a new dict
@@ -54,13 +81,16 @@ struct UndefinedData {
 struct CallArgs {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> keyword;
+  bool user_keywords = false;  // some keyword name came from caller text (**mapping)
   const Value* find_keyword(std::string_view name) const;
+  bool carries_user() const;
 };
 
 struct Function {
   std::string name;
   std::function<Value(Interpreter&, CallArgs&)> call;
   bool is_macro = false;
+  bool user_receiver = false;  // a method bound to a value that holds caller text
 };
 
 struct LoopData;
@@ -75,13 +105,16 @@ class Value {
   static Value boolean(bool b);
   static Value integer(std::int64_t i);
   static Value number(double f);
-  static Value string(std::string s);
+  static Value string(std::string s);  // the template's own text
+  static Value string(TaggedText s);
+  static Value user_string(std::string s);  // caller text
   static Value list(std::vector<Value> items, bool is_tuple = false);
   static Value dict(DictData data);
   static Value namespace_object(std::shared_ptr<Namespace> ns);
   static Value function(std::shared_ptr<const Function> fn);
   static Value loop(std::shared_ptr<const LoopData> loop);
-  static Value from_json(const nlohmann::ordered_json& json, int depth = 0);  // throws TemplateError past kMaxValueDepth
+  // The caller's data: every string in it (keys included) is caller text. Throws TemplateError past kMaxValueDepth.
+  static Value from_json(const nlohmann::ordered_json& json, int depth = 0);
 
   Kind kind() const { return static_cast<Kind>(data_.index()); }
   bool is_undefined() const { return kind() == Kind::Undefined; }
@@ -100,7 +133,11 @@ class Value {
   bool as_bool() const { return std::get<bool>(data_); }
   std::int64_t as_int() const;  // Int or Bool
   double as_double() const;     // Int, Bool or Float
-  const std::string& as_string() const { return *std::get<std::shared_ptr<const std::string>>(data_); }
+  const std::string& as_string() const { return std::get<std::shared_ptr<const TaggedText>>(data_)->text; }
+  const TaggedText& as_tagged() const { return *std::get<std::shared_ptr<const TaggedText>>(data_); }
+  // Holds caller text: a string with some, a list / dict with some inside; a namespace always
+  // counts (its attributes change, so nothing is cached for it).
+  bool carries_user() const;
   const ListData& as_list() const { return *std::get<std::shared_ptr<const ListData>>(data_); }
   const DictData& as_dict() const { return *std::get<std::shared_ptr<const DictData>>(data_); }
   Namespace& as_namespace() const { return *std::get<std::shared_ptr<Namespace>>(data_); }
@@ -118,7 +155,7 @@ class Value {
 
  private:
   std::variant<std::shared_ptr<const UndefinedData>, std::monostate, bool, std::int64_t, double,
-               std::shared_ptr<const std::string>, std::shared_ptr<const ListData>, std::shared_ptr<const DictData>,
+               std::shared_ptr<const TaggedText>, std::shared_ptr<const ListData>, std::shared_ptr<const DictData>,
                std::shared_ptr<Namespace>, std::shared_ptr<const Function>, std::shared_ptr<const LoopData>>
       data_;
 };

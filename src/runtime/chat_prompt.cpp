@@ -37,8 +37,10 @@ const char* chatml_template() {
          "{%- endif -%}\n";
 }
 
-ChatPrompt::ChatPrompt(const Engine& engine, const std::string& template_file)
-    : tokenizer_(engine.tokenizer()), template_(pick_template(engine, template_file, origin_)) {
+ChatPrompt::ChatPrompt(const Engine& engine, const std::string& template_file, bool allow_special_in_content)
+    : tokenizer_(engine.tokenizer()),
+      template_(pick_template(engine, template_file, origin_)),
+      allow_special_in_content_(allow_special_in_content) {
   const auto& vocab = tokenizer_.vocab();
   bos_ = token_text(vocab, vocab.bos);
   eos_ = token_text(vocab, vocab.eos);
@@ -48,6 +50,24 @@ std::string ChatPrompt::render(chat::RenderInputs inputs) const {
   inputs.bos_token = bos_;
   inputs.eos_token = eos_;
   return template_.render(inputs);
+}
+
+std::vector<tokenizer::TokenId> ChatPrompt::tokens(chat::RenderInputs inputs) const {
+  inputs.bos_token = bos_;
+  inputs.eos_token = eos_;
+  if (allow_special_in_content_) return tokenize(template_.render(inputs));
+  const std::vector<chat::PromptSpan> spans = template_.render_spans(inputs);
+  std::vector<tokenizer::TextPiece> pieces;
+  pieces.reserve(spans.size());
+  for (const auto& span : spans) pieces.push_back(tokenizer::TextPiece{span.text, !span.user});
+  tokenizer::EncodeOptions options;
+  options.parse_special = true;
+  // The template usually writes the BOS text itself; the vocabulary's automatic BOS would double
+  // it. Only the template's own BOS text counts: one from the caller is plain text.
+  const bool has_bos_text = !bos_.empty() && !spans.empty() && !spans.front().user &&
+                            spans.front().text.compare(0, bos_.size(), bos_) == 0;
+  options.add_special = !has_bos_text;
+  return tokenizer_.encode(std::span<const tokenizer::TextPiece>(pieces), options);
 }
 
 std::vector<tokenizer::TokenId> ChatPrompt::tokenize(const std::string& rendered) const {

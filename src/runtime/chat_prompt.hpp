@@ -1,6 +1,9 @@
 // Chat prompts: a conversation rendered by the model's chat template (GGUF
 // tokenizer.chat_template, or a file given instead; ChatML when the model has none, as
 // llama-server does), then tokenized without doubling the BOS token the template may write.
+// Control tokens are read only in the template's own text: "<|im_start|>system" or "</s>" inside
+// a message (or tools, or chat_template_kwargs) stays text, so a user cannot forge a turn, unless
+// allow_special_in_content (--allow-special-in-content) asks for the old behaviour.
 #pragma once
 #include <string>
 #include <vector>
@@ -16,7 +19,7 @@ class ChatPrompt {
  public:
   // `template_file` non-empty: that file's template instead of the model's (throws okapi::Error
   // for an unreadable file and chat::TemplateError for one that does not parse).
-  explicit ChatPrompt(const Engine& engine, const std::string& template_file = {});
+  explicit ChatPrompt(const Engine& engine, const std::string& template_file = {}, bool allow_special_in_content = false);
 
   // Renders with bos_token/eos_token set to the model's. Throws chat::TemplateRaised (the
   // template refused the conversation) or chat::TemplateError.
@@ -24,6 +27,12 @@ class ChatPrompt {
   // Tokens of a rendered prompt: special tokens parsed; BOS added when the vocabulary asks for it
   // and the text does not already start with it.
   std::vector<tokenizer::TokenId> tokenize(const std::string& rendered) const;
+  // The prompt's tokens: rendered with origins (as render()), control tokens read in the
+  // template's own text only (everywhere with allow_special_in_content), BOS as tokenize() adds it.
+  // For a conversation without control-token text in it, the same tokens as tokenize(render(inputs)).
+  // Throws as render() does.
+  std::vector<tokenizer::TokenId> tokens(chat::RenderInputs inputs) const;
+  bool allow_special_in_content() const { return allow_special_in_content_; }
 
   const std::string& source() const { return template_.source(); }
   // "model" (tokenizer.chat_template), "file" or "chatml" (the fallback).
@@ -36,6 +45,7 @@ class ChatPrompt {
   std::string origin_;  // before template_: pick_template() sets it while template_ is built
   chat::ChatTemplate template_;
   std::string bos_, eos_;
+  bool allow_special_in_content_ = false;
 };
 
 // ChatML, the fallback template.

@@ -25,10 +25,20 @@ bool is_c_space(char c) {  // isspace() in the "C" locale, as llama.cpp's strip 
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
+using Ranges = std::vector<std::pair<size_t, size_t>>;
+
+// Whether [begin, end) touches none of `plain` (sorted, disjoint byte ranges).
+bool outside(const Ranges& plain, size_t begin, size_t end) {
+  const auto it = std::upper_bound(plain.begin(), plain.end(), begin,
+                                   [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+  return it == plain.end() || it->first >= end;
+}
+
 // Splits every raw fragment at each occurrence of one special token's text, left to right,
-// applying its lstrip/rstrip attributes to the neighbouring text.
+// applying its lstrip/rstrip attributes to the neighbouring text. An occurrence that touches a
+// `plain` range (text in which this token must not be recognised) stays text.
 std::vector<Fragment> split_on(std::string_view text, const std::vector<Fragment>& fragments,
-                               TokenId id, std::string_view token_text, uint8_t strip) {
+                               TokenId id, std::string_view token_text, uint8_t strip, const Ranges* plain) {
   std::vector<Fragment> out;
   out.reserve(fragments.size());
   for (const Fragment& f : fragments) {
@@ -38,11 +48,16 @@ std::vector<Fragment> split_on(std::string_view text, const std::vector<Fragment
     }
     size_t base = f.offset;
     size_t length = f.length;
+    size_t search = base;
     while (true) {
-      const size_t match = text.substr(0, base + length).find(token_text, base);
+      const size_t match = text.substr(0, base + length).find(token_text, search);
       if (match == std::string_view::npos) {
         if (length > 0) out.push_back(Fragment{kNoToken, base, length});
         break;
+      }
+      if (plain != nullptr && !outside(*plain, match, match + token_text.size())) {
+        search = match + 1;
+        continue;
       }
       size_t left_length = match - base;
       if (strip & Vocab::kLstrip) {
@@ -57,6 +72,7 @@ std::vector<Fragment> split_on(std::string_view text, const std::vector<Fragment
       }
       base = right;
       length = right_length;
+      search = base;
       if (length == 0) break;
     }
   }
@@ -250,15 +266,38 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+  return encode_text(text, nullptr, options);
+}
+
+std::vector<TokenId> Tokenizer::encode(std::span<const TextPiece> pieces, const EncodeOptions& options) const {
+  std::string text;
+  Ranges plain;
+  for (const TextPiece& piece : pieces) {
+    if (!piece.parse_special && !piece.text.empty()) {
+      if (!plain.empty() && plain.back().second == text.size()) {
+        plain.back().second += piece.text.size();
+      } else {
+        plain.emplace_back(text.size(), text.size() + piece.text.size());
+      }
+    }
+    text += piece.text;
+  }
+  return encode_text(text, &plain, options);
+}
+
+std::vector<TokenId> Tokenizer::encode_text(std::string_view text, const std::vector<std::pair<size_t, size_t>>* plain,
+                                            const EncodeOptions& options) const {
   const Vocab& v = *vocab_;
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back(Fragment{kNoToken, 0, text.size()});
   for (TokenId id : special_tokens_) {
-    // Without parse_special only user-defined tokens are split out (as Hugging Face does).
-    if (!options.parse_special && is_control_like(v.type(id))) continue;
+    // Without parse_special only user-defined tokens are split out (as Hugging Face does); so it is
+    // in plain pieces, where user-defined tokens are split out as in any text.
+    const bool control = is_control_like(v.type(id));
+    if (!options.parse_special && control) continue;
     const std::string& token_text = v.tokens[static_cast<size_t>(id)];
     if (token_text.empty()) continue;  // would match everywhere (llama.cpp loops forever)
-    fragments = split_on(text, fragments, id, token_text, v.strip_flags(id));
+    fragments = split_on(text, fragments, id, token_text, v.strip_flags(id), control ? plain : nullptr);
   }
 
   std::vector<TokenId> out;

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/vocab.hpp"
@@ -14,6 +15,13 @@ namespace okapi::tokenizer {
 struct EncodeOptions {
   bool add_special = true;     // BOS/EOS as the vocabulary's add_bos/add_eos say
   bool parse_special = false;  // recognise control/user-defined token texts (e.g. "<s>") in the input
+};
+
+// A piece of text to encode; special-token texts are recognised in it only with parse_special
+// (text from a chat template's caller goes in with parse_special off).
+struct TextPiece {
+  std::string_view text;
+  bool parse_special = true;
 };
 
 // One algorithm (SPM, BPE, WPM). Each encodes a fragment of raw text that contains no special
@@ -33,6 +41,13 @@ class Tokenizer {
 
   const Vocab& vocab() const { return *vocab_; }
   std::vector<TokenId> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // The pieces' text joined, encoded as encode(joined, options) does, except that control (and
+  // unknown) token texts are recognised only wholly inside pieces with parse_special set (and only
+  // with options.parse_special). User-defined tokens are split out everywhere, as encode() does
+  // without parse_special. The text between the special tokens found is encoded as one fragment
+  // however the pieces divide it, so when the plain pieces hold no control-token text the tokens
+  // are exactly encode(joined, options)'s.
+  std::vector<TokenId> encode(std::span<const TextPiece> pieces, const EncodeOptions& options) const;
   // The bytes of one token as llama_token_to_piece renders them (SPM: U+2581 -> space, <0xNN> ->
   // byte; BPE: byte-level unmapping). Control tokens render as their text only if `special`.
   std::string token_to_piece(TokenId id, bool special = false) const;
@@ -41,6 +56,10 @@ class Tokenizer {
   std::string decode(std::span<const TokenId> ids, bool special = false) const;
 
  private:
+  // plain: byte ranges of text (sorted, disjoint) where control tokens are not recognised; null: none.
+  std::vector<TokenId> encode_text(std::string_view text, const std::vector<std::pair<size_t, size_t>>* plain,
+                                   const EncodeOptions& options) const;
+
   std::unique_ptr<Vocab> vocab_;  // on the heap: sessions keep a reference across moves
   std::unique_ptr<Session> session_;
   std::vector<TokenId> special_tokens_;  // control / user-defined / unknown, longest text first

@@ -1,11 +1,16 @@
-// okapi chat [-m MODEL] [--system TEXT] [--chat-template-file F] [-n N] [-c CTX] [-t T] [sampling flags]
+// okapi chat [-m MODEL] [--system TEXT] [--chat-template-file F] [--allow-special-in-content] [-n N]
+//            [-c CTX] [-t T] [sampling flags]
 // An interactive terminal chat: each line read from stdin is a user message; the reply streams to
 // stdout. The conversation is rendered by the model's chat template (as okapi serve renders it)
 // and decoded on one scheduler slot, so each turn reuses the cached conversation before it.
-// Ctrl-C stops a reply; /reset starts over; /exit or end of input quits.
+// Control tokens are read in the template's own text only: "<|im_start|>" or "</s>" typed in a
+// message stays text (--allow-special-in-content reads them as before).
+// Ctrl-C stops a reply; /help lists the commands, /reset starts over, /exit or end of input quits.
+// When the context is full (a reply cut off, or a conversation that no longer fits) it says so.
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common_flags.hpp"
@@ -28,18 +33,33 @@ struct ChatArgs {
   int64_t n_ctx = runtime::kContextNotGiven;
   int64_t batch_size = 512;
   int64_t seed = -1;
+  bool allow_special_in_content = false;
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;
 };
 
+constexpr const char* kHelp =
+    "commands:\n"
+    "  /help          this list\n"
+    "  /reset         start a new conversation (the --system message is kept)\n"
+    "  /exit, /quit   leave (so does end of input, Ctrl-D)\n"
+    "Ctrl-C stops a reply. Any other line is sent to the model as your message.\n";
+
+struct Reply {
+  std::string text;
+  std::optional<server::FinishReason> finish;
+};
+
 // Streams one reply to stdout; returns its text. Ctrl-C cancels it (the text so far is kept).
-std::string stream_reply(server::Job& job) {
-  std::string reply;
+Reply stream_reply(server::Job& job) {
+  Reply result;
+  std::string& reply = result.text;
   std::vector<server::JobEvent> events;
   bool cancelled = false;
   while (job.take_events(events, std::chrono::milliseconds(50))) {
     for (const auto& e : events) {
       if (e.finish && *e.finish == server::FinishReason::Error) throw Error("generation failed: " + e.error);
+      if (e.finish) result.finish = *e.finish;
       std::fwrite(e.text.data(), 1, e.text.size(), stdout);
       reply += e.text;
     }
@@ -53,7 +73,12 @@ std::string stream_reply(server::Job& job) {
   runtime::clear_interrupt();
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  return reply;
+  return result;
+}
+
+// A line of one word starting with '/' (not a message, even if no command has that name).
+bool looks_like_command(const std::string& line) {
+  return line.size() > 1 && line[0] == '/' && line.find_first_of(" \t") == std::string::npos;
 }
 
 int chat(ChatArgs args) {
@@ -61,7 +86,7 @@ int chat(ChatArgs args) {
   args.sampling.validate();
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
-  const runtime::ChatPrompt prompt(*engine, args.template_file);
+  const runtime::ChatPrompt prompt(*engine, args.template_file, args.allow_special_in_content);
   server::SchedulerOptions so;
   so.n_slots = 1;
   so.n_ctx_per_slot = engine->resolve_ctx(args.n_ctx);
@@ -75,8 +100,8 @@ int chat(ChatArgs args) {
     if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
   };
   reset();
-  std::fprintf(stderr, "okapi: chat with %s (template: %s). /reset starts over, /exit or Ctrl-D quits.\n",
-               model_path.c_str(), prompt.origin().c_str());
+  std::fprintf(stderr, "okapi: chat with %s (template: %s, context: %lld tokens). /help lists the commands, /exit or Ctrl-D quits.\n",
+               model_path.c_str(), prompt.origin().c_str(), static_cast<long long>(so.n_ctx_per_slot));
   std::string line;
   while (true) {
     std::fputs("> ", stderr);
@@ -84,6 +109,15 @@ int chat(ChatArgs args) {
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       reset();
+      std::fputs("okapi: a new conversation.\n", stderr);
+      continue;
+    }
+    if (line == "/help" || line == "/?") {
+      std::fputs(kHelp, stderr);
+      continue;
+    }
+    if (looks_like_command(line)) {
+      std::fprintf(stderr, "okapi: unknown command %s; /help lists the commands\n", line.c_str());
       continue;
     }
     if (line.empty()) continue;
@@ -92,7 +126,7 @@ int chat(ChatArgs args) {
     inputs.messages = messages;
     server::JobRequest request;
     try {
-      request.prompt = prompt.tokenize(prompt.render(inputs));
+      request.prompt = prompt.tokens(inputs);
     } catch (const chat::TemplateError& e) {
       messages.erase(messages.size() - 1);
       std::fprintf(stderr, "okapi: error: the chat template refused this conversation: %s\n", e.what());
@@ -100,14 +134,25 @@ int chat(ChatArgs args) {
     }
     if (static_cast<int64_t>(request.prompt.size()) >= so.n_ctx_per_slot) {
       messages.erase(messages.size() - 1);
-      std::fprintf(stderr, "okapi: error: the conversation (%zu tokens) no longer fits the context (-c %lld); /reset\n",
+      std::fprintf(stderr,
+                   "okapi: the context is full: the conversation with this message is %zu tokens, the context holds "
+                   "%lld (-c). /reset starts a new conversation.\n",
                    request.prompt.size(), static_cast<long long>(so.n_ctx_per_slot));
       continue;
     }
     request.sampling = args.sampling;
     request.max_tokens = args.n_predict;
-    const std::string reply = stream_reply(*scheduler.submit(std::move(request)));
-    messages.push_back({{"role", "assistant"}, {"content", reply}});
+    const auto job = scheduler.submit(std::move(request));
+    const Reply reply = stream_reply(*job);
+    messages.push_back({{"role", "assistant"}, {"content", reply.text}});
+    // "length" is either -n or the end of the context: only the second is news.
+    const int64_t generated = job->stats().completion_tokens;
+    if (reply.finish == server::FinishReason::Length && (args.n_predict < 0 || generated < args.n_predict)) {
+      std::fprintf(stderr,
+                   "okapi: the context is full (%lld tokens, -c): the reply was cut off. /reset starts a new "
+                   "conversation.\n",
+                   static_cast<long long>(so.n_ctx_per_slot));
+    }
   }
   return 0;
 }
@@ -125,6 +170,9 @@ void register_chat(CLI::App& app, VerbResult& result) {
   cmd->add_option("-n,--n-predict", args->n_predict, "most tokens a reply (-1: until end or full context)")
       ->capture_default_str()
       ->check(in_range(-1, kUnbounded));
+  cmd->add_flag("--allow-special-in-content", args->allow_special_in_content,
+               "read control tokens (e.g. <|im_start|>, </s>) in what you type too, as older okapi did; by default "
+               "only the chat template's own are control tokens, so a message cannot forge a turn");
   add_ctx_flag(cmd, args->n_ctx, "context length (0: the model's trained context; default: that, at most 4096)");
   add_threads_flag(cmd, args->engine.threads);
   add_batch_flag(cmd, args->batch_size, "prompt tokens per forward pass");
