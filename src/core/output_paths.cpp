@@ -1,7 +1,10 @@
 #include "core/output_paths.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <string_view>
 #include <system_error>
 
 #include "core/error.hpp"
@@ -65,7 +68,62 @@ std::vector<NamedPath> given(std::initializer_list<const std::vector<NamedPath>*
   return out;
 }
 
+bool all_digits(std::string_view s) {
+  if (s.empty() || s.size() > 9) return false;
+  for (const char c : s) {
+    if (std::isdigit(static_cast<unsigned char>(c)) == 0) return false;
+  }
+  return true;
+}
+
+// True when `dir` (resolved) is this process's descriptor table: /proc/<pid>/fd or
+// /proc/<pid>/task/<tid>/fd (what /proc/self/fd, /dev/fd and /proc/thread-self/fd resolve to).
+bool is_own_fd_directory(const fs::path& dir) {
+  std::vector<std::string> parts;
+  for (const fs::path& part : dir) parts.push_back(part.string());
+  const std::string pid = std::to_string(::getpid());
+  if (parts.size() == 4) return parts[0] == "/" && parts[1] == "proc" && parts[2] == pid && parts[3] == "fd";
+  return parts.size() == 6 && parts[0] == "/" && parts[1] == "proc" && parts[2] == pid && parts[3] == "task" &&
+         all_digits(parts[4]) && parts[5] == "fd";
+}
+
+// The descriptor of this process that `path` names, following symbolic links one at a time until
+// a link's own name lies in /proc/<pid>/fd.
+std::optional<int> own_descriptor(const fs::path& path) {
+  fs::path p = lexical(path);
+  for (int hop = 0; hop < 40; ++hop) {
+    std::error_code ec;
+    fs::path dir = fs::weakly_canonical(p.parent_path(), ec);
+    if (ec) dir = p.parent_path();
+    if (is_own_fd_directory(dir) && all_digits(p.filename().string())) return std::stoi(p.filename().string());
+    if (!is_link(p)) return std::nullopt;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) return std::nullopt;
+    p = (target.is_absolute() ? target : dir / target).lexically_normal();
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+OutputTarget output_target(const fs::path& path) {
+  if (const auto fd = own_descriptor(path)) return {OutputTarget::Kind::kInPlace, *fd};
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return {OutputTarget::Kind::kFile, -1};
+  if (S_ISDIR(st.st_mode)) return {OutputTarget::Kind::kDirectory, -1};
+  return {OutputTarget::Kind::kInPlace, -1};
+}
+
+bool written_in_place(const fs::path& path) { return output_target(path).kind == OutputTarget::Kind::kInPlace; }
+
+bool names_stdout(const fs::path& path) { return output_target(path).descriptor == STDOUT_FILENO; }
+
+std::FILE* report_stream(std::initializer_list<fs::path> outputs) {
+  for (const fs::path& output : outputs) {
+    if (!output.empty() && names_stdout(output)) return stderr;
+  }
+  return stdout;
+}
 
 std::optional<std::string> same_file_reason(const fs::path& a, const fs::path& b) {
   // Existing files are the same exactly when device and inode are; spellings can mislead ("d/.."

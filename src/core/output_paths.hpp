@@ -5,7 +5,9 @@
 // file as each other, nor an existing directory; a file the user did not name (a sidecar such as
 // logits' OUT.json) never replaces an existing file unless forced.
 #pragma once
+#include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,5 +43,24 @@ void check_output_path(const NamedPath& output, const std::vector<NamedPath>& in
 // it", ...), or nothing when they are not. Paths that do not exist compare as normalized absolute
 // paths with the links of their existing parents resolved.
 std::optional<std::string> same_file_reason(const std::filesystem::path& a, const std::filesystem::path& b);
+
+// How an output is written (AtomicFileWriter). A regular file, or a name that does not exist yet,
+// is written to a temp file beside it that is renamed over it when complete. Anything else that
+// exists (a character or block device, a FIFO, a socket; through symbolic links, as the link's
+// target) is written in place: opened for writing, never replaced, removed or truncated; so is one
+// of this process's own descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N), whatever it is open
+// on, through that descriptor (a shell's `>>` keeps appending). A directory is refused.
+struct OutputTarget {
+  enum class Kind { kFile, kInPlace, kDirectory };
+  Kind kind = Kind::kFile;
+  int descriptor = -1;  // >= 0: this process's descriptor the path names
+};
+OutputTarget output_target(const std::filesystem::path& path);
+bool written_in_place(const std::filesystem::path& path);
+// True when `path` names this process's standard output (/dev/stdout, /dev/fd/1, ...): a verb that
+// writes its data there prints its report to stderr instead (report_stream).
+bool names_stdout(const std::filesystem::path& path);
+// stdout, or stderr when any of `outputs` is written to stdout.
+std::FILE* report_stream(std::initializer_list<std::filesystem::path> outputs);
 
 }  // namespace okapi

@@ -306,11 +306,11 @@ ConvertSummary convert_file(const std::filesystem::path& checkpoint_path, const 
   const Checkpoint checkpoint = Checkpoint::open(checkpoint_path);
   const Tokenizer tokenizer = open_tokenizer(tokenizer_path);
   const gguf::Writer writer = build_gguf(checkpoint, tokenizer, options);
-  writer.write(output);
+  const uint64_t file_bytes = writer.write(output);  // not file_size: the output may be a device or a FIFO
   ConvertSummary summary;
   summary.architecture = checkpoint.format() == Format::BitNet ? "bitnet" : "llama";
   summary.n_tensors = writer.tensor_count();
-  summary.file_bytes = std::filesystem::file_size(output);
+  summary.file_bytes = file_bytes;
   summary.source_format = checkpoint.format();
   return summary;
 }

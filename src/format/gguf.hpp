@@ -172,8 +172,9 @@ class Writer {
   void add_tensor_producer(std::string name, DType type, std::vector<int64_t> shape, TensorProducer produce);
   size_t tensor_count() const { return tensors_.size(); }
 
-  // Writes atomically (temp file, fsync, rename). Throws okapi::Error.
-  void write(const std::filesystem::path& path) const;
+  // Writes atomically (temp file, fsync, rename; a device, FIFO or /dev/stdout in place, see
+  // atomic_file.hpp) and returns the bytes written. Throws okapi::Error.
+  uint64_t write(const std::filesystem::path& path) const;
   std::vector<uint8_t> to_bytes() const;  // the same bytes, in memory (tests, fuzz seeds)
 
  private:

@@ -212,12 +212,13 @@ std::vector<uint8_t> Writer::to_bytes() const {
   return out;
 }
 
-void Writer::write(const std::filesystem::path& path) const {
+uint64_t Writer::write(const std::filesystem::path& path) const {
   validate();  // before creating anything on disk
   AtomicFileWriter file(path);
   FileSink sink{file};
   emit(sink);
   file.commit();
+  return file.bytes_written();
 }
 
 }  // namespace okapi::gguf

@@ -217,7 +217,8 @@ void check_output_directory(const std::filesystem::path& output) {
     throw_error("cannot write '{}': '{}' is not a directory", output.string(), dir.string());
   }
   if (::access(dir.c_str(), W_OK) != 0) {
-    throw_error("cannot write '{}': directory '{}' is not writable", output.string(), dir.string());
+    throw_error("cannot write '{}': permission denied to create files in directory '{}'",
+                output.string(), dir.string());
   }
 }
 
@@ -238,7 +239,7 @@ QuantizeReport quantize_model(const std::filesystem::path& input, const std::fil
                               const QuantizeOptions& options, const QuantizeObserver& observer) {
   const auto start = std::chrono::steady_clock::now();
   check_output_path({output, "the output"}, {{input, "the input"}});
-  check_output_directory(output);
+  if (!written_in_place(output)) check_output_directory(output);  // /dev/null is written, /dev need not be
   const gguf::File file = gguf::File::open(input);
   const std::vector<PlannedTensor> planned = plan(file, options);
 
@@ -276,8 +277,7 @@ QuantizeReport quantize_model(const std::filesystem::path& input, const std::fil
     report.tensors.push_back(TensorReport{t.name, t.type, p.choice.type, t.n_elements(), t.nbytes, p.output_bytes,
                                           p.choice.convert, p.choice.fell_back});
   }
-  writer.write(output);
-  report.output_file_bytes = std::filesystem::file_size(output);
+  report.output_file_bytes = writer.write(output);  // not file_size: the output may be a device or a FIFO
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

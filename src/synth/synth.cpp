@@ -232,8 +232,7 @@ SynthReport write_synth(const SynthOptions& options, const std::filesystem::path
       return bytes;
     });
   }
-  writer.write(output);
-  report.file_bytes = std::filesystem::file_size(output);
+  report.file_bytes = writer.write(output);  // not file_size: the output may be a device or a FIFO
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

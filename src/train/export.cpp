@@ -118,8 +118,7 @@ ExportSummary export_gguf(const ModelConfig& config, std::span<const float> para
     }
   }
   summary.n_tensors = w.tensor_count();
-  w.write(path);
-  summary.file_bytes = std::filesystem::file_size(path);
+  summary.file_bytes = w.write(path);  // not file_size: the output may be a device or a FIFO
   return summary;
 }
 

@@ -4,14 +4,25 @@
 // other way round, the input given through the link), and must exit 1 with an error and leave
 // the input's bytes and links as they were. A control run per verb shows the same command line
 // succeeds when the output is elsewhere. Sidecars (logits' OUT.json) need --force to replace a file.
+// An output that is not a regular file (a device node, a FIFO, a socket, /dev/stdout; made in the
+// test's own directory, never in /dev) is written in place: it is still what it was afterwards.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/mapped_file.hpp"
@@ -236,6 +247,209 @@ TEST_F(OutputSafety, TrainKeepsInputsOutOfTheFilesItWritesInsideTheRun) {
                  "lies inside the checkpoint folder");
   expect_refused("train --resume run --steps 2 --export ./run/train.csv", "are the same file");
   EXPECT_EQ(test::read_file(checkpoint), saved);
+}
+
+// Reads a FIFO to its end on a thread; finish() unblocks a reader still waiting for a writer
+// (a verb that failed before opening it).
+class FifoReader {
+ public:
+  explicit FifoReader(fs::path path) : path_(std::move(path)), thread_([this] {
+    const int fd = ::open(path_.c_str(), O_RDONLY);
+    if (fd < 0) return;
+    char buffer[65536];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buffer, sizeof(buffer))) > 0) data_.append(buffer, static_cast<size_t>(n));
+    ::close(fd);
+  }) {}
+  FifoReader(const FifoReader&) = delete;
+  FifoReader& operator=(const FifoReader&) = delete;
+  ~FifoReader() {
+    if (thread_.joinable()) finish();
+  }
+  std::string finish() {
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    thread_.join();
+    return data_;
+  }
+
+ private:
+  fs::path path_;
+  std::string data_;
+  std::thread thread_;
+};
+
+mode_t type_of(const fs::path& p) {
+  struct stat st{};
+  return ::lstat(p.c_str(), &st) == 0 ? (st.st_mode & S_IFMT) : 0;
+}
+
+// Names in `dir` that start with `prefix`: a temp file or a sidecar left beside a node shows here.
+std::vector<std::string> names_starting(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+const std::string kQuantize = "quantize in/model.gguf {} Q8_0 -t 1";
+
+std::string with_output(const std::string& pattern, const std::string& output) {
+  std::string out = pattern;
+  out.replace(out.find("{}"), 2, shell_quote(output));
+  return out;
+}
+
+// Each writing verb, its output to be filled in at {}.
+const std::vector<std::string>& writing_verbs() {
+  static const std::vector<std::string> verbs = {
+      kQuantize,
+      "convert in/ckpt.bin --tokenizer in/tok.bin -o {}",
+      "synth --preset stories15M --layers 1 --vocab 512 -t 1 -o {}",
+      "compress -m in/model.gguf -o {} --method svd --ratio 0.15 --type f16",
+      "train --data in/text.txt --tokenizer in/tok.bin" + kTrainShape + " --out out/run-fifo --export {}",
+  };
+  return verbs;
+}
+
+TEST_F(OutputSafety, WritersWriteIntoAFifoInPlace) {
+  const fs::path fifo = work_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  fs::create_symlink("fifo", work_ / "fifo-link");
+  for (const std::string& pattern : writing_verbs()) {
+    for (const std::string output : {"fifo", "fifo-link"}) {
+      fs::remove_all(work_ / "out" / "run-fifo");
+      FifoReader reader(fifo);
+      const auto r = okapi(with_output(pattern, output));
+      const std::string data = reader.finish();
+      EXPECT_EQ(r.exit_code, 0) << pattern << " -> " << output << "\n" << r.output;
+      EXPECT_EQ(data.substr(0, 4), "GGUF") << pattern << " -> " << output << ": " << data.size() << " bytes";
+      EXPECT_EQ(type_of(fifo), S_IFIFO) << pattern << " replaced the FIFO";
+      EXPECT_EQ(type_of(work_ / "fifo-link"), S_IFLNK) << pattern << " replaced the link";
+      EXPECT_EQ(names_starting(work_, "fifo"), (std::vector<std::string>{"fifo", "fifo-link"})) << pattern;
+    }
+  }
+  // logits: the floats go into the FIFO; there is no JSON beside a FIFO.
+  FifoReader reader(fifo);
+  const auto r = okapi("logits -m in/model.gguf --tokens 1,2 -o fifo");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(reader.finish().size(), 2u * 512u * sizeof(float));
+  EXPECT_EQ(type_of(fifo), S_IFIFO);
+  EXPECT_EQ(names_starting(work_, "fifo"), (std::vector<std::string>{"fifo", "fifo-link"}));
+  // A FIFO where logits' JSON goes (with --force, as for any existing sidecar): written in place.
+  ASSERT_EQ(::mkfifo((work_ / "out" / "f.json").c_str(), 0600), 0);
+  FifoReader json(work_ / "out" / "f.json");
+  expect_success("logits -m in/model.gguf --tokens 1,2 -o out/f.bin --force");
+  EXPECT_EQ(nlohmann::json::parse(json.finish()).at("tokens").size(), 2u);
+  EXPECT_EQ(type_of(work_ / "out" / "f.json"), S_IFIFO);
+}
+
+// A private twin of /dev/null, made here (mknod needs privileges: skipped without them).
+TEST_F(OutputSafety, WritersWriteIntoADeviceNodeInPlace) {
+  const fs::path node = work_ / "null";
+  if (::mknod(node.c_str(), S_IFCHR | 0666, ::makedev(1, 3)) != 0) {
+    if (errno == EPERM) GTEST_SKIP() << "mknod needs privileges here";
+    FAIL() << "mknod: " << std::strerror(errno);
+  }
+  fs::create_symlink("null", work_ / "null-link");
+  std::vector<std::string> commands;
+  for (const std::string& pattern : writing_verbs()) {
+    commands.push_back(with_output(pattern, "null"));
+    commands.push_back(with_output(pattern, "null-link"));
+  }
+  commands.push_back("logits -m in/model.gguf --tokens 1,2 -o null");
+  for (const std::string& command : commands) {
+    fs::remove_all(work_ / "out" / "run-fifo");
+    expect_success(command);
+    struct stat st{};
+    ASSERT_EQ(::lstat(node.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << command << " replaced the device node";
+    EXPECT_EQ(st.st_rdev, ::makedev(1, 3)) << command;
+    EXPECT_EQ(type_of(work_ / "null-link"), S_IFLNK) << command << " replaced the link";
+    EXPECT_EQ(names_starting(work_, "null"), (std::vector<std::string>{"null", "null-link"})) << command;
+  }
+}
+
+// A socket nobody listens on cannot be written: an error, and the socket stays.
+TEST_F(OutputSafety, ASocketIsNeverReplaced) {
+  const fs::path path = work_ / "sock";
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(path.native().size(), sizeof(address.sun_path));
+  std::memcpy(address.sun_path, path.c_str(), path.native().size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0) << std::strerror(errno);
+  for (const std::string& pattern : {kQuantize, writing_verbs()[1]}) {
+    expect_refused(with_output(pattern, "sock"), "cannot write 'sock'");
+    EXPECT_EQ(type_of(path), S_IFSOCK) << pattern << " replaced the socket";
+    EXPECT_EQ(names_starting(work_, "sock"), std::vector<std::string>{"sock"}) << pattern;
+  }
+  ::close(fd);
+}
+
+// -o /dev/stdout writes the same bytes as a file would, into the file or pipe stdout is; the
+// verb's report then goes to stderr.
+TEST_F(OutputSafety, DevStdoutCarriesTheFile) {
+  const auto shell = [&](const std::string& line) {
+    // Braces: the helper's 2>&1 applies to the group, so stderr stays out of the redirected stdout.
+    return test::run_command("cd " + shell_quote(work_.string()) + " && { " + line + "; }");
+  };
+  const std::string cli = shell_quote(test::cli_path().string());
+  // (synth still prints its summary to stdout: left out here until it uses report_stream.)
+  for (const std::string& pattern : {kQuantize, writing_verbs()[1], writing_verbs()[3]}) {
+    expect_success(with_output(pattern, "out/file.gguf"));
+    const std::string expected = test::read_file(work_ / "out" / "file.gguf");
+    ASSERT_EQ(expected.substr(0, 4), "GGUF");
+    for (const std::string redirect : {"> out/std.gguf", "| cat > out/std.gguf"}) {
+      const auto r = shell(cli + " " + with_output(pattern, "/dev/stdout") + " " + redirect);
+      EXPECT_EQ(r.exit_code, 0) << pattern << " " << redirect << "\n" << r.output;
+      EXPECT_TRUE(test::read_file(work_ / "out" / "std.gguf") == expected) << pattern << " " << redirect;
+    }
+  }
+  // >> appends through the descriptor: what was in the file stays in front.
+  std::ofstream(work_ / "out" / "both.bin") << "head";
+  const auto r = shell(cli + " logits -m in/model.gguf --tokens 1,2 -o /dev/stdout >> out/both.bin");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::string both = test::read_file(work_ / "out" / "both.bin");
+  EXPECT_EQ(both.size(), 4 + 2u * 512u * sizeof(float));
+  EXPECT_EQ(both.substr(0, 4), "head");
+}
+
+TEST_F(OutputSafety, ADirectoryStaysRefused) {
+  for (const std::string& pattern : writing_verbs()) {
+    expect_refused(with_output(pattern, "out"), "is a directory");
+  }
+  expect_refused("logits -m in/model.gguf --tokens 1 -o out", "is a directory");
+  EXPECT_TRUE(fs::is_directory(work_ / "out"));
+}
+
+// The message names the file asked for and its missing directory, never a temp file.
+TEST_F(OutputSafety, AMissingOrClosedDirectoryIsNamed) {
+  for (const std::string& pattern : writing_verbs()) {
+    const auto r = okapi(with_output(pattern, "nodir/sub/x.gguf"));
+    EXPECT_EQ(r.exit_code, 1) << pattern << "\n" << r.output;
+    EXPECT_NE(r.output.find("cannot write 'nodir/sub/x.gguf': directory 'nodir/sub' does not exist"),
+              std::string::npos)
+        << pattern << "\n" << r.output;
+    EXPECT_EQ(r.output.find(".tmp."), std::string::npos) << pattern << "\n" << r.output;
+  }
+  expect_refused("logits -m in/model.gguf --tokens 1 -o nodir/x.bin",
+                 "cannot write 'nodir/x.bin': directory 'nodir' does not exist");
+  if (::geteuid() == 0) return;  // root writes into any directory
+  fs::create_directories(work_ / "closed");
+  fs::permissions(work_ / "closed", fs::perms::owner_read | fs::perms::owner_exec);
+  for (const std::string& pattern : {kQuantize, writing_verbs()[1], writing_verbs()[2]}) {
+    const auto r = okapi(with_output(pattern, "closed/x.gguf"));
+    EXPECT_EQ(r.exit_code, 1) << pattern << "\n" << r.output;
+    EXPECT_NE(r.output.find("cannot write 'closed/x.gguf': permission denied"), std::string::npos)
+        << pattern << "\n" << r.output;
+    EXPECT_EQ(r.output.find(".tmp."), std::string::npos) << pattern << "\n" << r.output;
+  }
+  fs::permissions(work_ / "closed", fs::perms::owner_all);
 }
 
 }  // namespace

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <new>
 #include <string_view>
+#include <system_error>
 
 #include "core/error.hpp"
 #include "verbs.hpp"
@@ -118,9 +122,28 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-}  // namespace
+// A verb's exit code; the errno when it returned (why a write to stdout failed, if one did); and
+// whether it stopped because a write to stdout failed.
+struct Outcome {
+  Outcome(int code, int err = 0, bool failed = false) : exit_code(code), stdout_errno(err), stdout_failed(failed) {}
+  int exit_code;
+  int stdout_errno;
+  bool stdout_failed;
+};
 
-int run_command_line(const std::vector<std::string>& args, const CliMode& mode) {
+// Flushes stdout (and std::cout, whose bytes go through it) and returns the errno of a write to
+// it that failed, now or earlier (then `seen`, the errno saved when the verb returned), or 0.
+int stdout_write_error(int seen) {
+  errno = 0;
+  std::cout.flush();  // synced with stdio: flushes stdout
+  if (std::cout.bad() && errno != 0) return errno;
+  errno = 0;
+  if (std::fflush(stdout) != 0) return errno != 0 ? errno : EIO;
+  if (std::ferror(stdout) != 0 || std::cout.bad()) return seen != 0 ? seen : EIO;
+  return 0;
+}
+
+Outcome run_verb(const std::vector<std::string>& args, const CliMode& mode) {
   CLI::App app{"okapi: run, compress and train transformer language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(kVersion));
@@ -167,7 +190,10 @@ int run_command_line(const std::vector<std::string>& args, const CliMode& mode) 
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {  // --help, --version
+      const int code = app.exit(e);
+      return Outcome{code, errno};  // why printing failed, if it did
+    }
     if (verb == nullptr) return usage_error(fmt::format("{}; see 'okapi --help'", e.what()));
     return usage_error(describe_parse_error(e, *verb));
   } catch (const UsageError& e) {
@@ -179,10 +205,28 @@ int run_command_line(const std::vector<std::string>& args, const CliMode& mode) 
     print_error("out of memory; try a smaller context (-c), batch (-b) or model");
     return kExitError;
   } catch (const std::exception& e) {
+    // fmt::print throws std::system_error when its write fails: that is stdout, not okapi.
+    if (std::ferror(stdout) != 0) {
+      const auto* system = dynamic_cast<const std::system_error*>(&e);
+      return Outcome{kExitError, system != nullptr && system->code().value() != 0 ? system->code().value() : EIO, true};
+    }
     print_error(fmt::format("internal error: {} (please report this with the command line)", e.what()));
     return kExitError;
   }
-  return result.exit_code;
+  return Outcome{result.exit_code, errno};
+}
+
+}  // namespace
+
+int run_command_line(const std::vector<std::string>& args, const CliMode& mode) {
+  const Outcome outcome = run_verb(args, mode);
+  // A verb that failed has said why; one that succeeded has not yet checked its stdout (run,
+  // tokenize and bench print and flush without looking): a full disk or a closed pipe is an error.
+  const bool check = outcome.exit_code == 0 || outcome.stdout_failed;
+  const int err = check ? stdout_write_error(outcome.stdout_errno) : 0;
+  if (err == 0) return outcome.exit_code;
+  print_error(fmt::format("writing to stdout: {}", std::strerror(err)));
+  return kExitError;
 }
 
 }  // namespace okapi::cli

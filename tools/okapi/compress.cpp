@@ -5,6 +5,7 @@
 // the model over TEXT (compress/calibration.hpp). Prints the plan (rank and energy kept per
 // matrix) and the sizes.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -82,8 +83,12 @@ int run(const CompressArgs& args) {
   compress::CalibrationSource source;
   std::unique_ptr<ProgressBar> progress;
   std::filesystem::path model_path = args.model;
-  TemporaryFile gauged(std::filesystem::path(args.out).parent_path() /
-                       ("." + std::filesystem::path(args.out).filename().string() + ".gauged.tmp"));
+  // Beside the output; for a device or FIFO (/dev/null) in the temp directory.
+  const std::filesystem::path out_path(args.out);
+  TemporaryFile gauged(
+      written_in_place(out_path)
+          ? std::filesystem::temp_directory_path() / fmt::format(".okapi-{}.gauged.tmp", ::getpid())
+          : out_path.parent_path() / ("." + out_path.filename().string() + ".gauged.tmp"));
   if (wants_calibration) {
     require_input_file(args.calib, "--calib");
     compress::CalibrationOptions calib_options;
@@ -117,16 +122,17 @@ int run(const CompressArgs& args) {
   }
   // The header waits for the first row: a plan the model cannot serve leaves stdout empty.
   bool header = false;
-  const auto report = compress::compress_model(*file, args.out, options, [&header](const compress::FactoredMatrix& m) {
+  std::FILE* const table = report_stream({args.out});  // stderr when the model goes to stdout
+  const auto report = compress::compress_model(*file, args.out, options, [&header, table](const compress::FactoredMatrix& m) {
     if (!header) {
-      std::printf("| tensor                       | rows x cols   |  rank | energy kept | basis\n");
-      std::printf("|------------------------------|---------------|------:|------------:|------\n");
+      std::fprintf(table, "| tensor                       | rows x cols   |  rank | energy kept | basis\n");
+      std::fprintf(table, "|------------------------------|---------------|------:|------------:|------\n");
       header = true;
     }
-    std::printf("| %-28s | %5lld x %-5lld | %5lld | %10.4f%% | %s%s\n", m.name.c_str(), static_cast<long long>(m.rows),
+    std::fprintf(table, "| %-28s | %5lld x %-5lld | %5lld | %10.4f%% | %s%s\n", m.name.c_str(), static_cast<long long>(m.rows),
                 static_cast<long long>(m.cols), static_cast<long long>(m.rank), 100.0 * m.energy_kept,
                 m.basis.empty() ? "own" : m.basis.c_str(), m.sink_vector ? " +sink" : "");
-    std::fflush(stdout);
+    std::fflush(table);
   });
   int64_t factored = 0;
   for (const auto& m : report.matrices) factored += m.rank > 0;

@@ -9,6 +9,7 @@
 
 #include "common_flags.hpp"
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "format/convert_llama2c.hpp"
 #include "verbs.hpp"
 
@@ -42,7 +43,7 @@ int run_convert(const ConvertArgs& args) {
   if (!args.context_length.empty() && args.context_length != "seq_len")
     options.context_length = static_cast<uint32_t>(std::stoul(args.context_length));
   const auto summary = llama2c::convert_file(args.input, args.tokenizer, args.output, options);
-  fmt::print("converted {} ({}) to {}: architecture {}, {} tensors, {} bytes\n", args.input,
+  fmt::print(report_stream({args.output}), "converted {} ({}) to {}: architecture {}, {} tensors, {} bytes\n", args.input,
              llama2c::format_name(summary.source_format), args.output, summary.architecture, summary.n_tensors,
              summary.file_bytes);
   return 0;

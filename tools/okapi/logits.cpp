@@ -120,7 +120,9 @@ void run(const LogitsArgs& args) {
   paths.inputs = {{args.model, "-m"}};
   if (!args.prompt_file.empty()) paths.inputs.push_back({args.prompt_file, "-f"});
   paths.outputs = {{args.output, "-o"}};
-  paths.sidecars = {{json_path_of(args.output), "the JSON written beside -o"}};
+  // A device, FIFO or /dev/stdout has no "beside": then no JSON is written.
+  const bool sidecar = !written_in_place(args.output);
+  if (sidecar) paths.sidecars = {{json_path_of(args.output), "the JSON written beside -o"}};
   paths.force = args.force || is_own_sidecar(json_path_of(args.output), args.output);
   check_output_plan(paths);
   if (args.exact) (void)runtime::exact_scores(args.exact_attention);
@@ -179,9 +181,9 @@ void run(const LogitsArgs& args) {
     top.push_back(top10(logits.data() + static_cast<int64_t>(t) * hp.n_vocab, hp.n_vocab));
   json["top10"] = std::move(top);
   const std::string text = dump_json(std::move(json), 2) + "\n";
-  write_bytes(json_path_of(out_path), text.data(), text.size());
-  std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s\n", tokens.size(), static_cast<long long>(hp.n_vocab),
-               out_path.string().c_str());
+  if (sidecar) write_bytes(json_path_of(out_path), text.data(), text.size());
+  std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s%s\n", tokens.size(), static_cast<long long>(hp.n_vocab),
+               out_path.string().c_str(), sidecar ? "" : " (not a regular file: no JSON beside it)");
 }
 
 }  // namespace

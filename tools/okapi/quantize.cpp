@@ -12,6 +12,7 @@
 
 #include "common_flags.hpp"
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "core/progress.hpp"
 #include "quant/model_quantizer.hpp"
 #include "verbs.hpp"
@@ -39,7 +40,7 @@ std::string mix_list() {
 }
 
 // Per output type: tensor count and bytes before -> after; then the totals.
-void print_summary(const quant::QuantizeReport& report, const quant::MixSpec& mix) {
+void print_summary(std::FILE* stream, const quant::QuantizeReport& report, const quant::MixSpec& mix) {
   struct Row {
     size_t count = 0;
     uint64_t in = 0;
@@ -59,17 +60,17 @@ void print_summary(const quant::QuantizeReport& report, const quant::MixSpec& mi
   auto bpw = [](const Row& r) {
     return r.elements > 0 ? 8.0 * static_cast<double>(r.out) / static_cast<double>(r.elements) : 0.0;
   };
-  fmt::print("{:<8} {:>7} {:>12} {:>12} {:>7}\n", "type", "tensors", "in MiB", "out MiB", "bpw");
+  fmt::print(stream, "{:<8} {:>7} {:>12} {:>12} {:>7}\n", "type", "tensors", "in MiB", "out MiB", "bpw");
   for (const auto& [name, r] : by_type) {
-    fmt::print("{:<8} {:>7} {:>12.2f} {:>12.2f} {:>7.2f}\n", name, r.count, mib(r.in), mib(r.out), bpw(r));
+    fmt::print(stream, "{:<8} {:>7} {:>12.2f} {:>12.2f} {:>7.2f}\n", name, r.count, mib(r.in), mib(r.out), bpw(r));
   }
   const double in = static_cast<double>(report.input_file_bytes);
   const double out = static_cast<double>(std::max<uint64_t>(report.output_file_bytes, 1));
   const std::string change =
       in >= out ? fmt::format("{:.2f}x smaller", in / out) : fmt::format("{:.2f}x larger", out / in);
-  fmt::print("{:<8} {:>7} {:>12.2f} {:>12.2f} {:>7.2f}\n", "total", total.count, mib(total.in), mib(total.out),
+  fmt::print(stream, "{:<8} {:>7} {:>12.2f} {:>12.2f} {:>7.2f}\n", "total", total.count, mib(total.in), mib(total.out),
              bpw(total));
-  fmt::print("{}: file {:.2f} MiB -> {:.2f} MiB, {}, {:.2f} bits per weight, {:.2f} s\n", mix.name,
+  fmt::print(stream, "{}: file {:.2f} MiB -> {:.2f} MiB, {}, {:.2f} bits per weight, {:.2f} s\n", mix.name,
              mib(report.input_file_bytes), mib(report.output_file_bytes), change, bpw(total), report.seconds);
 }
 
@@ -98,7 +99,7 @@ void run_quantize(const QuantizeArgs& args) {
   };
   const quant::QuantizeReport report = quant::quantize_model(args.input, args.output, options, observer);
   if (bar) bar->finish();
-  print_summary(report, mix);
+  print_summary(report_stream({args.output}), report, mix);  // stderr when the model went to stdout
 }
 
 }  // namespace

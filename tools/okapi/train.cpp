@@ -117,6 +117,10 @@ void export_and_check(const TrainArgs& a, train::Trainer& trainer) {
                 options.type != DType::F32 && summary.ternary_fallback > 0 ? " as rows are not multiples of 256" : "");
   }
   std::printf("\n");
+  if (written_in_place(a.export_path)) {  // a device or FIFO cannot be read back
+    std::printf("export: not checked with the engine ('%s' is not a regular file)\n", a.export_path.c_str());
+    return;
+  }
   const double trainer_loss = trainer.evaluate();
   const auto engine = train::evaluate_gguf(a.export_path, trainer.eval_windows(), a.options.threads);
   const double ppl_trainer = std::exp(trainer_loss), ppl_engine = std::exp(engine.mean_loss);
