@@ -191,6 +191,23 @@ class TensorCheck {
   ProblemList& problems_;
 };
 
+// Every token of the tokenizer needs a row in the embedding (and in the output matrix, when there
+// is one), so a vocabulary larger than either is refused here, before any tokenizer table is
+// built from it. A smaller one is fine: some models pad their embedding (Qwen2's has more rows than
+// its tokenizer has tokens); ids past the tokenizer's are never produced from text.
+void vocabulary_fits(const gguf::File& file, int64_t embedding_rows, ProblemList& problems) {
+  const gguf::Value* tokens = file.find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || !tokens->is_array()) return;  // the tokenizer reports that itself
+  const auto n_tokens = static_cast<int64_t>(tokens->as_array().items.size());
+  if (n_tokens > embedding_rows)
+    problems.add("'tokenizer.ggml.tokens' has {} tokens, but 'token_embd.weight' has only {} rows (one a token)",
+                 n_tokens, embedding_rows);
+  const gguf::TensorInfo* output = file.find_tensor("output.weight");
+  if (output != nullptr && output->shape.size() == 2 && n_tokens > output->shape[1])
+    problems.add("'tokenizer.ggml.tokens' has {} tokens, but 'output.weight' has only {} rows (one a token)", n_tokens,
+                 output->shape[1]);
+}
+
 }  // namespace
 
 int64_t require_int(const gguf::File& file, std::string_view key) {
@@ -311,6 +328,9 @@ HParams HParams::from_gguf(const gguf::File& file) {
                  keys.key("embedding_length"), hp.n_embd, fmt::join(embd->shape, ", "), hp.n_embd);
   } else {
     hp.n_vocab = embd->shape[1];
+    if (hp.n_vocab > std::numeric_limits<int32_t>::max())
+      problems.add("'token_embd.weight' has {} rows, more than token ids can number", hp.n_vocab);
+    vocabulary_fits(file, hp.n_vocab, problems);
     TensorCheck tensors(file, hp, keys, problems);
     if (sane) tensors.block_count();
     if (sane) tensors.layer_widths(head_dim_key("attention.key_length"), head_dim_key("attention.value_length"));

@@ -51,10 +51,10 @@ Timed time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t 
   kv.truncate(test.n_depth);
   Timed out;
   const double start = now_seconds();
-  if (test.n_prompt > 0) {
-    out.tokens = prefill(engine, kv, tokens, test.n_depth, test.n_prompt, batch_size, logits);
-  } else {
-    for (int64_t i = test.n_depth; i < test.n_depth + test.n_gen && !interrupt_requested(); ++i) {
+  if (test.n_prompt > 0) out.tokens = prefill(engine, kv, tokens, test.n_depth, test.n_prompt, batch_size, logits);
+  if (out.tokens == test.n_prompt) {  // then the decoded tokens, unless interrupted
+    const int64_t first = test.n_depth + test.n_prompt;
+    for (int64_t i = first; i < first + test.n_gen && !interrupt_requested(); ++i) {
       const int32_t pos = static_cast<int32_t>(i);
       engine.model().forward(engine.ops(), kv, std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1),
                              std::span<const int32_t>(&pos, 1), model::LogitRows::Last, logits.data());
@@ -67,7 +67,7 @@ Timed time_once(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t 
 
 BenchSample run_bench_case_on(Engine& engine, kv::KvStore& kv, const BenchCase& test, int64_t batch_size,
                               int repetitions) {
-  const int64_t n = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+  const int64_t n = test.n_prompt + test.n_gen;
   const std::vector<int32_t> tokens = random_tokens(test.n_depth + n, engine.model().n_vocab());
   std::vector<float> logits(static_cast<size_t>(engine.model().n_vocab()));
   kv.truncate(0);
@@ -91,21 +91,24 @@ BenchSample run_bench_case_on(Engine& engine, kv::KvStore& kv, const BenchCase& 
 }  // namespace
 
 std::string BenchCase::name() const {
-  const std::string test = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+  std::string test;
+  if (n_prompt > 0) test = "pp" + std::to_string(n_prompt);
+  if (n_gen > 0) test += (test.empty() ? "tg" : "+tg") + std::to_string(n_gen);
   return n_depth > 0 ? test + " @ d" + std::to_string(n_depth) : test;
 }
 
 BenchSample run_bench_case(Engine& engine, const BenchCase& test, int64_t batch_size, int repetitions) {
-  const int64_t n = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
-  if (n <= 0 || (test.n_prompt > 0 && test.n_gen > 0)) throw_error("bench: a test is either pp N or tg N (N > 0)");
+  if (test.n_prompt < 0 || test.n_gen < 0 || test.n_prompt + test.n_gen <= 0)
+    throw_error("bench: a test needs prompt or generated tokens (pp {}, tg {})", test.n_prompt, test.n_gen);
+  const int64_t n = test.n_prompt + test.n_gen;
   if (test.n_depth < 0) throw_error("bench: -d must be at least 0, got {}", test.n_depth);
   if (repetitions < 1) throw_error("bench: -r must be at least 1, got {}", repetitions);
   if (batch_size < 1) throw_error("bench: -b must be at least 1, got {}", batch_size);
   // The cache holds the whole test: depth + N cells, checked against the memory left before it
   // exists.
   const bool batched = test.n_prompt > 0 || test.n_depth > 0;
-  const auto kv = engine.make_kv(test.n_depth + n, {.batch = batched ? batch_size : 1,
-                                                    .flag = test.n_depth > 0 ? "-d" : test.n_prompt > 0 ? "-p" : "-n"});
+  const char* flag = test.n_depth > 0 ? "-d" : test.n_gen == 0 ? "-p" : test.n_prompt == 0 ? "-n" : "-pg";
+  const auto kv = engine.make_kv(test.n_depth + n, {.batch = batched ? batch_size : 1, .flag = flag});
   return out_of_memory_as_error("benchmarking",
                                 [&] { return run_bench_case_on(engine, *kv, test, batch_size, repetitions); });
 }

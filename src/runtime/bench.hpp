@@ -1,5 +1,6 @@
-// llama-bench's two measurements: prefill (pp N: N random tokens in batched passes) and decode
-// (tg N: N tokens one at a time), in tokens per second, repeated after one warm-up run. Each test
+// llama-bench's measurements: prefill (pp N: N random tokens in batched passes), decode (tg N: N
+// tokens one at a time) and both in one timed run (-pg PP,TG: a PP-token prompt, then TG decoded
+// tokens; (PP + TG) / total time), in tokens per second, repeated after one warm-up run. Each test
 // starts from a cache holding n_depth tokens (llama-bench's -d: 0 is an empty cache), prefilled
 // once, untimed; every run then rolls the cache back to that depth.
 #pragma once
@@ -12,10 +13,11 @@
 namespace okapi::runtime {
 
 struct BenchCase {
-  int64_t n_prompt = 0;  // pp test when > 0
-  int64_t n_gen = 0;     // tg test when > 0
+  int64_t n_prompt = 0;  // prompt tokens, prefilled first (pp test when n_gen is 0)
+  int64_t n_gen = 0;     // tokens decoded after them (tg test when n_prompt is 0)
   int64_t n_depth = 0;   // tokens already in the cache when the test starts
-  std::string name() const;  // "pp64", "tg128", "tg32 @ d4096" (llama-bench's spelling)
+  // "pp64", "tg128", "pp512+tg128", "tg32 @ d4096" (llama-bench's spelling)
+  std::string name() const;
 };
 
 struct BenchSample {

@@ -174,8 +174,8 @@ TEST(CliUsage, ValuesOutOfRangeAreRefusedWithTheRange) {
   expect_usage_error("run" + m + " --temp nan", "'nan' is not a number");
   expect_usage_error("run" + m + " --top-p abc", "'abc' is not a number");
   expect_usage_error("perplexity" + m + " -f x.txt -b 0", "0 is out of range [1, ");
-  expect_usage_error("synth --preset stories260K -o x.gguf --layers 0", "--layers: 0 is out of range [1, ");
-  expect_usage_error("synth --preset stories260K -o x.gguf --seed 99999999999", "out of range [0, 4294967295]");
+  expect_usage_error("synth --preset stories15M -o x.gguf --layers 0", "--layers: 0 is out of range [1, ");
+  expect_usage_error("synth --preset stories15M -o x.gguf --seed 99999999999", "out of range [0, 4294967295]");
   expect_usage_error("logits" + m + " --tokens '' -o x.bin", "--tokens: the list is empty");
   expect_usage_error("logits" + m + " --tokens 1,,2 -o x.bin", "'' is not a number");
   expect_usage_error("bench" + m + " -t 1,0", "0 is out of range [1, ");

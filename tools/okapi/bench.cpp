@@ -1,6 +1,7 @@
-// okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-d 0,4096] [-t 1,2] [-r 5] [-b 512] [-o md|csv|json|jsonl]
-//             [-ctk/-ctv] [--exact [--exact-attention ntt|direct]]
-// Prefill (ppN) and decode (tgN) throughput, mean ± sd over repetitions, in llama-bench's output
+// okapi bench -m MODEL [-p 64,128,512] [-n 64,128] [-pg 512,128] [-d 0,4096] [-t 1,2] [-r 5] [-b 512]
+//             [-o md|csv|json|jsonl] [-ctk/-ctv] [--exact [--exact-attention ntt|direct]]
+// Prefill (ppN), decode (tgN) and prompt-then-decode (ppN+tgM, -pg: (N + M) tokens / the time of
+// both) throughput, mean ± sd over repetitions, in llama-bench's output
 // formats: md (the table: model, size, params, backend, threads, type_k, type_v, test, t/s), csv (a header, then
 // one row per test), json (one array of records), jsonl (one record per line). Records use
 // llama-bench's field names (model_filename, n_threads, avg_ts, samples_ns, ...) plus okapi's
@@ -14,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common_flags.hpp"
@@ -33,6 +35,7 @@ struct BenchArgs {
   std::vector<int64_t> n_prompt{512};
   std::vector<int64_t> n_gen{128};
   std::vector<int64_t> n_depth{0};
+  std::vector<std::string> n_pg;  // "PP,TG" pairs (-pg, repeatable)
   std::vector<int> threads{default_threads()};
   int repetitions = 5;
   int64_t batch_size = 512;
@@ -185,6 +188,23 @@ class ResultPrinter {
   bool finished_ = false;
 };
 
+// -pg PP,TG: llama-bench's spelling, exactly two token counts. "" when `value` is one, else why not.
+std::string check_pg(const std::string& value) {
+  const size_t comma = value.find(',');
+  const auto count = [](const std::string& text) {
+    return !text.empty() && text.size() <= 10 && text.find_first_not_of("0123456789") == std::string::npos &&
+           std::stoll(text) <= 2147483647;
+  };
+  if (comma == std::string::npos || !count(value.substr(0, comma)) || !count(value.substr(comma + 1)))
+    return fmt::format("'{}' is not PP,TG (a prompt and a generation length in [0, 2147483647], e.g. 512,128)", value);
+  return {};
+}
+
+std::pair<int64_t, int64_t> parse_pg(const std::string& value) {
+  const size_t comma = value.find(',');
+  return {std::stoll(value.substr(0, comma)), std::stoll(value.substr(comma + 1))};
+}
+
 int run(const BenchArgs& args) {
   std::vector<runtime::BenchCase> cases;
   for (const auto d : args.n_depth) {
@@ -192,8 +212,12 @@ int run(const BenchArgs& args) {
       if (p > 0) cases.push_back({p, 0, d});
     for (const auto n : args.n_gen)
       if (n > 0) cases.push_back({0, n, d});
+    for (const auto& pg : args.n_pg) {
+      const auto [pp, tg] = parse_pg(pg);
+      if (pp > 0 || tg > 0) cases.push_back({pp, tg, d});
+    }
   }
-  if (cases.empty()) throw_usage_error("bench: no tests (-p and -n are all 0)");
+  if (cases.empty()) throw_usage_error("bench: no tests (-p, -n and -pg are all 0)");
   runtime::install_interrupt_handler();
   ResultPrinter printer(args.json ? "jsonl" : args.output);
   for (const int t : args.threads) {
@@ -237,6 +261,10 @@ void register_bench(CLI::App& app, VerbResult& result) {
   cmd->add_option("-d,--n-depth", args->n_depth,
                   "tokens already in the cache when a test starts, comma-separated (prefilled once, untimed)")
       ->delimiter(',')->multi_option_policy(list)->capture_default_str()->check(in_range(0, 2147483647.0));
+  cmd->add_option("--pg", args->n_pg,
+                  "PP,TG: a test of a PP-token prompt then TG generated tokens, timed together "
+                  "((PP + TG) / time; also -pg, repeatable, as llama-bench)")
+      ->multi_option_policy(list)->check(CLI::Validator(check_pg, "PP,TG"));
   cmd->add_option("-t,--threads", args->threads, "thread counts, comma-separated (default: one per core)")
       ->delimiter(',')->multi_option_policy(list)->capture_default_str()->check(in_range(1, kMaxThreads));
   cmd->add_option("-r,--repetitions", args->repetitions, "timed runs per test")->capture_default_str()

@@ -5,12 +5,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <thread>
 
+#include "cli_app.hpp"
 #include "core/error.hpp"
 #include "kv/kv_store.hpp"
 
@@ -37,7 +41,182 @@ std::string check_number(const std::string& text, double lo, double hi) {
   return {};
 }
 
+// ---- llama.cpp habits (accept_llama_habits) ----
+
+enum class Takes { Nothing, Value, MaybeValue };
+
+struct Habit {
+  std::vector<std::string_view> names;  // as llama.cpp spells them
+  Takes takes = Takes::Nothing;
+  std::string_view values;  // what a value may be, for messages
+  bool (*accepts)(std::string_view) = nullptr;
+};
+
+// Each item of a comma-separated list passes `item` (llama-bench takes lists: -ngl 0,99).
+template <typename Item>
+bool each_item(std::string_view list, Item item) {
+  if (list.empty()) return false;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (!item(list.substr(start, comma - start))) return false;
+    start = comma + 1;
+  }
+  return true;
+}
+
+// -ngl: a layer count (llama-bench: also lists and ranges such as 0-99+33), auto or all.
+bool gpu_layers_value(std::string_view v) {
+  return each_item(v, [](std::string_view item) {
+    if (item == "auto" || item == "all") return true;
+    const bool digits = std::any_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return digits && std::all_of(item.begin(), item.end(), [](char c) {
+             return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '*';
+           });
+  });
+}
+
+// -fa: on, off or auto (llama.cpp), 1 / 0 (llama-bench's older spelling), true / false.
+bool flash_attn_value(std::string_view v) {
+  return each_item(v, [](std::string_view item) {
+    for (const std::string_view known : {"on", "off", "auto", "1", "0", "true", "false", "enabled", "disabled"})
+      if (item == known) return true;
+    return false;
+  });
+}
+
+const Habit kGpuLayers{{"-ngl", "--n-gpu-layers", "--gpu-layers"}, Takes::Value, "a layer count, auto or all",
+                       gpu_layers_value};
+const Habit kDraftGpuLayers{{"-ngld", "--n-gpu-layers-draft", "--gpu-layers-draft"}, Takes::Value,
+                            "a layer count, auto or all", gpu_layers_value};
+const Habit kFlashAttn{{"-fa", "--flash-attn"}, Takes::MaybeValue, "on, off or auto", flash_attn_value};
+const Habit kConversation{{"-cnv", "--conversation"}, Takes::Nothing, {}, nullptr};
+const Habit kInteractive{{"-i", "--interactive", "-if", "--interactive-first"}, Takes::Nothing, {}, nullptr};
+const Habit kNoConversation{{"-no-cnv", "--no-conversation"}, Takes::Nothing, {}, nullptr};
+
+enum class Action { Ignore, Refuse };
+
+struct HabitRule {
+  const Habit* habit;
+  std::vector<std::string_view> verbs;
+  Action action;
+  std::string_view why;
+};
+
+const std::vector<HabitRule>& habit_rules() {
+  static const std::vector<std::string_view> model_verbs{"run", "chat", "serve", "bench", "perplexity", "logits"};
+  static const std::vector<HabitRule> rules{
+      {&kGpuLayers, model_verbs, Action::Ignore, "okapi runs on the CPU"},
+      {&kDraftGpuLayers, {"run", "serve"}, Action::Ignore, "okapi runs on the CPU"},
+      {&kFlashAttn, model_verbs, Action::Ignore,
+       "okapi's attention is always tiled (computed block by block, as flash attention is)"},
+      {&kNoConversation, {"run"}, Action::Ignore, "okapi run is never conversational (okapi chat is)"},
+      {&kConversation, {"chat"}, Action::Ignore, "okapi chat always converses"},
+      {&kInteractive, {"chat"}, Action::Ignore, "okapi chat is always interactive"},
+      {&kConversation, {"run"}, Action::Refuse, "okapi run does not converse; use `okapi chat -m MODEL`"},
+      {&kInteractive, {"run"}, Action::Refuse, "okapi run is not interactive; use `okapi chat -m MODEL`"},
+      {&kNoConversation, {"chat"}, Action::Refuse,
+       "okapi chat always converses; use `okapi run -m MODEL -p PROMPT` for one completion"},
+  };
+  return rules;
+}
+
+bool contains(const std::vector<std::string_view>& list, std::string_view item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+int habit_usage_error(const std::string& message) {
+  std::fprintf(stderr, "okapi: error: %s\n", message.c_str());
+  return kExitUsage;
+}
+
 }  // namespace
+
+int accept_llama_habits(std::vector<std::string>& args) {
+  if (args.empty()) return 0;
+  const std::string& verb = args.front();
+  std::vector<std::string> kept{verb};
+  std::set<std::string> noted;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {  // positional arguments follow: left alone
+      kept.insert(kept.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    if (verb == "bench" && arg == "-pg") {  // llama-bench's only spelling
+      kept.push_back("--pg");
+      continue;
+    }
+    // "--flash-attn=on": the name, and the value given with it.
+    const size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
+    const std::string name = arg.substr(0, eq);
+    const HabitRule* rule = nullptr;
+    for (const HabitRule& r : habit_rules())
+      if (contains(r.verbs, verb) && contains(r.habit->names, name)) rule = &r;
+    if (rule == nullptr) {
+      kept.push_back(arg);
+      continue;
+    }
+    const Habit& habit = *rule->habit;
+    if (eq != std::string::npos) {
+      const std::string value = arg.substr(eq + 1);
+      if (habit.takes == Takes::Nothing) return habit_usage_error(fmt::format("{} takes no value", name));
+      if (!habit.accepts(value))
+        return habit_usage_error(fmt::format("{}: '{}' is not {}", name, value, habit.values));
+    } else if (habit.takes != Takes::Nothing) {
+      const bool has_next = i + 1 < args.size();
+      if (has_next && habit.accepts(args[i + 1])) {
+        ++i;  // the flag's value, taken out with it
+      } else if (habit.takes == Takes::Value) {
+        if (!has_next || args[i + 1].rfind("-", 0) == 0 || args[i + 1].empty())
+          return habit_usage_error(fmt::format("{} needs a value ({})", name, habit.values));
+        return habit_usage_error(fmt::format("{}: '{}' is not {}", name, args[i + 1], habit.values));
+      }
+    }
+    if (rule->action == Action::Refuse) return habit_usage_error(fmt::format("{}: {}", name, rule->why));
+    if (noted.insert(name).second) std::fprintf(stderr, "okapi: note: %s ignored: %.*s\n", name.c_str(),
+                                                static_cast<int>(rule->why.size()), rule->why.data());
+  }
+  args = std::move(kept);
+  return 0;
+}
+
+std::string process_escapes(std::string_view text) {
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 == text.size()) {
+      out += text[i];
+      continue;
+    }
+    const char c = text[++i];
+    switch (c) {
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case '\'': out += '\''; break;
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case 'x':
+        if (i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+          out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+          i += 2;
+          break;
+        }
+        [[fallthrough]];
+      default:  // not an escape: the backslash stays
+        out += '\\';
+        out += c;
+    }
+  }
+  return out;
+}
 
 CLI::Validator in_range(double lo, double hi) {
   return CLI::Validator([lo, hi](std::string& value) { return check_number(value, lo, hi); },

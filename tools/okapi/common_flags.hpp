@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace okapi::sample {
 struct SamplerConfig;
@@ -42,5 +44,20 @@ int default_threads();
 
 // The largest thread count a flag accepts (a typo such as -t 10000 should not spawn threads).
 inline constexpr int kMaxThreads = 512;
+
+// llama.cpp habits, handled before CLI11 sees the arguments (`args` begins with the verb; main.cpp
+// calls this). CLI11 reads a multi-letter single-dash flag as a short flag and its value (-fa as
+// -f a, -cnv as -c nv, -no-cnv as -n o-cnv), so these are dealt with here:
+// - flags that mean nothing here are taken out, with one note each on stderr: -ngl N (okapi runs
+//   on the CPU) and -fa [on|off|auto] (attention is always tiled) in run, chat, serve, bench,
+//   perplexity and logits; -no-cnv in run; -cnv and -i in chat (which always converses);
+// - -cnv and -i in run, and -no-cnv in chat, are usage errors that name the verb to use;
+// - llama-bench's -pg becomes bench's --pg.
+// Returns 0 to go on, or the exit code (2) after printing the usage error.
+int accept_llama_habits(std::vector<std::string>& args);
+
+// llama.cpp's -e (string_process_escapes): \n, \r, \t, \', \", \\ and \xHH become the bytes they
+// name; any other backslash is kept as it is.
+std::string process_escapes(std::string_view text);
 
 }  // namespace okapi::cli

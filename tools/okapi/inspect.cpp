@@ -133,10 +133,14 @@ void register_inspect(CLI::App& app, VerbResult& result) {
   };
   auto args = std::make_shared<InspectArgs>();
   auto* cmd = app.add_subcommand("inspect", "Show the metadata and tensor table of a model file");
-  cmd->add_option("file", args->path, "GGUF file, llama2.c checkpoint (.bin) or tokenizer.bin")->required();
+  auto* positional = cmd->add_option("file", args->path, "GGUF file, llama2.c checkpoint (.bin) or tokenizer.bin");
+  auto* model = cmd->add_option("-m,--model", args->path, "the same as FILE (as the other verbs name a model)");
+  positional->excludes(model);
+  model->excludes(positional);
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
   cmd->add_flag("--full-arrays", args->full_arrays, "Include every element of array values (JSON and tables)");
   cmd->callback([args, &result] {
+    if (args->path.empty()) throw_usage_error("inspect: a file is required: okapi inspect FILE (or -m FILE)");
     if (result.dry_run) return;
     const std::string& path = args->path;
     const bool json = args->json;

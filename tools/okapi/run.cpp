@@ -1,4 +1,4 @@
-// okapi run [-m MODEL] (-p PROMPT | -f FILE) [-n N] [-c CTX] [-t T] [-b BATCH] [sampling flags] [-ctk/-ctv]
+// okapi run [-m MODEL] (-p PROMPT | -f FILE) [-e] [-n N] [-c CTX] [-t T] [-b BATCH] [sampling flags] [-ctk/-ctv]
 //           [--json] [--no-display-prompt] [--exact [--exact-attention ntt|direct]]
 //           [--lookup N | --draft-model FILE | --draft-skip LIST] [--draft-max N] [--draft-min N] [--draft-p-min P]
 // Generates text, streaming it to stdout as it is produced (prompt first, as llama-cli does);
@@ -39,6 +39,7 @@ struct RunArgs {
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;
   int64_t seed = -1;
+  bool escape = false;  // -e: llama.cpp's escapes (\n, \t, \xHH, ...) in the prompt
   bool json = false;
   bool no_display_prompt = false;
   bool ignore_eos = false;
@@ -92,15 +93,37 @@ std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Eng
   return nullptr;
 }
 
+// The prompt's tokens, or an error as soon as they are known not to fit in `n_ctx` cells. A long
+// prompt is first tokenized by prefixes (16 bytes a cell, then twice, four times that ...): cutting
+// the text changes its tokens only next to the cut, so a prefix with kCutSlack tokens more than the
+// context proves the whole does not fit, and a 50 MB file is refused after ~70 KB of it instead of
+// after all of it. A prompt that fits is tokenized whole, as it always was.
+std::vector<tokenizer::TokenId> tokenize_within_context(const runtime::Session& session, std::string_view prompt,
+                                                        int64_t n_ctx) {
+  constexpr int64_t kCutSlack = 64;
+  const auto limit = static_cast<size_t>(n_ctx + kCutSlack);
+  for (size_t prefix = 16 * limit; prefix < prompt.size(); prefix *= 2) {
+    size_t cut = prefix;
+    while (cut > 0 && (static_cast<unsigned char>(prompt[cut]) & 0xC0) == 0x80) --cut;  // a UTF-8 character's start
+    const size_t n = session.tokenize_prompt(prompt.substr(0, cut)).size();
+    if (n > limit)
+      throw_error("the prompt has more than {} tokens (its first {} of {} bytes alone are {}) but the context holds "
+                  "only {} (-c {}); use a larger -c",
+                  n_ctx, cut, prompt.size(), n, n_ctx, n_ctx);
+  }
+  return session.tokenize_prompt(prompt);
+}
+
 int run(RunArgs args) {
   if (args.seed >= 0) args.sampling.seed = static_cast<uint32_t>(args.seed);
   args.sampling.validate();
   if (!args.prompt_file.empty()) args.prompt = read_input_file(args.prompt_file, "prompt file");
+  if (args.escape) args.prompt = process_escapes(args.prompt);
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
   const auto kv = engine->make_kv(args.n_ctx, {.batch = args.batch_size});
   runtime::Session session(*engine, *kv);
-  const auto prompt = session.tokenize_prompt(args.prompt);
+  const auto prompt = tokenize_within_context(session, args.prompt, kv->n_ctx());
   sample::Sampler sampler(args.sampling);
   std::unique_ptr<runtime::Engine> draft_engine;
   const auto drafter = make_drafter(args, *engine, *kv, draft_engine, sampler.seed());
@@ -173,6 +196,9 @@ void register_run(CLI::App& app, VerbResult& result) {
                           ->check(non_empty());
   prompt->excludes(prompt_file);
   prompt_file->excludes(prompt);
+  cmd->add_flag("-e,--escape,!--no-escape", args->escape,
+                "process escapes in the prompt as llama.cpp does (\\n, \\r, \\t, \\', \\\", \\\\, \\xHH); "
+                "without -e (unlike llama.cpp) the prompt is used as given");
   cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate (-1: until end or full context)")
       ->capture_default_str()
       ->check(in_range(-1, kUnbounded));

@@ -48,6 +48,34 @@ void run_synth(SynthArgs& args) {
              args.options.type, static_cast<double>(report.file_bytes) / (1024.0 * 1024.0), report.seconds);
 }
 
+// A CLI11 check from a function that throws okapi::Error: the error's text is the reason, so a bad
+// value is a usage error (exit 2) naming the flag.
+CLI::Validator checked_by(void (*check)(const std::string&)) {
+  return CLI::Validator(
+      [check](std::string& value) {
+        try {
+          check(value);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      },
+      "");
+}
+
+// --arch must be one the preset can be written as (the preset itself is checked while parsing).
+void check_arch(const synth::SynthOptions& options) {
+  if (options.arch.empty()) return;
+  const synth::Preset& preset = synth::preset_by_name(options.preset);
+  std::string valid;
+  for (const auto a : preset.archs) {
+    if (a == options.arch) return;
+    valid += (valid.empty() ? "" : ", ") + std::string(a);
+  }
+  throw_usage_error("synth: --arch: preset '{}' cannot be written as architecture '{}'; valid: {}", preset.name,
+                    options.arch, valid);
+}
+
 }  // namespace
 
 void register_synth(CLI::App& app, VerbResult& result) {
@@ -55,9 +83,12 @@ void register_synth(CLI::App& app, VerbResult& result) {
   SynthArgs& args = *shared_args;
   auto* cmd = app.add_subcommand("synth", "Write a random-weight GGUF of a real model's shape");
   cmd->footer(presets_footer());
-  cmd->add_option("--preset", args.options.preset, "Model shape, e.g. stories15M (see the list below)")->required();
+  cmd->add_option("--preset", args.options.preset, "Model shape, e.g. stories15M (see the list below)")
+      ->required()
+      ->check(checked_by([](const std::string& name) { (void)synth::preset_by_name(name); }));
   cmd->add_option("--arch", args.options.arch, "Architecture name to write (default: the preset's)");
-  cmd->add_option("--type", args.options.type, "Quantization mix, e.g. F32, Q8_0, Q4_K_M (default F32)");
+  cmd->add_option("--type", args.options.type, "Quantization mix, e.g. F32, Q8_0, Q4_K_M (default F32)")
+      ->check(checked_by([](const std::string& name) { (void)quant::mix_by_name(name); }));
   cmd->add_option("-s,--seed", args.options.seed, "Seed of the weights (default 1)")->check(in_range(0, 4294967295.0));
   cmd->add_option("--layers", args.options.layers, "Number of blocks (default: the model's)")
       ->check(in_range(1, 100000));
@@ -66,6 +97,7 @@ void register_synth(CLI::App& app, VerbResult& result) {
   cmd->add_option("-o,--output", args.output, "Output GGUF file (written atomically)")->required()->check(non_empty());
   add_threads_flag(cmd, args.threads);
   cmd->callback([shared_args, &result] {
+    check_arch(shared_args->options);
     if (result.dry_run) return;
     run_synth(*shared_args);
   });
