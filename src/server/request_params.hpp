@@ -15,7 +15,11 @@ namespace okapi::server {
 
 using Json = nlohmann::ordered_json;
 
-// Parses a request body: 400 for invalid JSON (invalid UTF-8 included) or a body that is not an object.
+// Arrays and objects nested deeper than this are refused (400) before parsing.
+inline constexpr size_t kMaxJsonDepth = 128;
+
+// Parses a request body: 400 for invalid JSON (invalid UTF-8 included), nesting deeper than
+// kMaxJsonDepth, or a body that is not an object.
 Json parse_body(std::string_view text);
 
 struct GenerationParams {

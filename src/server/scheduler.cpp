@@ -27,7 +27,8 @@ Scheduler::Scheduler(runtime::Engine& engine, const SchedulerOptions& options) :
   slots_.resize(static_cast<size_t>(options_.n_slots));
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].id = static_cast<int>(i);
-    slots_[i].kv = engine_.make_kv(options_.n_ctx_per_slot, {.batch = options_.batch_size});
+    // Each slot's context (-c / -np) is what meets the trained context, not -c's total.
+    slots_[i].kv = engine_.make_kv(options_.n_ctx_per_slot, {.batch = options_.batch_size, .flag = "-c/-np"});
     if (options_.make_drafter) slots_[i].drafter = options_.make_drafter(static_cast<int>(i));
   }
   if (options_.draft_min > options_.draft_max)

@@ -1,14 +1,15 @@
 #include "server/server.hpp"
 
-#include <httplib.h>
-
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <malloc.h>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "runtime/drafters.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
+#include "server/http_server.hpp"
 #include "server/metrics.hpp"
 #include "server/request_params.hpp"
 #include "server/responses.hpp"
@@ -27,8 +29,8 @@ namespace okapi::server {
 
 namespace {
 
-using httplib::Request;
-using httplib::Response;
+using http::Request;
+using http::Response;
 
 std::atomic<int> g_signals{0};
 extern "C" void on_stop_signal(int) { g_signals.fetch_add(1); }
@@ -71,7 +73,6 @@ class ServerState {
   void load() {
     engine_ = runtime::Engine::load(options_.model_path, options_.engine);
     const int64_t total = engine_->resolve_ctx(options_.n_ctx);
-    runtime::warn_beyond_trained_context(total, engine_->hparams());
     const int64_t per_slot = total / options_.n_slots;
     if (per_slot < 1)
       throw_error("-c {} cannot be shared by {} slots (-np): each needs at least one cell", total, options_.n_slots);
@@ -116,7 +117,11 @@ class ServerState {
     engine_.reset();
   }
 
-  void route(httplib::Server& http);
+  void build_routes();
+  // Every request but /health: CORS, API key, loading, routing, Content-Type, errors.
+  void dispatch(const Request& req, Response& res) const;
+  // /health on the event loop, so that it answers even when every worker is busy.
+  bool answer_on_loop(const Request& req, Response& res) const;
 
  private:
   struct InFlight {
@@ -142,14 +147,26 @@ class ServerState {
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
+
+  struct Route {
+    std::string method;
+    std::string path;
+    std::function<void(const Request&, Response&)> handler;
+  };
+  std::vector<Route> routes_;
+  void add_route(std::string method, std::string path, std::function<void(const Request&, Response&)> handler) {
+    routes_.push_back({std::move(method), std::move(path), std::move(handler)});
+  }
+  void health(Response& res) const;
+  void apply_cors(const Request& req, Response& res) const;
 };
 
 bool ServerState::authorized(const Request& req) const {
   if (options_.api_keys.empty()) return true;
   std::string key;
-  const std::string auth = req.get_header_value("Authorization");
-  if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
-  if (key.empty()) key = req.get_header_value("X-Api-Key");
+  const std::string_view auth = req.header("authorization");
+  if (auth.substr(0, 7) == "Bearer ") key = std::string(auth.substr(7));
+  if (key.empty()) key = std::string(req.header("x-api-key"));
   return std::find(options_.api_keys.begin(), options_.api_keys.end(), key) != options_.api_keys.end();
 }
 
@@ -249,7 +266,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   ResponseHeader header{make_response_id(chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                         model_id_};
   auto in_flight = std::make_shared<InFlight>(in_flight_);
-  // Both kinds are written by a chunked provider: between events it returns to httplib, which
+  // Both kinds are written by a stream provider: between events it returns to the server, which
   // checks that the client is still there, so a closed connection cancels the job (the releaser).
   struct Progress {
     bool sent_role = false;
@@ -262,14 +279,13 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   const bool stream = params.stream;
   const bool include_usage = params.include_usage;
   const bool want_logprobs = params.top_logprobs >= 0;
-  auto provider = [job, header, progress, chat, stream, include_usage, want_logprobs](size_t,
-                                                                                       httplib::DataSink& sink) {
+  auto provider = [job, header, progress, chat, stream, include_usage, want_logprobs](http::StreamSink& sink) {
     if (progress->done) return true;
     std::vector<JobEvent> events;
     job->take_events(events, std::chrono::milliseconds(100));
     const auto write = [&](const Json& j) {
       const std::string line = "data: " + to_text(j) + "\n\n";
-      return sink.write(line.data(), line.size());
+      return sink.write(line);
     };
     for (auto& event : events) {
       const char* finish = nullptr;
@@ -280,7 +296,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
             write(error);
           } else {
             const std::string text = to_text(error);
-            sink.write(text.data(), text.size());
+            sink.write(text);
           }
           progress->done = true;
           sink.done();
@@ -299,7 +315,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
           const Json body_json = chat ? chat_response(header, progress->text, logprobs, finish, stats)
                                       : completion_response(header, progress->text, logprobs, finish, stats);
           const std::string text = to_text(body_json);
-          if (!sink.write(text.data(), text.size())) return false;
+          if (!sink.write(text)) return false;
           progress->done = true;
           sink.done();
         }
@@ -336,79 +352,113 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
       if (finish) {
         if (include_usage && !write(usage_chunk(header, chat, job->stats()))) return false;
         static const std::string kDone = "data: [DONE]\n\n";
-        if (!sink.write(kDone.data(), kDone.size())) return false;
+        if (!sink.write(kDone)) return false;
         progress->done = true;
         sink.done();
       }
     }
     return true;
   };
-  auto releaser = [job, in_flight](bool success) {
-    if (!success) job->cancel();
+  // A stream that ends early (client gone, server stopping) cancels the job.
+  res.on_stream_end = [job, in_flight](bool completed) {
+    if (!completed) job->cancel();
   };
   res.status = 200;
+  res.stream = std::move(provider);
   if (stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(releaser));
-  } else {
-    res.set_chunked_content_provider("application/json; charset=utf-8", std::move(provider), std::move(releaser));
+    res.content_type = "text/event-stream";
   }
 }
 
-void ServerState::route(httplib::Server& http) {
-  // Every handler: ApiError -> its status and OpenAI error body.
-  const auto guarded = [](auto handler) {
-    return [handler](const Request& req, Response& res) {
-      try {
-        handler(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      }
-    };
-  };
+void ServerState::apply_cors(const Request& req, Response& res) const {
+  const std::string_view origin = req.header("origin");
+  if (origin.empty()) return;
+  const auto& allowed = options_.cors_origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (any || std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
+    res.set_header("Access-Control-Allow-Origin", any ? "*" : std::string(origin));
+    res.set_header("Vary", "Origin");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  }
+}
 
-  http.set_pre_routing_handler([this](const Request& req, Response& res) {
-    const std::string origin = req.get_header_value("Origin");
-    if (!origin.empty()) {
-      const auto& allowed = options_.cors_origins;
-      const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
-      if (any || std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
-        res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
-        res.set_header("Vary", "Origin");
-        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
-        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      }
-    }
-    if (req.method == "OPTIONS") {
-      res.status = 204;
-      return httplib::Server::HandlerResponse::Handled;
-    }
+void ServerState::health(Response& res) const {
+  if (!ready()) {
+    res.set_header("Retry-After", "1");
+    send_json(res, 503, error_body(503, "unavailable_error", "Loading model"));
+  } else if (draining()) {
+    // A load balancer stops sending here while the requests in flight finish.
+    res.set_header("Retry-After", "1");
+    send_json(res, 503, error_body(503, "unavailable_error", "the server is shutting down"));
+  } else {
+    send_json(res, 200, {{"status", "ok"}});
+  }
+}
+
+bool ServerState::answer_on_loop(const Request& req, Response& res) const {
+  if (req.path != "/health" && req.path != "/v1/health") return false;
+  if (req.method != "GET" && req.method != "HEAD") return false;
+  apply_cors(req, res);
+  health(res);
+  return true;
+}
+
+namespace {
+
+// The media type of a Content-Type value, lower-cased, without parameters.
+std::string media_type(std::string_view content_type) {
+  std::string type(content_type.substr(0, content_type.find(';')));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return type;
+}
+
+}  // namespace
+
+void ServerState::dispatch(const Request& req, Response& res) const {
+  apply_cors(req, res);
+  if (req.method == "OPTIONS") {
+    res.status = 204;
+    res.content_type.clear();
+    return;
+  }
+  try {
     const bool open = req.path == "/" || req.path == "/health" || req.path == "/v1/health";
-    if (!open && !authorized(req)) {
-      send_json(res, 401,
-                error_body(401, "authentication_error", "Invalid API key", "", "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
+    if (!open && !authorized(req))
+      throw ApiError(401, "authentication_error", "Invalid API key", "", "invalid_api_key");
+    if (!open && !ready()) throw ApiError(503, "unavailable_error", "Loading model");
+    const Route* route = nullptr;
+    bool path_known = false;
+    for (const auto& r : routes_) {
+      if (r.path != req.path) continue;
+      path_known = true;
+      if (r.method == req.method || (r.method == "GET" && req.method == "HEAD")) route = &r;
     }
-    if (!open && !ready()) {
-      res.set_header("Retry-After", "1");
-      send_json(res, 503, error_body(503, "unavailable_error", "Loading model"));
-      return httplib::Server::HandlerResponse::Handled;
+    if (!route) {
+      if (path_known) throw ApiError(405, "invalid_request_error", fmt::format("{} {} is not allowed", req.method, req.path));
+      throw ApiError(404, "not_found_error", fmt::format("no endpoint {} {}", req.method, req.path));
     }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
+    // A web page may POST text/plain or a form to any origin without asking (no CORS preflight):
+    // only a JSON body, which a browser sends cross-origin only after the preflight, is taken.
+    if (req.method == "POST" && media_type(req.header("content-type")) != "application/json")
+      throw ApiError(415, "invalid_request_error",
+                     fmt::format("the request body must be JSON sent with 'Content-Type: application/json', got '{}'",
+                                 req.header("content-type")));
+    route->handler(req, res);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  }
+}
 
-  const auto health = [this](const Request&, Response& res) {
-    if (!ready()) {
-      res.set_header("Retry-After", "1");
-      send_json(res, 503, error_body(503, "unavailable_error", "Loading model"));
-    } else {
-      send_json(res, 200, {{"status", "ok"}});
-    }
-  };
-  http.Get("/health", health);
-  http.Get("/v1/health", health);
-  http.Get("/", [](const Request&, Response& res) { res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8"); });
+void ServerState::build_routes() {
+  add_route("GET", "/health", [this](const Request&, Response& res) { health(res); });
+  add_route("GET", "/v1/health", [this](const Request&, Response& res) { health(res); });
+  add_route("GET", "/", [](const Request&, Response& res) {
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+  });
 
   const auto models = [this](const Request&, Response& res) {
     Json model;
@@ -422,17 +472,17 @@ void ServerState::route(httplib::Server& http) {
                      {"size", engine_->file_bytes()}};
     send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
   };
-  http.Get("/v1/models", models);
-  http.Get("/models", models);
+  add_route("GET", "/v1/models", models);
+  add_route("GET", "/models", models);
 
-  const auto chat = guarded([this](const Request& req, Response& res) { handle_generation(req, res, true); });
-  const auto completions = guarded([this](const Request& req, Response& res) { handle_generation(req, res, false); });
-  http.Post("/v1/chat/completions", chat);
-  http.Post("/chat/completions", chat);
-  http.Post("/v1/completions", completions);
-  http.Post("/completions", completions);
+  const auto chat = [this](const Request& req, Response& res) { handle_generation(req, res, true); };
+  const auto completions = [this](const Request& req, Response& res) { handle_generation(req, res, false); };
+  add_route("POST", "/v1/chat/completions", chat);
+  add_route("POST", "/chat/completions", chat);
+  add_route("POST", "/v1/completions", completions);
+  add_route("POST", "/completions", completions);
 
-  http.Post("/tokenize", guarded([this](const Request& req, Response& res) {
+  add_route("POST", "/tokenize", [this](const Request& req, Response& res) {
     const Json body = parse_body(req.body);
     const std::string content = string_field(body, "content", "");
     tokenizer::EncodeOptions encode;
@@ -448,8 +498,8 @@ void ServerState::route(httplib::Server& http) {
         out.push_back(id);
     }
     send_json(res, 200, {{"tokens", std::move(out)}});
-  }));
-  http.Post("/detokenize", guarded([this](const Request& req, Response& res) {
+  });
+  add_route("POST", "/detokenize", [this](const Request& req, Response& res) {
     const Json body = parse_body(req.body);
     std::vector<TokenId> tokens;
     if (const auto it = body.find("tokens"); it != body.end() && !it->is_null()) {
@@ -461,38 +511,17 @@ void ServerState::route(httplib::Server& http) {
       }
     }
     send_json(res, 200, {{"content", engine_->tokenizer().decode(tokens, true)}});
-  }));
-  http.Post("/apply-template", guarded([this](const Request& req, Response& res) {
+  });
+  add_route("POST", "/apply-template", [this](const Request& req, Response& res) {
     const Json body = parse_body(req.body);
     send_json(res, 200, {{"prompt", render_chat(parse_chat_input(body))}});
-  }));
-  http.Get("/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
-  http.Get("/slots", [this](const Request&, Response& res) { send_json(res, 200, scheduler_->slots_json()); });
-  http.Get("/metrics", [this](const Request&, Response& res) {
-    if (!options_.metrics) {
-      send_json(res, 501, error_body(501, "not_supported_error", "metrics are off: start the server with --metrics"));
-      return;
-    }
+  });
+  add_route("GET", "/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
+  add_route("GET", "/slots", [this](const Request&, Response& res) { send_json(res, 200, scheduler_->slots_json()); });
+  add_route("GET", "/metrics", [this](const Request&, Response& res) {
+    if (!options_.metrics)
+      throw ApiError(501, "not_supported_error", "metrics are off: start the server with --metrics");
     res.set_content(prometheus_text(scheduler_->counters(), options_.n_slots), "text/plain; version=0.0.4");
-  });
-
-  http.set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
-    std::string message = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      message = e.what();
-    } catch (...) {
-    }
-    send_json(res, 500, error_body(500, "server_error", message));
-  });
-  // Statuses httplib sets itself (404 no route, 413 body too large, 400 bad request line) get a body too.
-  http.set_error_handler([](const Request& req, Response& res) {
-    if (!res.body.empty()) return;
-    std::string message = fmt::format("HTTP status {}", res.status);
-    if (res.status == 404) message = fmt::format("no endpoint {} {}", req.method, req.path);
-    if (res.status == 413) message = "the request body is too large";
-    send_json(res, res.status, error_body(res.status, status_type(res.status), message));
   });
 }
 
@@ -502,40 +531,39 @@ int serve(const ServeOptions& options) {
   if (options.n_slots < 1) throw_usage_error("-np must be at least 1, got {}", options.n_slots);
   g_signals.store(0);
   install_stop_handlers();
+  // glibc gives each thread that allocates an arena of its own and keeps freed memory in it;
+  // large request bodies then stay resident. Few arenas, and big blocks mapped (and unmapped
+  // when freed) instead of a threshold that grows with every large free.
+  mallopt(M_ARENA_MAX, 2);
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   ServerState state(options);
-  httplib::Server http;
-  // httplib holds a thread per connection, idle keep-alive ones included: room for every slot and
-  // queued request plus idle client pools, and a short keep-alive so that idle connections neither
-  // starve new ones for long nor hold up the exit after SIGTERM (it joins their threads).
-  const int threads = options.http_threads > 0
-                          ? options.http_threads
-                          : options.n_slots + static_cast<int>(std::min<size_t>(options.max_queue, 256)) + 32;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  http.set_payload_max_length(options.max_body_bytes);
-  http.set_read_timeout(30, 0);
-  http.set_write_timeout(30, 0);
-  http.set_keep_alive_timeout(2);
-  state.route(http);
+  state.build_routes();
 
-  int port = options.port;
-  if (port == 0) {
-    port = http.bind_to_any_port(options.host);
-    if (port < 0) throw_error("cannot listen on {}: no free port", options.host);
-  } else if (!http.bind_to_port(options.host, port)) {
-    throw_error("cannot listen on {}:{} (in use, or not an address of this machine)", options.host, port);
-  }
-  std::atomic<bool> listener_done{false};
-  std::thread listener([&http, &listener_done] {
-    http.listen_after_bind();
-    listener_done.store(true);
-  });
+  http::ServerOptions http_options;
+  http_options.host = options.host;
+  http_options.port = options.port;
+  // Workers hold only requests received whole: every slot and queued request, and a few for the
+  // quick endpoints.
+  http_options.worker_threads = options.http_threads > 0
+                                    ? options.http_threads
+                                    : options.n_slots + static_cast<int>(std::min<size_t>(options.max_queue, 256)) + 8;
+  http_options.limits.max_body_bytes = options.max_body_bytes;
+  if (options.max_connections > 0) http_options.max_connections = options.max_connections;
+  http::Application app;
+  app.dispatch = [&state](const Request& req, Response& res) { state.dispatch(req, res); };
+  app.answer_on_loop = [&state](const Request& req, Response& res) { return state.answer_on_loop(req, res); };
+  app.error_response = [](int status, const std::string& message) {
+    Response res;
+    send_json(res, status, error_body(status, status_type(status), message));
+    return res;
+  };
+  http::Server http(http_options, std::move(app));
+  const int port = http.bind();
+  std::thread listener([&http] { http.run(); });
   std::fprintf(stderr, "okapi: listening on http://%s:%d\n", options.host.c_str(), port);
   if (options.on_listening) options.on_listening(port);
 
   const auto stop_http = [&] {
-    // httplib's stop() does nothing until the listener has marked itself running: a model that
-    // fails to load at once would otherwise leave the listener, and this join, waiting forever.
-    while (!http.is_running() && !listener_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     http.stop();
     listener.join();
   };
@@ -548,7 +576,8 @@ int serve(const ServeOptions& options) {
   std::fprintf(stderr, "okapi: model loaded, serving (%d slots)\n", options.n_slots);
 
   while (g_signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  // Drain: refuse new generations, let those in flight finish (a second signal cuts them short).
+  // Drain: /health says 503, new generations are refused, those in flight finish (a second signal
+  // cuts them short).
   std::fprintf(stderr, "okapi: stopping: finishing %lld requests in flight\n",
                static_cast<long long>(state.in_flight()));
   state.start_draining();

@@ -1,5 +1,5 @@
-// okapi serve: an OpenAI-compatible HTTP server over one model (cpp-httplib for HTTP,
-// nlohmann-json for bodies). Endpoints: /health, /v1/models, /v1/chat/completions,
+// okapi serve: an OpenAI-compatible HTTP server over one model (our event-loop HTTP/1.1 layer,
+// http_server.hpp; nlohmann-json for bodies). Endpoints: /health, /v1/models, /v1/chat/completions,
 // /v1/completions (streaming as server-sent events), /tokenize, /detokenize, /apply-template,
 // /props, /slots, /metrics (with `metrics`), and the chat page at /. Generation runs on the
 // continuous-batching Scheduler.
@@ -37,7 +37,8 @@ struct ServeOptions {
   int draft_max = 16;
   int draft_min = 0;
   float draft_p_min = 0.0f;
-  int http_threads = 0;  // 0: slots + queue + a few for health and metrics
+  int http_threads = 0;  // 0: slots + queue + a few for the quick endpoints
+  size_t max_connections = 0;  // 0: the HTTP layer's default (http_server.hpp)
   // Called once the socket listens (before the model is loaded), with the port.
   std::function<void(int port)> on_listening;
 };

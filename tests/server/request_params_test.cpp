@@ -20,6 +20,26 @@ std::pair<int, std::string> error_of(const std::string& body, bool chat = true) 
   return {0, ""};
 }
 
+TEST(RequestParams, NestingDeeperThanTheLimitIs400BeforeParsing) {
+  const auto nested = [](size_t depth) {
+    return "{\"messages\": " + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  };
+  // At the limit: parsed (and refused later only for what the messages are).
+  EXPECT_NO_THROW(parse_body(nested(kMaxJsonDepth)));
+  EXPECT_EQ(error_of(nested(kMaxJsonDepth + 1)).first, 400);
+  // A million '[' (73 MB of nested arrays when parsed) is refused at once, with a message.
+  try {
+    parse_body(std::string(1'000'000, '['));
+    FAIL() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("deeper than 128"), std::string::npos) << e.what();
+  }
+  // Brackets inside strings (escaped quotes included) do not count.
+  const std::string in_string = "{\"prompt\": \"\\\"" + std::string(1000, '[') + "\"}";
+  EXPECT_NO_THROW(parse_body(in_string)) << in_string.substr(0, 20);
+}
+
 TEST(RequestParams, InvalidJsonAndUtf8Are400) {
   EXPECT_EQ(error_of("{").first, 400);
   EXPECT_EQ(error_of("[1, 2]").first, 400);
