@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/mapped_file.hpp"
+#include "core/output_paths.hpp"
 #include "core/sha256.hpp"
 #include "support/cli.hpp"
 #include "support/paths.hpp"
@@ -345,6 +346,13 @@ TEST_F(OutputSafety, WritersWriteIntoAFifoInPlace) {
   expect_success("logits -m in/model.gguf --tokens 1,2 -o out/f.bin --force");
   EXPECT_EQ(nlohmann::json::parse(json.finish()).at("tokens").size(), 2u);
   EXPECT_EQ(type_of(work_ / "out" / "f.json"), S_IFIFO);
+  // A directory is still refused, as before.
+  for (const std::string& pattern : writing_verbs()) {
+    fs::remove_all(work_ / "out" / "run-fifo");
+    expect_refused(with_output(pattern, "out"), "is a directory");
+  }
+  expect_refused("logits -m in/model.gguf --tokens 1 -o out", "is a directory");
+  EXPECT_TRUE(fs::is_directory(work_ / "out"));
 }
 
 // A private twin of /dev/null, made here (mknod needs privileges: skipped without them).
@@ -399,32 +407,32 @@ TEST_F(OutputSafety, DevStdoutCarriesTheFile) {
     return test::run_command("cd " + shell_quote(work_.string()) + " && { " + line + "; }");
   };
   const std::string cli = shell_quote(test::cli_path().string());
+  // The guard for a root CI machine: a writer that took /dev/stdout for a file would rename a
+  // temp file over the system's /dev/stdout link; a build that does not see it as descriptor 1
+  // stops here, before any verb is pointed at it. (/dev/fd/1 is safe either way: no file can be
+  // created in /proc/self/fd.)
+  ASSERT_EQ(output_target("/dev/stdout").descriptor, STDOUT_FILENO);
+  ASSERT_EQ(output_target("/dev/fd/1").descriptor, STDOUT_FILENO);
   // (synth still prints its summary to stdout: left out here until it uses report_stream.)
   for (const std::string& pattern : {kQuantize, writing_verbs()[1], writing_verbs()[3]}) {
     expect_success(with_output(pattern, "out/file.gguf"));
     const std::string expected = test::read_file(work_ / "out" / "file.gguf");
     ASSERT_EQ(expected.substr(0, 4), "GGUF");
-    for (const std::string redirect : {"> out/std.gguf", "| cat > out/std.gguf"}) {
-      const auto r = shell(cli + " " + with_output(pattern, "/dev/stdout") + " " + redirect);
-      EXPECT_EQ(r.exit_code, 0) << pattern << " " << redirect << "\n" << r.output;
-      EXPECT_TRUE(test::read_file(work_ / "out" / "std.gguf") == expected) << pattern << " " << redirect;
+    for (const std::string output : {"/dev/fd/1", "/dev/stdout"}) {
+      for (const std::string redirect : {"> out/std.gguf", "| cat > out/std.gguf"}) {
+        const auto r = shell(cli + " " + with_output(pattern, output) + " " + redirect);
+        EXPECT_EQ(r.exit_code, 0) << pattern << " " << output << " " << redirect << "\n" << r.output;
+        EXPECT_TRUE(test::read_file(work_ / "out" / "std.gguf") == expected) << pattern << " " << output << redirect;
+      }
     }
   }
   // >> appends through the descriptor: what was in the file stays in front.
   std::ofstream(work_ / "out" / "both.bin") << "head";
-  const auto r = shell(cli + " logits -m in/model.gguf --tokens 1,2 -o /dev/stdout >> out/both.bin");
+  const auto r = shell(cli + " logits -m in/model.gguf --tokens 1,2 -o /proc/self/fd/1 >> out/both.bin");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const std::string both = test::read_file(work_ / "out" / "both.bin");
   EXPECT_EQ(both.size(), 4 + 2u * 512u * sizeof(float));
   EXPECT_EQ(both.substr(0, 4), "head");
-}
-
-TEST_F(OutputSafety, ADirectoryStaysRefused) {
-  for (const std::string& pattern : writing_verbs()) {
-    expect_refused(with_output(pattern, "out"), "is a directory");
-  }
-  expect_refused("logits -m in/model.gguf --tokens 1 -o out", "is a directory");
-  EXPECT_TRUE(fs::is_directory(work_ / "out"));
 }
 
 // The message names the file asked for and its missing directory, never a temp file.
