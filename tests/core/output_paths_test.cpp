@@ -3,7 +3,10 @@
 // and sidecars that need force.
 #include "core/output_paths.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -115,6 +118,39 @@ TEST_F(OutputPaths, PathsNotGivenAreIgnored) {
   plan.inputs = {{"", "--kl-divergence"}, {dir_ / "d" / "in.txt", "-f"}};
   plan.outputs = {{"", "--save-logits"}};
   EXPECT_EQ(error_of(plan), "");
+}
+
+// How each kind of output is written (AtomicFileWriter follows this): a regular file or a new name
+// through a temp file; a FIFO (also through a link) or this process's descriptor in place.
+TEST_F(OutputPaths, OutputTargetsByKind) {
+  using Kind = OutputTarget::Kind;
+  EXPECT_EQ(output_target(dir_ / "d" / "in.txt").kind, Kind::kFile);
+  EXPECT_EQ(output_target(dir_ / "d" / "new.bin").kind, Kind::kFile);
+  EXPECT_EQ(output_target(dir_ / "d").kind, Kind::kDirectory);
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  fs::create_symlink("fifo", dir_ / "fifo-link");
+  for (const char* name : {"fifo", "fifo-link"}) {
+    const OutputTarget t = output_target(dir_ / name);
+    EXPECT_EQ(t.kind, Kind::kInPlace) << name;
+    EXPECT_EQ(t.descriptor, -1) << name;
+    EXPECT_TRUE(written_in_place(dir_ / name)) << name;
+  }
+  const int fd = ::open((dir_ / "d" / "in.txt").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  for (const std::string& prefix :
+       {std::string("/dev/fd/"), std::string("/proc/self/fd/"), "/proc/" + std::to_string(::getpid()) + "/fd/"}) {
+    const OutputTarget t = output_target(prefix + std::to_string(fd));
+    EXPECT_EQ(t.kind, Kind::kInPlace) << prefix;  // a regular file, but through the descriptor
+    EXPECT_EQ(t.descriptor, fd) << prefix;
+  }
+  fs::create_symlink("/dev/fd/" + std::to_string(fd), dir_ / "fd-link");
+  EXPECT_EQ(output_target(dir_ / "fd-link").descriptor, fd);
+  ::close(fd);
+  EXPECT_TRUE(names_stdout("/dev/stdout"));
+  EXPECT_TRUE(names_stdout("/proc/self/fd/1"));
+  EXPECT_FALSE(names_stdout("/dev/stderr"));
+  EXPECT_EQ(report_stream({dir_ / "d" / "x.gguf", "/dev/stdout"}), stderr);
+  EXPECT_EQ(report_stream({dir_ / "d" / "x.gguf"}), stdout);
 }
 
 }  // namespace
