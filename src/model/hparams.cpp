@@ -203,7 +203,8 @@ void vocabulary_fits(const gguf::File& file, int64_t embedding_rows, ProblemList
     problems.add("'tokenizer.ggml.tokens' has {} tokens, but 'token_embd.weight' has only {} rows (one a token)",
                  n_tokens, embedding_rows);
   const gguf::TensorInfo* output = file.find_tensor("output.weight");
-  if (output != nullptr && output->shape.size() == 2 && n_tokens > output->shape[1])
+  if (output != nullptr && output->shape.size() == 2 && n_tokens > output->shape[1] &&
+      output->shape[1] != embedding_rows)  // (the same count named once)
     problems.add("'tokenizer.ggml.tokens' has {} tokens, but 'output.weight' has only {} rows (one a token)", n_tokens,
                  output->shape[1]);
 }
