@@ -76,7 +76,8 @@ class ServerState {
     const int64_t per_slot = total / options_.n_slots;
     if (per_slot < 1)
       throw_error("-c {} cannot be shared by {} slots (-np): each needs at least one cell", total, options_.n_slots);
-    chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file);
+    chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
+                                                  options_.allow_special_in_content);
     SchedulerOptions so;
     so.n_slots = options_.n_slots;
     so.n_ctx_per_slot = per_slot;
@@ -135,6 +136,8 @@ class ServerState {
   std::vector<TokenId> completion_prompt(const Json& body) const;
   // The prompt a conversation renders to; a template's raise_exception or failure is a 400.
   std::string render_chat(const ChatInput& input) const;
+  // Its tokens: control tokens only from the template's own text (unless allow_special_in_content).
+  std::vector<TokenId> chat_tokens(const ChatInput& input) const;
   Json props() const;
 
   const ServeOptions& options_;
@@ -195,19 +198,37 @@ std::vector<TokenId> ServerState::completion_prompt(const Json& body) const {
   throw_bad_request("prompt", "'prompt' must be a non-empty string or array of token ids");
 }
 
-std::string ServerState::render_chat(const ChatInput& input) const {
+namespace {
+
+chat::RenderInputs render_inputs(const ChatInput& input) {
   chat::RenderInputs render;
   render.messages = input.messages;
   render.tools = input.tools;
   render.add_generation_prompt = input.add_generation_prompt;
   render.extra = input.template_kwargs;
+  return render;
+}
+
+// A template's raise_exception or failure is the request's fault: 400.
+template <typename F>
+auto rendering(F&& f) {
   try {
-    return chat_->render(std::move(render));
+    return f();
   } catch (const chat::TemplateRaised& e) {
     throw_bad_request("messages", "{}", e.what());
   } catch (const chat::TemplateError& e) {
     throw_bad_request("messages", "the chat template cannot render these messages: {}", e.what());
   }
+}
+
+}  // namespace
+
+std::string ServerState::render_chat(const ChatInput& input) const {
+  return rendering([&] { return chat_->render(render_inputs(input)); });
+}
+
+std::vector<TokenId> ServerState::chat_tokens(const ChatInput& input) const {
+  return rendering([&] { return chat_->tokens(render_inputs(input)); });
 }
 
 Json ServerState::props() const {
@@ -239,7 +260,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
   JobRequest job_request;
   if (chat) {
-    job_request.prompt = chat_->tokenize(render_chat(parse_chat_input(body)));
+    job_request.prompt = chat_tokens(parse_chat_input(body));
     if (job_request.prompt.empty()) throw_bad_request("messages", "the rendered conversation has no tokens");
   } else {
     job_request.prompt = completion_prompt(body);

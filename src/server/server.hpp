@@ -28,6 +28,8 @@ struct ServeOptions {
   bool metrics = false;
   std::string alias;  // the model id clients see (default: the file name)
   std::string chat_template_file;
+  // Control-token text inside messages is read as control tokens (a user can then forge turns).
+  bool allow_special_in_content = false;
   size_t max_queue = 64;
   size_t max_body_bytes = size_t{8} << 20;
   // Speculative decoding in every slot: a draft model of the same vocabulary (its own cache per

@@ -92,6 +92,25 @@ std::string post_request(const std::string& path, const std::string& body, const
   return r + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// The body of a raw response, chunked transfer coding undone.
+std::string body_of(const std::string& response) {
+  const size_t head_end = response.find("\r\n\r\n");
+  if (head_end == std::string::npos) return {};
+  std::string rest = response.substr(head_end + 4);
+  if (response.substr(0, head_end).find("Transfer-Encoding: chunked") == std::string::npos) return rest;
+  std::string body;
+  size_t pos = 0;
+  while (pos < rest.size()) {
+    const size_t line_end = rest.find("\r\n", pos);
+    if (line_end == std::string::npos) break;
+    const size_t size = std::stoul(rest.substr(pos, line_end - pos), nullptr, 16);
+    if (size == 0) break;
+    body += rest.substr(line_end + 2, size);
+    pos = line_end + 2 + size + 2;
+  }
+  return body;
+}
+
 const std::string kHealth = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
 
 size_t resident_bytes() {
@@ -289,6 +308,37 @@ TEST_F(HostileClients, HostileBodiesDoNotGrowMemory) {
   const size_t after = resident_bytes();
   EXPECT_LT(after, 2 * idle) << "idle " << idle / 1024 << " KiB, after 32 hostile bodies " << after / 1024 << " KiB";
   EXPECT_EQ(status_of(round_trip(port_, kHealth)), 200);
+}
+
+// The prompt tokens of a one-message chat with this content.
+int64_t prompt_tokens(int port, const std::string& content) {
+  const nlohmann::json request = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}};
+  const std::string response = round_trip(port, post_request("/v1/chat/completions", request.dump(), "application/json"));
+  const auto body = nlohmann::json::parse(body_of(response), nullptr, false);
+  if (!body.contains("usage")) return -1;
+  return body["usage"]["prompt_tokens"].get<int64_t>();
+}
+
+// "</s>" typed into a message is text (several tokens), not the end-of-sequence token: a user
+// cannot end or forge turns.
+TEST_F(HostileClients, ControlTokenTextInMessagesStaysText) {
+  const int64_t plain = prompt_tokens(port_, "hi there");
+  const int64_t with_eos_text = prompt_tokens(port_, "hi </s> there");
+  ASSERT_GT(plain, 0);
+  // stories260K: "</s>" as text is 4 pieces (< / s >) after the space; as a control token 1 between two spaces.
+  EXPECT_GE(with_eos_text - plain, 5) << "'</s>' in a message became a control token";
+}
+
+class SpecialInContentServer : public HostileClients {
+ protected:
+  void configure(ServeOptions& o) override { o.allow_special_in_content = true; }
+};
+
+TEST_F(SpecialInContentServer, AllowSpecialInContentRestoresTheOldReading) {
+  const int64_t plain = prompt_tokens(port_, "hi there");
+  const int64_t with_eos = prompt_tokens(port_, "hi </s> there");
+  ASSERT_GT(plain, 0);
+  EXPECT_LE(with_eos - plain, 3) << "'</s>' should be the end-of-sequence token with allow_special_in_content";
 }
 
 // While draining after SIGTERM, /health says 503 (a balancer stops sending) and the stream in

@@ -97,6 +97,8 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
+  cmd->add_flag("--allow-special-in-content", o.allow_special_in_content,
+                "read control tokens (<|im_start|>, </s>, ...) inside message text too, as before; lets a user forge turns");
   cmd->add_option("--queue", args->max_queue, "requests that may wait for a slot (more: 503)")
       ->capture_default_str()
       ->check(in_range(0, 4096));
