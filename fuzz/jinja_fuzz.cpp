@@ -1,11 +1,13 @@
 // libFuzzer target for okapi's chat-template renderer (src/chat): any bytes as a template, parsed
 // and rendered over a small conversation with tools. Templates come from HTTP clients, so the only
 // allowed outcomes are a prompt or a chat::TemplateError (TemplateRaised included): a crash, a
-// sanitizer report, another exception or a hang (libFuzzer's -timeout) is a finding.
+// sanitizer report, another exception or a hang (libFuzzer's -timeout) is a finding; so is a
+// render_spans() whose spans do not join to render()'s text.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +46,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string prompt = chat_template.render(inputs());
     if (prompt.size() > (std::size_t{16} << 20)) {
       std::fprintf(stderr, "jinja_fuzz: output of %zu bytes passed the 16 MiB limit\n", prompt.size());
+      std::abort();
+    }
+    // The spans by origin: the same text, none empty, caller and template text alternating.
+    const auto spans = chat_template.render_spans(inputs());
+    std::string joined;
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      if (spans[i].text.empty() || (i > 0 && spans[i].user == spans[i - 1].user)) {
+        std::fprintf(stderr, "jinja_fuzz: malformed span %zu of %zu\n", i, spans.size());
+        std::abort();
+      }
+      joined += spans[i].text;
+    }
+    if (joined != prompt) {
+      std::fprintf(stderr, "jinja_fuzz: the spans do not join to the rendered text\n");
       std::abort();
     }
   } catch (const okapi::chat::TemplateError&) {

@@ -34,6 +34,11 @@ void TaggedText::append(std::string_view s, bool is_user) {
 void TaggedText::append(const TaggedText& other) { append(other, 0, other.text.size()); }
 
 void TaggedText::append(const TaggedText& other, std::size_t begin, std::size_t end) {
+  if (&other == this) {  // the ranges below would be read while they grow
+    const TaggedText copy = other;
+    append(copy, begin, end);
+    return;
+  }
   end = std::min(end, other.text.size());
   if (begin >= end) return;
   const std::size_t offset = text.size();
