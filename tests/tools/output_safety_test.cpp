@@ -413,8 +413,7 @@ TEST_F(OutputSafety, DevStdoutCarriesTheFile) {
   // created in /proc/self/fd.)
   ASSERT_EQ(output_target("/dev/stdout").descriptor, STDOUT_FILENO);
   ASSERT_EQ(output_target("/dev/fd/1").descriptor, STDOUT_FILENO);
-  // (synth still prints its summary to stdout: left out here until it uses report_stream.)
-  for (const std::string& pattern : {kQuantize, writing_verbs()[1], writing_verbs()[3]}) {
+  for (const std::string& pattern : {kQuantize, writing_verbs()[1], writing_verbs()[2], writing_verbs()[3]}) {
     expect_success(with_output(pattern, "out/file.gguf"));
     const std::string expected = test::read_file(work_ / "out" / "file.gguf");
     ASSERT_EQ(expected.substr(0, 4), "GGUF");

@@ -8,6 +8,7 @@
 
 #include "common_flags.hpp"
 #include "core/error.hpp"
+#include "core/output_paths.hpp"
 #include "core/progress.hpp"
 #include "quant/mix.hpp"
 #include "synth/synth.hpp"
@@ -43,8 +44,9 @@ void run_synth(SynthArgs& args) {
     bar->update(done, name);
   });
   if (bar) bar->finish();
-  fmt::print("{}: {} {} layers, {} tensors, {:.1f} M parameters, {}, {:.2f} MiB, {:.2f} s\n", args.output,
-             report.arch, report.n_layer, report.n_tensors, static_cast<double>(report.n_params) / 1e6,
+  // stderr when the model goes to stdout
+  fmt::print(report_stream({args.output}), "{}: {} {} layers, {} tensors, {:.1f} M parameters, {}, {:.2f} MiB, {:.2f} s\n",
+             args.output, report.arch, report.n_layer, report.n_tensors, static_cast<double>(report.n_params) / 1e6,
              args.options.type, static_cast<double>(report.file_bytes) / (1024.0 * 1024.0), report.seconds);
 }
 
