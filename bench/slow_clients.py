@@ -21,25 +21,46 @@ def percentile(values, p):
     return values[k]
 
 
+def read_response(s):
+    """Reads one HTTP response: by Content-Length, chunked coding, or until close."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lower = head.lower()
+    if b"content-length:" in lower:
+        length = int(lower.split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(body) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    elif b"transfer-encoding: chunked" in lower:
+        while not body.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    else:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 def one_request(host, port, request, timeout):
-    """Sends a request on a new connection; returns (status or None, seconds)."""
+    """Sends a request on a new connection; returns (status or None, seconds to the whole answer)."""
     start = time.monotonic()
     try:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.settimeout(timeout)
             s.sendall(request)
-            data = b""
-            while b"\r\n" not in data:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-            # Read the rest until close (Connection: close) so the whole answer is timed.
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+            data = read_response(s)
         status = int(data[9:12]) if data.startswith(b"HTTP/1.") else None
         return status, time.monotonic() - start
     except (OSError, ValueError):

@@ -594,7 +594,7 @@ int serve(const ServeOptions& options) {
     stop_http();
     throw;
   }
-  std::fprintf(stderr, "okapi: model loaded, serving (%d slots)\n", options.n_slots);
+  std::fprintf(stderr, "okapi: model loaded, serving (%d slot%s)\n", options.n_slots, options.n_slots == 1 ? "" : "s");
 
   while (g_signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Drain: /health says 503, new generations are refused, those in flight finish (a second signal

@@ -205,6 +205,19 @@ TEST(ServePort, APortInUseIsAnErrorNamingIt) {
       << cli.output;
 }
 
+// The trained-context warning compares each slot's context (-c / -np) with the trained one, not
+// -c's total: stories260K was trained on 2048.
+TEST(ServeWarnings, SlotContextIsComparedWithTheTrainedContext) {
+  const std::string serve = "timeout 4 " + test::cli_path().string() + " serve --port 0 -m " +
+                            (test::repo_dir() / "models" / "stories260K.gguf").string();
+  const auto shared = test::run_command(serve + " -c 8192 -np 4");  // 2048 each: no warning
+  EXPECT_EQ(shared.output.find("beyond the model's trained context"), std::string::npos) << shared.output;
+  EXPECT_NE(shared.output.find("serving (4 slots)"), std::string::npos) << shared.output;
+  const auto beyond = test::run_command(serve + " -c 8192 -np 2");  // 4096 each
+  EXPECT_NE(beyond.output.find("-c/-np 4096 is beyond the model's trained context (2048)"), std::string::npos)
+      << beyond.output;
+}
+
 // 300 connections each trickling one header byte a second (the slowloris, scaled to the
 // test's time): /health answers at once and a completion completes. With a thread per
 // connection, /health waited for the trickling ones to time out (40 s and more).
