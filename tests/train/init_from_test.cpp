@@ -216,13 +216,21 @@ TEST_F(InitFrom, AGivenTokenizerMustMatchTheModelsVocabulary) {
   Trainer trainer(o, nullptr);
   EXPECT_TRUE(trainer.tokenizer().llama2c.has_value());
   EXPECT_EQ(trainer.tokenizer().vocab_size(), 512);
-  // The same model with a 448-row embedding and output: the vocabulary no longer fits.
+  // The same model with a 448-token vocabulary (embedding, output and its own tokenizer arrays cut
+  // to 448, so the file itself is consistent): the given 512-token tokenizer no longer fits.
   const auto keep = [](const gguf::TensorInfo& t) { return t.name != "token_embd.weight" && t.name != "output.weight"; };
   const gguf::File dense = gguf::File::open(kDense);
   const fs::path small = rewrite("small-vocab.gguf", keep, [&](gguf::Writer& w) {
     for (const char* name : {"token_embd.weight", "output.weight"}) {
       const gguf::TensorInfo& t = dense.tensor(name);
       w.add_tensor_view(name, t.type, {t.shape[0], 448}, t.bytes().first(static_cast<size_t>(448 * t.shape[0] * 4)));
+    }
+    for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"}) {
+      const gguf::Value* value = dense.find(key);
+      if (value == nullptr) continue;
+      gguf::Array cut = value->as_array();
+      cut.items.resize(448);
+      w.set(key, gguf::Value(std::move(cut)));
     }
   });
   o = options(small, "small-vocab");
