@@ -134,6 +134,12 @@ class ServerState {
   bool authorized(const Request& req) const;
   void handle_generation(const Request& req, Response& res, bool chat);
   std::vector<TokenId> completion_prompt(const Json& body) const;
+  // 400 context_length_exceeded; `tokens` says how many ("1234", "at least 5000").
+  [[noreturn]] void throw_context_exceeded(bool chat, const std::string& tokens) const;
+  // Text of `prompt_bytes` bytes has at least bytes / max_bytes_per_token tokens: a prompt that
+  // cannot fit is refused before tokenizing it (an 8 MiB prompt took seconds and ~200 MB).
+  void refuse_far_beyond_context(size_t prompt_bytes, bool chat) const;
+  static constexpr size_t kPrecheckBodyBytes = 64 * 1024;
   // The prompt a conversation renders to; a template's raise_exception or failure is a 400.
   std::string render_chat(const ChatInput& input) const;
   // Its tokens: control tokens only from the template's own text (unless allow_special_in_content).
@@ -173,6 +179,21 @@ bool ServerState::authorized(const Request& req) const {
   return std::find(options_.api_keys.begin(), options_.api_keys.end(), key) != options_.api_keys.end();
 }
 
+void ServerState::throw_context_exceeded(bool chat, const std::string& tokens) const {
+  throw ApiError(400, "invalid_request_error",
+                 fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} tokens.",
+                             scheduler_->options().n_ctx_per_slot, chat ? "messages" : "prompt", tokens),
+                 chat ? "messages" : "prompt", "context_length_exceeded");
+}
+
+void ServerState::refuse_far_beyond_context(size_t prompt_bytes, bool chat) const {
+  const size_t per_token = engine_->tokenizer().max_bytes_per_token();
+  if (per_token == 0) return;
+  const size_t at_least = prompt_bytes / per_token;
+  if (static_cast<int64_t>(at_least) >= scheduler_->options().n_ctx_per_slot)
+    throw_context_exceeded(chat, fmt::format("at least {}", at_least));
+}
+
 std::vector<TokenId> ServerState::completion_prompt(const Json& body) const {
   const auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw_bad_request("prompt", "'prompt' is required");
@@ -180,6 +201,7 @@ std::vector<TokenId> ServerState::completion_prompt(const Json& body) const {
   // A one-element array is that element (OpenAI's batch form, n = 1).
   if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) prompt = &(*prompt)[0];
   if (prompt->is_string()) {
+    refuse_far_beyond_context(prompt->get_ref<const std::string&>().size(), false);
     tokenizer::EncodeOptions encode;
     encode.parse_special = true;
     auto tokens = engine_->tokenizer().encode(prompt->get<std::string>(), encode);
@@ -260,18 +282,17 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
   JobRequest job_request;
   if (chat) {
-    job_request.prompt = chat_tokens(parse_chat_input(body));
+    const ChatInput input = parse_chat_input(body);
+    // A large conversation is rendered once more first, so that one far beyond the context is
+    // refused before it is tokenized.
+    if (req.body.size() > kPrecheckBodyBytes) refuse_far_beyond_context(render_chat(input).size(), true);
+    job_request.prompt = chat_tokens(input);
     if (job_request.prompt.empty()) throw_bad_request("messages", "the rendered conversation has no tokens");
   } else {
     job_request.prompt = completion_prompt(body);
   }
-  const int64_t n_ctx = scheduler_->options().n_ctx_per_slot;
-  if (static_cast<int64_t>(job_request.prompt.size()) >= n_ctx)
-    throw ApiError(400, "invalid_request_error",
-                   fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
-                               "tokens.",
-                               n_ctx, chat ? "messages" : "prompt", job_request.prompt.size()),
-                   chat ? "messages" : "prompt", "context_length_exceeded");
+  if (static_cast<int64_t>(job_request.prompt.size()) >= scheduler_->options().n_ctx_per_slot)
+    throw_context_exceeded(chat, fmt::format("{}", job_request.prompt.size()));
   job_request.sampling = params.sampling;
   job_request.max_tokens = params.max_tokens;
   job_request.stop = params.stop;

@@ -248,6 +248,12 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::make_unique<Vocab>(std::move(voc
     case ModelKind::BPE: session_ = make_bpe_session(v); break;
     case ModelKind::WPM: session_ = make_wpm_session(v); break;
   }
+  // A token's text is at least as long as the input it covers (SPM writes a space as 3-byte U+2581
+  // and a byte as <0xNN>; byte-level BPE maps a byte to 1-2 bytes), unless input is normalized away.
+  if (v.kind != ModelKind::WPM && !v.remove_extra_whitespaces && v.strip.empty()) {
+    for (const std::string& text : v.tokens) max_bytes_per_token_ = std::max(max_bytes_per_token_, text.size());
+    max_bytes_per_token_ = std::max<size_t>(max_bytes_per_token_, 4);  // an unknown character
+  }
   // llama.cpp's cache_special_tokens: every control, user-defined and unknown token, longest text
   // first (ties by id; llama.cpp's std::sort leaves them unspecified).
   for (size_t id = 0; id < v.size(); ++id) {

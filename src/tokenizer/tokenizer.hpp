@@ -54,6 +54,11 @@ class Tokenizer {
   // As llama_detokenize(remove_special = false, unparse_special = special): the space prefix of the
   // first piece is dropped (add_space_prefix), BPE/WPM spaces are cleaned (clean_spaces).
   std::string decode(std::span<const TokenId> ids, bool special = false) const;
+  // The most input bytes one token can stand for, so that text of B bytes has at least
+  // B / max_bytes_per_token() tokens (a cheap refusal of prompts far beyond a context, before
+  // tokenizing them); 0 when no such bound holds (WPM normalizes, and whitespace collapsing or
+  // stripping drops input bytes).
+  size_t max_bytes_per_token() const { return max_bytes_per_token_; }
 
  private:
   // plain: byte ranges of text (sorted, disjoint) where control tokens are not recognised; null: none.
@@ -63,6 +68,7 @@ class Tokenizer {
   std::unique_ptr<Vocab> vocab_;  // on the heap: sessions keep a reference across moves
   std::unique_ptr<Session> session_;
   std::vector<TokenId> special_tokens_;  // control / user-defined / unknown, longest text first
+  size_t max_bytes_per_token_ = 0;
 };
 
 // Streaming detokenization: feed ids one at a time, get back only complete UTF-8 characters;

@@ -287,6 +287,18 @@ TEST_F(HostileClients, PostsNeedAJsonContentType) {
   EXPECT_EQ(status_of(round_trip(port_, post_request("/tokenize", R"({"content": "hi"})", "text/plain"))), 415);
 }
 
+// A prompt that cannot fit is refused from its size, before it is tokenized.
+TEST_F(HostileClients, APromptFarBeyondTheContextIsRefusedFromItsSize) {
+  const nlohmann::json completion = {{"prompt", std::string(2 << 20, 'a')}, {"max_tokens", 1}};
+  const nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", std::string(2 << 20, 'a')}}}}, {"max_tokens", 1}};
+  for (const auto& [path, body] : {std::pair{"/v1/completions", completion}, std::pair{"/v1/chat/completions", chat}}) {
+    const std::string response = round_trip(port_, post_request(path, body.dump(), "application/json"));
+    EXPECT_EQ(status_of(response), 400) << path;
+    EXPECT_NE(response.find("context_length_exceeded"), std::string::npos) << response.substr(0, 400);
+    EXPECT_NE(response.find("resulted in at least"), std::string::npos) << response.substr(0, 400);
+  }
+}
+
 TEST_F(HostileClients, DeepJsonIs400) {
   const std::string response =
       round_trip(port_, post_request("/v1/chat/completions", std::string(1'000'000, '['), "application/json"));
