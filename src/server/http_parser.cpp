@@ -73,6 +73,23 @@ bool Request::has_header(std::string_view lower_name) const {
   return std::any_of(headers.begin(), headers.end(), [&](const auto& h) { return h.first == lower_name; });
 }
 
+size_t RequestParser::line_part(std::string_view rest) {
+  const size_t newline = rest.find('\n');
+  return newline == std::string_view::npos ? rest.size() : newline + 1;
+}
+
+bool RequestParser::add_to_line(std::string_view part, std::string& line) {
+  if (part.empty() || part.back() != '\n') {
+    line_.append(part);
+    return false;
+  }
+  line_.append(part.substr(0, part.size() - 1));
+  if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+  line = std::move(line_);
+  line_.clear();
+  return true;
+}
+
 void RequestParser::fail(int status, std::string message) {
   if (state_ == State::Error) return;
   state_ = State::Error;
@@ -88,8 +105,7 @@ size_t RequestParser::feed(std::string_view bytes) {
       continue;
     }
     const std::string_view rest = bytes.substr(used);
-    const size_t newline = rest.find('\n');
-    const size_t take = newline == std::string_view::npos ? rest.size() : newline + 1;
+    const size_t take = line_part(rest);
     if (header_bytes_ + take > limits_.max_header_bytes) {
       if (!seen_request_line_)
         fail(414, "the request line is too long");
@@ -99,14 +115,8 @@ size_t RequestParser::feed(std::string_view bytes) {
     }
     header_bytes_ += take;
     used += take;
-    if (newline == std::string_view::npos) {
-      line_.append(rest);
-      break;
-    }
-    line_.append(rest.substr(0, newline));
-    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
-    std::string line = std::move(line_);
-    line_.clear();
+    std::string line;
+    if (!add_to_line(rest.substr(0, take), line)) break;
     if (line.find('\r') != std::string::npos) {
       fail(400, "a bare CR in the request head");
     } else if (!seen_request_line_) {
@@ -270,8 +280,7 @@ size_t RequestParser::feed_chunked(std::string_view bytes) {
       continue;
     }
     // Size, DataEnd and Trailer parts are lines.
-    const size_t newline = rest.find('\n');
-    const size_t take = newline == std::string_view::npos ? rest.size() : newline + 1;
+    const size_t take = line_part(rest);
     const size_t limit = chunk_part_ == ChunkPart::Trailer ? limits_.max_header_bytes : kMaxChunkLine;
     if (line_.size() + take > limit) {
       fail(chunk_part_ == ChunkPart::Trailer ? 431 : 400, "a chunk-size or trailer line is too long");
@@ -285,14 +294,8 @@ size_t RequestParser::feed_chunked(std::string_view bytes) {
       }
     }
     used += take;
-    if (newline == std::string_view::npos) {
-      line_.append(rest);
-      break;
-    }
-    line_.append(rest.substr(0, newline));
-    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
-    const std::string line = std::move(line_);
-    line_.clear();
+    std::string line;
+    if (!add_to_line(rest.substr(0, take), line)) break;
     if (line.find('\r') != std::string::npos) {
       fail(400, "a bare CR in a chunked body");
       break;

@@ -69,6 +69,11 @@ class RequestParser {
 
  private:
   void fail(int status, std::string message);
+  // The bytes of `rest` that belong to the line being read: up to and including its '\n'.
+  static size_t line_part(std::string_view rest);
+  // Adds `part` (from line_part) to the line being read; true, with the whole line (its CRLF or LF
+  // removed) in `line`, when `part` ends it.
+  bool add_to_line(std::string_view part, std::string& line);
   // One line of the header block (without its line ending).
   void on_header_line(std::string_view line);
   void on_request_line(std::string_view line);
