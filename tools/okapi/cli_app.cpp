@@ -11,6 +11,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "common_flags.hpp"
 #include "core/error.hpp"
 #include "verbs.hpp"
 
@@ -218,7 +219,10 @@ Outcome run_verb(const std::vector<std::string>& args, const CliMode& mode) {
 
 }  // namespace
 
-int run_command_line(const std::vector<std::string>& args, const CliMode& mode) {
+int run_command_line(const std::vector<std::string>& arguments, const CliMode& mode) {
+  // llama.cpp's -ngl, -fa, -cnv, ... first: CLI11 would read -fa as -f a and -cnv as -c nv.
+  std::vector<std::string> args = arguments;
+  if (const int code = accept_llama_habits(args); code != 0) return code;
   const Outcome outcome = run_verb(args, mode);
   // A verb that failed has said why; one that succeeded has not yet checked its stdout (run,
   // tokenize and bench print and flush without looking): a full disk or a closed pipe is an error.

@@ -17,6 +17,6 @@ struct CliMode {
 };
 
 // `args` excludes the program name: {"run", "-m", "model.gguf"}.
-int run_command_line(const std::vector<std::string>& args, const CliMode& mode = {});
+int run_command_line(const std::vector<std::string>& arguments, const CliMode& mode = {});
 
 }  // namespace okapi::cli
