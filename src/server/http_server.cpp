@@ -318,8 +318,9 @@ void Server::fail_connection(Connection& c, int status, const std::string& messa
   answer_from_loop(c, std::move(r), false);
 }
 
-bool Server::answer_from_loop(Connection& c, Response&& response, bool keep_alive) {
-  const std::string text = head_of(response, false, response.body.size(), keep_alive, false) + response.body;
+bool Server::answer_from_loop(Connection& c, Response&& response, bool keep_alive, bool head_only) {
+  std::string text = head_of(response, false, response.body.size(), keep_alive, false);
+  if (!head_only) text += response.body;
   // Small answers: all of it fits the socket's buffer, or the client is not reading and is dropped.
   const ssize_t sent = ::send(c.fd, text.data(), text.size(), MSG_NOSIGNAL);
   if (sent != static_cast<ssize_t>(text.size())) {
@@ -367,7 +368,7 @@ bool Server::dispatch(Connection& c) {
   Response response;
   if (app_.answer_on_loop && app_.answer_on_loop(request, response)) {
     const bool keep = request.keep_alive && !response.close_connection;
-    return answer_from_loop(c, std::move(response), keep);
+    return answer_from_loop(c, std::move(response), keep, request.method == "HEAD");
   }
   const int fd = c.fd;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);

@@ -113,7 +113,7 @@ class Server {
   void process_input(Connection& c);  // parse what is buffered; may dispatch or close c
   // Each returns true when `c` is still on the loop, ready for its next request.
   bool dispatch(Connection& c);
-  bool answer_from_loop(Connection& c, Response&& response, bool keep_alive);
+  bool answer_from_loop(Connection& c, Response&& response, bool keep_alive, bool head_only = false);
   void fail_connection(Connection& c, int status, const std::string& message);
   void start_lingering_close(Connection& c);
   void close_connection(int fd);

@@ -299,6 +299,22 @@ TEST_F(HostileClients, APromptFarBeyondTheContextIsRefusedFromItsSize) {
   }
 }
 
+// HEAD gets the headers of GET, Content-Length included, and no body (the connection stays usable).
+TEST_F(HostileClients, HeadHasNoBody) {
+  const int fd = connect_to(port_);
+  ASSERT_TRUE(send_all(fd, "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n" + kHealth));
+  const std::string both = read_until_close(fd, std::chrono::seconds(5));
+  ::close(fd);
+  const size_t second = both.find("HTTP/1.1", 1);
+  ASSERT_NE(second, std::string::npos) << both;
+  const std::string head = both.substr(0, second);
+  EXPECT_EQ(status_of(head), 200) << head;
+  EXPECT_NE(head.find("Content-Length: 15"), std::string::npos) << head;
+  EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << head;
+  EXPECT_EQ(status_of(both.substr(second)), 200);
+  EXPECT_NE(both.find("{\"status\":\"ok\"}"), std::string::npos);
+}
+
 TEST_F(HostileClients, DeepJsonIs400) {
   const std::string response =
       round_trip(port_, post_request("/v1/chat/completions", std::string(1'000'000, '['), "application/json"));
