@@ -15,7 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -161,20 +163,35 @@ int connect_to(int port) {
   // client's ports in TIME_WAIT and run out of them within a minute (connect then fails).
   const linger abort_on_close{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+  // libFuzzer's timers interrupt system calls (EINTR): a connect goes on in the background then.
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::perror("http_fuzz: connect");
-    finding("the server stopped accepting");
+    int error = errno;
+    if (error == EINTR) {
+      pollfd p{fd, POLLOUT, 0};
+      while (::poll(&p, 1, 5000) < 0 && errno == EINTR) {
+      }
+      socklen_t size = sizeof(error);
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+    }
+    if (error != 0) {
+      std::fprintf(stderr, "http_fuzz: connect: %s\n", std::strerror(error));
+      finding("the server stopped accepting");
+    }
   }
   return fd;
 }
 
+// Reads until the server closes, or nothing comes for timeout_ms (EINTR is retried).
 std::string drain(int fd, int timeout_ms) {
   std::string out;
   char buffer[8192];
   while (true) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) break;
+    const int ready = ::poll(&p, 1, timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
     const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buffer, static_cast<size_t>(n));
   }
@@ -189,8 +206,10 @@ void fuzz_server(std::string_view stream, uint8_t seed) {
   while (offset < stream.size()) {
     state = state * 1103515245u + 12345u;
     const size_t n = std::min<size_t>(1 + (state >> 16) % 64, stream.size() - offset);
-    if (::send(fd, stream.data() + offset, n, MSG_NOSIGNAL) < 0) break;
-    offset += n;
+    const ssize_t sent = ::send(fd, stream.data() + offset, n, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0) break;
+    offset += static_cast<size_t>(sent);
   }
   ::shutdown(fd, SHUT_WR);
   const std::string answer = drain(fd, 2000);
@@ -202,7 +221,8 @@ void fuzz_server(std::string_view stream, uint8_t seed) {
   for (int attempt = 0;; ++attempt) {
     const int probe = connect_to(server.port());
     static constexpr std::string_view kHealth = "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n";
-    ::send(probe, kHealth.data(), kHealth.size(), MSG_NOSIGNAL);
+    while (::send(probe, kHealth.data(), kHealth.size(), MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
     const std::string health = drain(probe, 5000);
     ::close(probe);
     if (health.rfind("HTTP/1.1 200", 0) == 0) return;
