@@ -9,7 +9,7 @@
 namespace okapi::runtime {
 
 LookupDrafter::LookupDrafter(int max_ngram) : max_ngram_(max_ngram) {
-  if (max_ngram < 1) throw_error("--lookup: the n-gram length must be at least 1, got {}", max_ngram);
+  if (max_ngram < 1) throw_error("prompt lookup matches at least 1 token, got {}", max_ngram);
 }
 
 std::vector<DraftToken> LookupDrafter::draft(std::span<const TokenId> context, int max, const sample::Sampler&) {
@@ -129,6 +129,40 @@ std::vector<DraftToken> ModelDrafter::draft(std::span<const TokenId> context, in
   return out;
 }
 
+DrafterFactory::DrafterFactory(const DrafterOptions& options, Engine& target, const EngineOptions& engine_options)
+    : options_(options), target_(target) {
+  if (options_.draft_min > options_.draft_max)
+    throw_error("at least {} drafts a round were asked for, but at most {}", options_.draft_min, options_.draft_max);
+  if (options_.lookup > 0) {
+    name_ = "lookup";
+  } else if (!options_.draft_model.empty()) {
+    draft_engine_ = Engine::load_sharing_threads(options_.draft_model, engine_options, target);
+    check_draft_vocabulary(target, *draft_engine_);
+    name_ = "draft model";
+  } else if (!options_.skip_layers.empty()) {
+    skip_layers_ = parse_layer_list(options_.skip_layers, target.hparams().n_layer);
+    if (!target.model().can_skip_layers())
+      throw_error("the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)", target.hparams().arch);
+    name_ = "layer skip " + options_.skip_layers;
+  }
+}
+
+std::unique_ptr<Drafter> DrafterFactory::make(kv::KvStore& slot_kv, uint32_t seed) const {
+  ModelDrafterOptions model_options;
+  model_options.p_min = options_.p_min;
+  model_options.seed = seed;
+  if (options_.lookup > 0) return std::make_unique<LookupDrafter>(options_.lookup);
+  if (draft_engine_) {
+    auto kv = draft_engine_->make_kv(slot_kv.n_ctx(), {.batch = 512});
+    return std::make_unique<ModelDrafter>(*draft_engine_, std::move(kv), name_, model_options);
+  }
+  if (!skip_layers_.empty()) {
+    model_options.skip_layers = skip_layers_;
+    return std::make_unique<ModelDrafter>(target_, slot_kv, name_, model_options);
+  }
+  return nullptr;
+}
+
 void check_draft_vocabulary(const Engine& target, const Engine& draft) {
   const auto& a = target.tokenizer().vocab();
   const auto& b = draft.tokenizer().vocab();
@@ -149,9 +183,9 @@ std::vector<uint8_t> parse_layer_list(const std::string& list, int64_t n_layer) 
   std::vector<uint8_t> skip(static_cast<size_t>(n_layer), 0);
   const auto number = [&](const std::string& text) {
     if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      throw_error("--draft-skip '{}': '{}' is not a layer number (a list like 1,3,5-7)", list, text);
+      throw_error("the layer list '{}': '{}' is not a layer number (a list like 1,3,5-7)", list, text);
     const int64_t v = std::stoll(text);
-    if (v >= n_layer) throw_error("--draft-skip '{}': layer {} does not exist (the model has layers 0-{})", list, v, n_layer - 1);
+    if (v >= n_layer) throw_error("the layer list '{}': layer {} does not exist (the model has layers 0-{})", list, v, n_layer - 1);
     return v;
   };
   size_t start = 0;
@@ -161,12 +195,12 @@ std::vector<uint8_t> parse_layer_list(const std::string& list, int64_t n_layer) 
     const size_t dash = item.find('-');
     const int64_t lo = number(dash == std::string::npos ? item : item.substr(0, dash));
     const int64_t hi = dash == std::string::npos ? lo : number(item.substr(dash + 1));
-    if (hi < lo) throw_error("--draft-skip '{}': the range {} runs backwards", list, item);
+    if (hi < lo) throw_error("the layer list '{}': the range {} runs backwards", list, item);
     for (int64_t l = lo; l <= hi; ++l) skip[static_cast<size_t>(l)] = 1;
     start = comma + 1;
   }
   if (std::all_of(skip.begin(), skip.end(), [](uint8_t s) { return s != 0; }))
-    throw_error("--draft-skip '{}': every layer would be skipped", list);
+    throw_error("the layer list '{}': every layer would be skipped", list);
   return skip;
 }
 

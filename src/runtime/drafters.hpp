@@ -70,6 +70,38 @@ class ModelDrafter final : public Drafter {
   CatchUp last_catch_up_;
 };
 
+// Which drafter speculative decoding uses (at most one kind), and how many tokens a round.
+struct DrafterOptions {
+  int lookup = 0;               // > 0: prompt lookup, matching up to this many tokens
+  std::string draft_model;      // a draft model's file
+  std::string skip_layers;      // layer-skip self-drafting: the layers left out ("1,3,5-7")
+  int draft_max = 16;           // most drafts a round
+  int draft_min = 0;            // fewer drafts than this are not verified
+  float p_min = 0.0f;           // a model drafter stops below this probability of its pick
+  bool enabled() const { return lookup > 0 || !draft_model.empty() || !skip_layers.empty(); }
+};
+
+// Makes the drafters of `options` for a target engine, one per sequence slot: loads and checks
+// what they share once (a draft model on the target's thread pool, with the target's vocabulary;
+// the layer list against the target's layers). Throws okapi::Error for a draft model that cannot
+// draft for the target, a bad layer list or an architecture that cannot skip layers.
+class DrafterFactory {
+ public:
+  DrafterFactory(const DrafterOptions& options, Engine& target, const EngineOptions& engine_options);
+  // A drafter for the slot whose cache is `slot_kv` (a layer-skip drafter reads it; a draft
+  // model gets a cache of its own as large), its RNG seeded with `seed`.
+  std::unique_ptr<Drafter> make(kv::KvStore& slot_kv, uint32_t seed) const;
+  const DrafterOptions& options() const { return options_; }
+  std::string_view name() const { return name_; }  // "lookup", "draft model", "layer skip 1,3"
+
+ private:
+  DrafterOptions options_;
+  Engine& target_;
+  std::unique_ptr<Engine> draft_engine_;
+  std::vector<uint8_t> skip_layers_;
+  std::string name_;
+};
+
 // Throws okapi::Error naming both files when a draft model cannot draft for the target: another
 // vocabulary size, other token texts or special tokens (the same id must mean the same token).
 void check_draft_vocabulary(const Engine& target, const Engine& draft);

@@ -31,13 +31,11 @@ std::string SamplerConfig::describe_chain() const {
   return "penalties -> top-k -> typical -> top-p -> min-p -> temp -> dist";
 }
 
-namespace {
 uint32_t resolve_seed(uint32_t seed) {
   if (seed != kRandomSeed) return seed;
   std::random_device device;
   return device();
 }
-}  // namespace
 
 Sampler::Sampler(SamplerConfig config)
     : config_(config),

@@ -44,6 +44,9 @@ struct SamplerConfig {
   std::string describe_chain() const;
 };
 
+// `seed`, or a random one for kRandomSeed (what a Sampler of that seed uses).
+uint32_t resolve_seed(uint32_t seed);
+
 class Sampler {
  public:
   explicit Sampler(SamplerConfig config);

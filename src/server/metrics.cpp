@@ -12,7 +12,7 @@ void add(std::string& out, const char* name, const char* type, const char* help,
 
 }  // namespace
 
-std::string prometheus_text(const SchedulerCounters& c, int n_slots) {
+std::string prometheus_text(const runtime::SchedulerCounters& c, int n_slots) {
   std::string out;
   add(out, "prompt_tokens_total", "counter", "Prompt tokens evaluated (reused cache not counted).",
       static_cast<double>(c.prompt_tokens));

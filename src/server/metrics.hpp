@@ -3,10 +3,10 @@
 #pragma once
 #include <string>
 
-#include "server/scheduler.hpp"
+#include "runtime/scheduler.hpp"
 
 namespace okapi::server {
 
-std::string prometheus_text(const SchedulerCounters& counters, int n_slots);
+std::string prometheus_text(const runtime::SchedulerCounters& counters, int n_slots);
 
 }  // namespace okapi::server

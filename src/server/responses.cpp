@@ -28,33 +28,46 @@ Json header_json(const ResponseHeader& h, const char* object) {
 
 }  // namespace
 
+const char* finish_reason_name(runtime::StopReason reason) {
+  switch (reason) {
+    case runtime::StopReason::EndOfGeneration:
+    case runtime::StopReason::StopString: return "stop";
+    case runtime::StopReason::TokenLimit:
+    case runtime::StopReason::ContextFull: return "length";
+    case runtime::StopReason::Interrupted: return "cancelled";
+    case runtime::StopReason::Error: return "error";
+  }
+  return "stop";
+}
+
 std::string make_response_id(const std::string& prefix) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   return prefix + fmt::format("{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
 
-Json usage_json(const JobStats& stats) {
+Json usage_json(const GenerationStats& stats) {
   Json u;
   u["prompt_tokens"] = stats.prompt_tokens;
-  u["completion_tokens"] = stats.completion_tokens;
-  u["total_tokens"] = stats.prompt_tokens + stats.completion_tokens;
+  u["completion_tokens"] = stats.generated_tokens;
+  u["total_tokens"] = stats.prompt_tokens + stats.generated_tokens;
   u["prompt_tokens_details"] = {{"cached_tokens", stats.cached_tokens}};
   return u;
 }
 
-Json timings_json(const JobStats& stats) {
+Json timings_json(const GenerationStats& stats) {
   const auto n_prompt = stats.prompt_tokens - stats.cached_tokens;
   Json t;
   t["cache_n"] = stats.cached_tokens;
   t["prompt_n"] = n_prompt;
-  t["prompt_ms"] = stats.prompt_ms;
-  t["prompt_per_second"] = stats.prompt_ms > 0 ? static_cast<double>(n_prompt) * 1e3 / stats.prompt_ms : 0.0;
-  t["predicted_n"] = stats.completion_tokens;
-  t["predicted_ms"] = stats.predicted_ms;
+  t["prompt_ms"] = stats.prompt_seconds * 1e3;
+  t["prompt_per_second"] = stats.prompt_tokens_per_second();
+  t["predicted_n"] = stats.generated_tokens;
+  t["predicted_ms"] = stats.generation_seconds * 1e3;
   // The first token comes with the prompt pass: the rate counts the tokens after it.
-  t["predicted_per_second"] =
-      stats.predicted_ms > 0 ? static_cast<double>(stats.completion_tokens - 1) * 1e3 / stats.predicted_ms : 0.0;
-  t["queued_ms"] = stats.queued_ms;
+  t["predicted_per_second"] = stats.generation_seconds > 0
+                                  ? static_cast<double>(stats.generated_tokens - 1) / stats.generation_seconds
+                                  : 0.0;
+  t["queued_ms"] = stats.queued_seconds * 1e3;
   if (stats.drafted_tokens > 0) {  // llama-server's names
     t["draft_n"] = stats.drafted_tokens;
     t["draft_n_accepted"] = stats.accepted_tokens;
@@ -121,7 +134,7 @@ Json completion_chunk(const ResponseHeader& h, const std::string& text, const Js
   return j;
 }
 
-Json usage_chunk(const ResponseHeader& h, bool chat, const JobStats& stats) {
+Json usage_chunk(const ResponseHeader& h, bool chat, const GenerationStats& stats) {
   Json j = header_json(h, chat ? "chat.completion.chunk" : "text_completion");
   j["choices"] = Json::array();
   j["usage"] = usage_json(stats);
@@ -130,7 +143,7 @@ Json usage_chunk(const ResponseHeader& h, bool chat, const JobStats& stats) {
 }
 
 Json chat_response(const ResponseHeader& h, const std::string& text, const Json& logprobs, const char* finish_reason,
-                   const JobStats& stats) {
+                   const GenerationStats& stats) {
   Json j = header_json(h, "chat.completion");
   Json choice;
   choice["index"] = 0;
@@ -144,7 +157,7 @@ Json chat_response(const ResponseHeader& h, const std::string& text, const Json&
 }
 
 Json completion_response(const ResponseHeader& h, const std::string& text, const Json& logprobs,
-                         const char* finish_reason, const JobStats& stats) {
+                         const char* finish_reason, const GenerationStats& stats) {
   Json j = completion_chunk(h, text, logprobs, finish_reason);
   j["usage"] = usage_json(stats);
   j["timings"] = timings_json(stats);

@@ -7,11 +7,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/job.hpp"
+#include "runtime/generation.hpp"
 
 namespace okapi::server {
 
 using Json = nlohmann::ordered_json;
+using runtime::GenerationStats;
+using runtime::TokenLogprob;
+using tokenizer::TokenId;
+
+// OpenAI's finish_reason: "stop" (end of generation or a stop string) or "length" (the token
+// limit or a full context); "cancelled" and "error" for the others.
+const char* finish_reason_name(runtime::StopReason reason);
 
 struct ResponseHeader {
   std::string id;       // chatcmpl-... / cmpl-...
@@ -22,8 +29,8 @@ struct ResponseHeader {
 // A random id with `prefix` ("chatcmpl-", "cmpl-").
 std::string make_response_id(const std::string& prefix);
 
-Json usage_json(const JobStats& stats);
-Json timings_json(const JobStats& stats);
+Json usage_json(const GenerationStats& stats);
+Json timings_json(const GenerationStats& stats);
 // Chat: {"content": [{token, logprob, bytes, top_logprobs}]}; completions: the legacy lists.
 Json chat_logprobs_json(const std::vector<TokenLogprob>& tokens);
 Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, size_t text_offset);
@@ -33,13 +40,13 @@ Json chat_chunk(const ResponseHeader& h, const Json& delta, const Json& logprobs
 Json completion_chunk(const ResponseHeader& h, const std::string& text, const Json& logprobs,
                       const char* finish_reason);
 // The final chunk with usage and no choices (stream_options.include_usage).
-Json usage_chunk(const ResponseHeader& h, bool chat, const JobStats& stats);
+Json usage_chunk(const ResponseHeader& h, bool chat, const GenerationStats& stats);
 
 // Whole responses.
 Json chat_response(const ResponseHeader& h, const std::string& text, const Json& logprobs, const char* finish_reason,
-                   const JobStats& stats);
+                   const GenerationStats& stats);
 Json completion_response(const ResponseHeader& h, const std::string& text, const Json& logprobs,
-                         const char* finish_reason, const JobStats& stats);
+                         const char* finish_reason, const GenerationStats& stats);
 
 // JSON text with invalid UTF-8 (a token's partial character) replaced by U+FFFD.
 std::string to_text(const Json& json);

@@ -23,7 +23,7 @@
 #include "server/metrics.hpp"
 #include "server/request_params.hpp"
 #include "server/responses.hpp"
-#include "server/scheduler.hpp"
+#include "runtime/scheduler.hpp"
 
 namespace okapi::server {
 
@@ -78,29 +78,15 @@ class ServerState {
       throw_error("-c {} cannot be shared by {} slots (-np): each needs at least one cell", total, options_.n_slots);
     chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
                                                   options_.allow_special_in_content);
-    SchedulerOptions so;
+    if (options_.drafting.enabled()) drafters_.emplace(options_.drafting, *engine_, options_.engine);
+    runtime::SchedulerOptions so;
     so.n_slots = options_.n_slots;
     so.n_ctx_per_slot = per_slot;
     so.batch_size = options_.batch_size;
     so.max_queue = options_.max_queue;
-    so.draft_max = options_.draft_max;
-    so.draft_min = options_.draft_min;
-    if (!options_.draft_model.empty()) {
-      draft_engine_ = runtime::Engine::load_sharing_threads(options_.draft_model, options_.engine, *engine_);
-      runtime::check_draft_vocabulary(*engine_, *draft_engine_);
-      so.make_drafter = [this, per_slot](int slot) -> std::unique_ptr<runtime::Drafter> {
-        runtime::ModelDrafterOptions drafter;
-        drafter.p_min = options_.draft_p_min;
-        drafter.seed = 0x9e3779b9u + static_cast<uint32_t>(slot);
-        return std::make_unique<runtime::ModelDrafter>(*draft_engine_, draft_engine_->make_kv(per_slot, {.batch = 512}),
-                                                       "draft model", drafter);
-      };
-    } else if (options_.lookup > 0) {
-      so.make_drafter = [this](int) -> std::unique_ptr<runtime::Drafter> {
-        return std::make_unique<runtime::LookupDrafter>(options_.lookup);
-      };
-    }
-    scheduler_ = std::make_unique<Scheduler>(*engine_, so);
+    so.drafters = drafters_ ? &*drafters_ : nullptr;
+    so.context_flag = "-c/-np";  // each slot's context (-c / -np) is what meets the trained context
+    scheduler_ = std::make_unique<runtime::Scheduler>(*engine_, so);
     model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
     loaded_at_ = static_cast<int64_t>(std::time(nullptr));
     ready_.store(true);
@@ -114,7 +100,7 @@ class ServerState {
   void unload() {
     scheduler_.reset();
     chat_.reset();
-    draft_engine_.reset();
+    drafters_.reset();
     engine_.reset();
   }
 
@@ -148,9 +134,9 @@ class ServerState {
 
   const ServeOptions& options_;
   std::unique_ptr<runtime::Engine> engine_;
-  std::unique_ptr<runtime::Engine> draft_engine_;  // before scheduler_: its drafters use it
+  std::optional<runtime::DrafterFactory> drafters_;  // before scheduler_: its drafters use it
   std::unique_ptr<runtime::ChatPrompt> chat_;
-  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<runtime::Scheduler> scheduler_;
   std::string model_id_;
   int64_t loaded_at_ = 0;
   std::atomic<bool> ready_{false};
@@ -271,7 +257,7 @@ Json ServerState::props() const {
   p["eos_token"] = chat_->eos_text();
   p["n_ctx"] = scheduler_->options().n_ctx_per_slot * options_.n_slots;
   p["slot_kv_bytes"] = scheduler_->slot_kv_bytes();
-  p["speculative"] = !options_.draft_model.empty() ? "draft model" : options_.lookup > 0 ? "lookup" : "none";
+  p["speculative"] = drafters_ ? std::string(drafters_->name()) : std::string("none");
   p["build_info"] = "okapi";
   return p;
 }
@@ -280,7 +266,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
   const Json body = parse_body(req.body);
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
-  JobRequest job_request;
+  runtime::SequenceRequest job_request;
   if (chat) {
     const ChatInput input = parse_chat_input(body);
     // A large conversation is rendered once more first, so that one far beyond the context is
@@ -298,10 +284,10 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   job_request.stop = params.stop;
   job_request.top_logprobs = params.top_logprobs;
   job_request.ignore_eos = params.ignore_eos;
-  std::shared_ptr<Job> job;
+  std::shared_ptr<runtime::Job> job;
   try {
     job = scheduler_->submit(std::move(job_request));
-  } catch (const QueueFull& e) {
+  } catch (const runtime::QueueFull& e) {
     throw ApiError(503, "unavailable_error", e.what());
   }
 
@@ -323,7 +309,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   const bool want_logprobs = params.top_logprobs >= 0;
   auto provider = [job, header, progress, chat, stream, include_usage, want_logprobs](http::StreamSink& sink) {
     if (progress->done) return true;
-    std::vector<JobEvent> events;
+    std::vector<runtime::SequenceEvent> events;
     job->take_events(events, std::chrono::milliseconds(100));
     const auto write = [&](const Json& j) {
       const std::string line = "data: " + to_text(j) + "\n\n";
@@ -331,8 +317,8 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
     };
     for (auto& event : events) {
       const char* finish = nullptr;
-      if (event.finish) {
-        if (*event.finish == FinishReason::Error) {
+      if (event.stop) {
+        if (*event.stop == runtime::StopReason::Error) {
           const Json error = error_body(500, "server_error", event.error);
           if (stream) {
             write(error);
@@ -344,13 +330,13 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
           sink.done();
           return true;
         }
-        finish = finish_reason_name(*event.finish == FinishReason::Length ? FinishReason::Length : FinishReason::Stop);
+        finish = finish_reason_name(*event.stop);
       }
       if (!stream) {
         progress->text += event.text;
         for (auto& lp : event.logprobs) progress->logprobs.push_back(std::move(lp));
-        if (event.finish) {
-          const JobStats stats = job->stats();
+        if (event.stop) {
+          const runtime::GenerationStats stats = job->stats();
           Json logprobs;
           if (want_logprobs)
             logprobs = chat ? chat_logprobs_json(progress->logprobs) : completion_logprobs_json(progress->logprobs, 0);

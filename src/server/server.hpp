@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
 
@@ -32,13 +33,8 @@ struct ServeOptions {
   bool allow_special_in_content = false;
   size_t max_queue = 64;
   size_t max_body_bytes = size_t{8} << 20;
-  // Speculative decoding in every slot: a draft model of the same vocabulary (its own cache per
-  // slot), or prompt lookup of up to `lookup` tokens; at most one of them.
-  std::string draft_model;
-  int lookup = 0;
-  int draft_max = 16;
-  int draft_min = 0;
-  float draft_p_min = 0.0f;
+  // Speculative decoding in every slot (a draft model gets its own cache per slot).
+  runtime::DrafterOptions drafting;
   int http_threads = 0;  // 0: slots + queue + a few for the quick endpoints
   size_t max_connections = 0;  // 0: the HTTP layer's default (http_server.hpp)
   // Called once the socket listens (before the model is loaded), with the port.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -17,7 +18,7 @@
 #include "core/error.hpp"
 #include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/session.hpp"
+#include "runtime/scheduler.hpp"
 #include "runtime/speculative.hpp"
 #include "sample/sampler.hpp"
 #include "support/cli.hpp"
@@ -60,49 +61,53 @@ const std::filesystem::path& compressed_model() {
   return path;
 }
 
+// A target with one drafter kind: a one-slot scheduler drafting with it (as okapi run), and a
+// cache of its own with a drafter on it (for looking at single distributions).
 struct Rig {
   std::unique_ptr<Engine> target;
+  std::optional<DrafterFactory> drafters;
+  std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<kv::KvStore> kv;
-  std::unique_ptr<Engine> draft_engine;
-  std::unique_ptr<Drafter> drafter;
+  std::unique_ptr<Drafter> drafter;  // on kv; null for Kind::None
+  std::string name() const { return drafters ? std::string(drafters->name()) : "none"; }
 };
 
 enum class Kind { None, Lookup, DraftModel, LayerSkip };
 
-Rig make_rig(Kind kind, bool exact, const std::string& cache = "f32") {
+Rig make_rig(Kind kind, bool exact, const std::string& cache = "f32", int draft_max = 6) {
   EngineOptions options{1, cache, cache};
   options.exact = exact;
   Rig s;
   s.target = Engine::load(kModel, options);
-  s.kv = s.target->make_kv(256);
-  ModelDrafterOptions drafting;
+  DrafterOptions drafting;
   drafting.p_min = 0.0f;  // draft to the limit: the most verification work
-  drafting.seed = 5;
+  drafting.draft_max = draft_max;
   switch (kind) {
     case Kind::None: break;
-    case Kind::Lookup: s.drafter = std::make_unique<LookupDrafter>(3); break;
-    case Kind::DraftModel:
-      s.draft_engine = Engine::load_sharing_threads(compressed_model(), options, *s.target);
-      check_draft_vocabulary(*s.target, *s.draft_engine);
-      s.drafter = std::make_unique<ModelDrafter>(*s.draft_engine, s.draft_engine->make_kv(256), "draft", drafting);
-      break;
-    case Kind::LayerSkip:
-      drafting.skip_layers = parse_layer_list("3-4", s.target->hparams().n_layer);
-      s.drafter = std::make_unique<ModelDrafter>(*s.target, *s.kv, "skip", drafting);
-      break;
+    case Kind::Lookup: drafting.lookup = 3; break;
+    case Kind::DraftModel: drafting.draft_model = compressed_model().string(); break;
+    case Kind::LayerSkip: drafting.skip_layers = "3-4"; break;
   }
+  if (drafting.enabled()) s.drafters.emplace(drafting, *s.target, options);
+  SchedulerOptions so;
+  so.n_ctx_per_slot = 256;
+  so.worker_thread = false;
+  so.drafters = s.drafters ? &*s.drafters : nullptr;
+  so.drafter_seed = 5;
+  s.scheduler = std::make_unique<Scheduler>(*s.target, so);
+  s.kv = s.target->make_kv(256);
+  if (s.drafters) s.drafter = s.drafters->make(*s.kv, 5);
   return s;
 }
 
-GenerationResult generate(Rig& s, const std::string& prompt, sample::SamplerConfig config, int64_t n_predict,
-                          int draft_max = 6) {
-  Session session(*s.target, *s.kv);
-  sample::Sampler sampler(config);
-  GenerateOptions options;
-  options.n_predict = n_predict;
-  options.drafter = s.drafter.get();
-  options.draft_max = draft_max;
-  return session.generate(session.tokenize_prompt(prompt), sampler, options);
+// Each prompt after the first reuses the slot's cached prefix, as okapi serve and chat do: the
+// text must still be what a fresh cache gives.
+GenerationResult generate(Rig& s, const std::string& prompt, sample::SamplerConfig config, int64_t n_predict) {
+  SequenceRequest request;
+  request.prompt = tokenize_prompt(s.target->tokenizer(), prompt);
+  request.sampling = config;
+  request.max_tokens = n_predict;
+  return runtime::generate(*s.scheduler, std::move(request));
 }
 
 sample::SamplerConfig greedy() {
@@ -121,14 +126,14 @@ void expect_greedy_identity(bool exact, int n_prompts, int64_t n_predict) {
     int64_t drafted = 0, accepted = 0;
     for (int i = 0; i < n_prompts; ++i) {
       const GenerationResult r = generate(s, all[static_cast<size_t>(i)], greedy(), n_predict);
-      ASSERT_EQ(r.text, expected[static_cast<size_t>(i)]) << s.drafter->name() << ", prompt " << i << ": '" << all[static_cast<size_t>(i)] << "'";
-      drafted += r.timings.drafted_tokens;
-      accepted += r.timings.accepted_tokens;
+      ASSERT_EQ(r.text, expected[static_cast<size_t>(i)]) << s.name() << ", prompt " << i << ": '" << all[static_cast<size_t>(i)] << "'";
+      drafted += r.stats.drafted_tokens;
+      accepted += r.stats.accepted_tokens;
     }
     // Drafts were made and verified both ways (a drafter that never drafts proves nothing).
-    EXPECT_GT(drafted, 0) << s.drafter->name();
-    EXPECT_GT(accepted, 0) << s.drafter->name();
-    EXPECT_LT(accepted, drafted) << s.drafter->name();
+    EXPECT_GT(drafted, 0) << s.name();
+    EXPECT_GT(accepted, 0) << s.name();
+    EXPECT_LT(accepted, drafted) << s.name();
   }
 }
 
@@ -151,15 +156,15 @@ TEST(Speculative, RejectedDraftsAreRolledBackInEveryStoreType) {
 TEST(Speculative, StopsExactlyAsPlainDecoding) {
   // A token limit inside a round of drafts, an end-of-generation token, and a full context.
   Rig plain = make_rig(Kind::None, false);
-  Rig spec = make_rig(Kind::DraftModel, false);
+  Rig spec = make_rig(Kind::DraftModel, false, "f32", 8);
   for (const int64_t n : {1, 2, 3, 7, 17}) {
     const auto a = generate(plain, "Once upon a time", greedy(), n);
-    const auto b = generate(spec, "Once upon a time", greedy(), n, 8);
+    const auto b = generate(spec, "Once upon a time", greedy(), n);
     EXPECT_EQ(a.tokens, b.tokens) << n;
     EXPECT_EQ(a.stop, b.stop) << n;
   }
   const auto a = generate(plain, "Once upon a time", greedy(), -1);
-  const auto b = generate(spec, "Once upon a time", greedy(), -1, 8);
+  const auto b = generate(spec, "Once upon a time", greedy(), -1);
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.stop, b.stop);  // end of generation or the 256-cell context
   EXPECT_NE(a.stop, StopReason::TokenLimit);
@@ -185,8 +190,7 @@ struct Distributions {
 // p from stories260K after `context`, and the drafter's first proposal with its q.
 Distributions distributions(Kind kind, const std::string& prompt) {
   Rig s = make_rig(kind, false);
-  Session session(*s.target, *s.kv);
-  const auto tokens = session.tokenize_prompt(prompt);
+  const auto tokens = tokenize_prompt(s.target->tokenizer(), prompt);
   std::vector<float> logits(static_cast<size_t>(s.target->model().n_vocab()));
   std::vector<int32_t> positions(tokens.size());
   for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i);

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.hpp"
-#include "server/scheduler.hpp"
+#include "runtime/scheduler.hpp"
 #include "server/server.hpp"
 #include "support/paths.hpp"
 
@@ -186,8 +186,8 @@ TEST_F(HttpTest, ClientThatDisconnectsFreesItsSlot) {
 class SpeculativeHttpTest : public HttpTest {
  protected:
   void configure(ServeOptions& o) override {
-    o.draft_model = o.model_path;
-    o.draft_max = 4;
+    o.drafting.draft_model = o.model_path;
+    o.drafting.draft_max = 4;
   }
 };
 
@@ -202,10 +202,10 @@ TEST_F(SpeculativeHttpTest, DraftModelServesTheSameText) {
   runtime::EngineOptions eo;
   eo.threads = 1;
   auto engine = runtime::Engine::load(options_.model_path, eo);
-  SchedulerOptions so;
+  runtime::SchedulerOptions so;
   so.n_ctx_per_slot = 256;
-  Scheduler plain(*engine, so);
-  JobRequest r;
+  runtime::Scheduler plain(*engine, so);
+  runtime::SequenceRequest r;
   tokenizer::EncodeOptions encode;
   encode.parse_special = true;
   r.prompt = engine->tokenizer().encode("Once upon a time", encode);
@@ -213,7 +213,7 @@ TEST_F(SpeculativeHttpTest, DraftModelServesTheSameText) {
   r.max_tokens = 32;
   auto job = plain.submit(r);
   std::string text;
-  std::vector<JobEvent> events;
+  std::vector<runtime::SequenceEvent> events;
   while (job->take_events(events, std::chrono::milliseconds(50))) {
     for (const auto& e : events) text += e.text;
     events.clear();

@@ -1,5 +1,5 @@
 // okapi chat [-m MODEL] [--system TEXT] [--chat-template-file F] [--allow-special-in-content] [-n N]
-//            [-c CTX] [-t T] [sampling flags]
+//            [-c CTX] [-t T] [sampling flags] [--lookup N | --draft-model F | --draft-skip LIST] [--draft-max N]
 // An interactive terminal chat: each line read from stdin is a user message; the reply streams to
 // stdout. The conversation is rendered by the model's chat template (as okapi serve renders it)
 // and decoded on one scheduler slot, so each turn reuses the cached conversation before it.
@@ -19,7 +19,8 @@
 #include "runtime/chat_prompt.hpp"
 #include "runtime/default_model.hpp"
 #include "runtime/engine.hpp"
-#include "server/scheduler.hpp"
+#include "runtime/drafters.hpp"
+#include "runtime/scheduler.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -36,6 +37,7 @@ struct ChatArgs {
   bool allow_special_in_content = false;
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;
+  runtime::DrafterOptions drafting;
 };
 
 constexpr const char* kHelp =
@@ -47,19 +49,19 @@ constexpr const char* kHelp =
 
 struct Reply {
   std::string text;
-  std::optional<server::FinishReason> finish;
+  std::optional<runtime::StopReason> stop;
 };
 
 // Streams one reply to stdout; returns its text. Ctrl-C cancels it (the text so far is kept).
-Reply stream_reply(server::Job& job) {
+Reply stream_reply(runtime::Job& job) {
   Reply result;
   std::string& reply = result.text;
-  std::vector<server::JobEvent> events;
+  std::vector<runtime::SequenceEvent> events;
   bool cancelled = false;
   while (job.take_events(events, std::chrono::milliseconds(50))) {
     for (const auto& e : events) {
-      if (e.finish && *e.finish == server::FinishReason::Error) throw Error("generation failed: " + e.error);
-      if (e.finish) result.finish = *e.finish;
+      if (e.stop && *e.stop == runtime::StopReason::Error) throw Error("generation failed: " + e.error);
+      if (e.stop) result.stop = *e.stop;
       std::fwrite(e.text.data(), 1, e.text.size(), stdout);
       reply += e.text;
     }
@@ -87,11 +89,13 @@ int chat(ChatArgs args) {
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
   const runtime::ChatPrompt prompt(*engine, args.template_file, args.allow_special_in_content);
-  server::SchedulerOptions so;
-  so.n_slots = 1;
+  std::optional<runtime::DrafterFactory> drafters;
+  if (args.drafting.enabled()) drafters.emplace(args.drafting, *engine, args.engine);
+  runtime::SchedulerOptions so;
   so.n_ctx_per_slot = engine->resolve_ctx(args.n_ctx);
   so.batch_size = args.batch_size;
-  server::Scheduler scheduler(*engine, so);
+  so.drafters = drafters ? &*drafters : nullptr;
+  runtime::Scheduler scheduler(*engine, so);
   runtime::install_interrupt_handler();
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -124,7 +128,7 @@ int chat(ChatArgs args) {
     messages.push_back({{"role", "user"}, {"content", line}});
     chat::RenderInputs inputs;
     inputs.messages = messages;
-    server::JobRequest request;
+    runtime::SequenceRequest request;
     try {
       request.prompt = prompt.tokens(inputs);
     } catch (const chat::TemplateError& e) {
@@ -145,9 +149,8 @@ int chat(ChatArgs args) {
     const auto job = scheduler.submit(std::move(request));
     const Reply reply = stream_reply(*job);
     messages.push_back({{"role", "assistant"}, {"content", reply.text}});
-    // "length" is either -n or the end of the context: only the second is news.
-    const int64_t generated = job->stats().completion_tokens;
-    if (reply.finish == server::FinishReason::Length && (args.n_predict < 0 || generated < args.n_predict)) {
+    // Only the end of the context is news (not -n).
+    if (reply.stop == runtime::StopReason::ContextFull) {
       std::fprintf(stderr,
                    "okapi: the context is full (%lld tokens, -c): the reply was cut off. /reset starts a new "
                    "conversation.\n",
@@ -179,7 +182,9 @@ void register_chat(CLI::App& app, VerbResult& result) {
   add_sampling_flags(cmd, args->sampling);
   add_seed_flag(cmd, args->seed);
   add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
+  add_drafting_flags(cmd, args->drafting);
   cmd->callback([args, &result] {
+    check_drafting_flags(args->drafting);
     if (result.dry_run) return;
     result.exit_code = chat(*args);
   });

@@ -17,6 +17,7 @@
 #include "cli_app.hpp"
 #include "core/error.hpp"
 #include "kv/kv_store.hpp"
+#include "runtime/drafters.hpp"
 
 namespace okapi::cli {
 namespace {
@@ -286,6 +287,39 @@ void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_
                   "and head; any head width)")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "hadamard"}));
+}
+
+void add_drafting_flags(CLI::App* cmd, runtime::DrafterOptions& drafting) {
+  auto* lookup = cmd->add_option("--lookup", drafting.lookup,
+                                  "speculative decoding with prompt lookup: draft what followed the longest earlier "
+                                  "match of the last N tokens")
+                      ->check(in_range(1, 64));
+  auto* draft_model = cmd->add_option("--draft-model", drafting.draft_model,
+                                      "speculative decoding with a draft model of the same vocabulary (also -md; a "
+                                      "smaller model, or one made by okapi compress)")
+                          ->check(non_empty());
+  auto* draft_skip = cmd->add_option("--draft-skip", drafting.skip_layers,
+                                     "speculative decoding drafting with the model itself, these layers left out "
+                                     "(0-based, e.g. 2,4-6)")
+                         ->check(non_empty());
+  lookup->excludes(draft_model)->excludes(draft_skip);
+  draft_model->excludes(lookup)->excludes(draft_skip);
+  draft_skip->excludes(lookup)->excludes(draft_model);
+  cmd->add_option("--draft-max,--draft", drafting.draft_max, "most tokens drafted a round")
+      ->capture_default_str()
+      ->check(in_range(1, 256));
+  cmd->add_option("--draft-min", drafting.draft_min, "fewest drafted tokens worth verifying (fewer: decode plainly)")
+      ->capture_default_str()
+      ->check(in_range(0, 256));
+  cmd->add_option("--draft-p-min", drafting.p_min,
+                  "a model drafter stops when its pick's probability is below this")
+      ->capture_default_str()
+      ->check(in_range(0, 1));
+}
+
+void check_drafting_flags(const runtime::DrafterOptions& drafting) {
+  if (drafting.draft_min > drafting.draft_max)
+    throw_usage_error("--draft-min {} is more than --draft-max {}", drafting.draft_min, drafting.draft_max);
 }
 
 int default_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 512u)); }

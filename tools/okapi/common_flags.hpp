@@ -12,6 +12,9 @@
 namespace okapi::sample {
 struct SamplerConfig;
 }
+namespace okapi::runtime {
+struct DrafterOptions;
+}
 
 namespace okapi::cli {
 
@@ -38,6 +41,12 @@ void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_
 // --temp, --top-k, --top-p, --min-p, --typical, --repeat-penalty, --repeat-last-n,
 // --frequency-penalty, --presence-penalty (llama.cpp's sampling flags).
 void add_sampling_flags(CLI::App* cmd, sample::SamplerConfig& sampling);
+
+// Speculative decoding (run, chat, serve): --lookup N | --draft-model FILE (-md) | --draft-skip
+// LIST, one of them, and --draft-max/--draft, --draft-min, --draft-p-min.
+void add_drafting_flags(CLI::App* cmd, runtime::DrafterOptions& drafting);
+// After parsing: --draft-min above --draft-max is a usage error.
+void check_drafting_flags(const runtime::DrafterOptions& drafting);
 
 // The default of every -t: one thread per core, as llama.cpp.
 int default_threads();

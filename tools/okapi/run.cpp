@@ -8,17 +8,19 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/progress.hpp"
 #include "core/json_output.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/default_model.hpp"
 #include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/session.hpp"
+#include "runtime/scheduler.hpp"
 #include "exact_flags.hpp"
 #include "common_flags.hpp"
 #include "sample/sampler.hpp"
@@ -43,20 +45,15 @@ struct RunArgs {
   bool json = false;
   bool no_display_prompt = false;
   bool ignore_eos = false;
-  // Speculative decoding: one drafter at most.
-  int lookup = 0;
-  std::string draft_model;
-  std::string draft_skip;
-  int draft_max = 16;
-  int draft_min = 0;
-  float draft_p_min = 0.0f;  // llama.cpp de3ff81's default (older releases: 0.75)
+  runtime::DrafterOptions drafting;
 };
 
-void print_timings(const runtime::Timings& t, runtime::StopReason stop, std::string_view drafter) {
+void print_timings(const runtime::GenerationStats& t, double load_seconds, runtime::StopReason stop,
+                   std::string_view drafter) {
   std::fprintf(stderr,
                "\nokapi: load %.2f ms | prompt %lld tokens in %.2f ms, %.1f tok/s | generation %lld tokens in "
                "%.2f ms, %.1f tok/s | stop: %s\n",
-               t.load_seconds * 1e3, static_cast<long long>(t.prompt_tokens), t.prompt_seconds * 1e3,
+               load_seconds * 1e3, static_cast<long long>(t.prompt_tokens), t.prompt_seconds * 1e3,
                t.prompt_tokens_per_second(), static_cast<long long>(t.generated_tokens), t.generation_seconds * 1e3,
                t.generation_tokens_per_second(), std::string(runtime::to_string(stop)).c_str());
   if (drafter.empty()) return;
@@ -70,83 +67,81 @@ void print_timings(const runtime::Timings& t, runtime::StopReason stop, std::str
                t.draft_seconds * 1e3, t.draft_prompt_seconds * 1e3);
 }
 
-// The drafter the flags ask for (null: none), with the draft model's engine in `draft_engine`.
-std::unique_ptr<runtime::Drafter> make_drafter(const RunArgs& args, runtime::Engine& target, kv::KvStore& target_kv,
-                                               std::unique_ptr<runtime::Engine>& draft_engine, uint32_t seed) {
-  runtime::ModelDrafterOptions options;
-  options.p_min = args.draft_p_min;
-  options.seed = seed ^ 0x9e3779b9u;
-  if (args.lookup > 0) return std::make_unique<runtime::LookupDrafter>(args.lookup);
-  if (!args.draft_model.empty()) {
-    draft_engine = runtime::Engine::load_sharing_threads(args.draft_model, args.engine, target);
-    runtime::check_draft_vocabulary(target, *draft_engine);
-    auto kv = draft_engine->make_kv(target_kv.n_ctx(), {.batch = 512});
-    return std::make_unique<runtime::ModelDrafter>(*draft_engine, std::move(kv), "draft model", options);
-  }
-  if (!args.draft_skip.empty()) {
-    options.skip_layers = runtime::parse_layer_list(args.draft_skip, target.hparams().n_layer);
-    if (!target.model().can_skip_layers())
-      throw_error("--draft-skip: the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)",
-                  target.hparams().arch);
-    return std::make_unique<runtime::ModelDrafter>(target, target_kv, "layer skip " + args.draft_skip, options);
-  }
-  return nullptr;
-}
-
 // The prompt's tokens, or an error as soon as they are known not to fit in `n_ctx` cells. A long
 // prompt is first tokenized by prefixes (16 bytes a cell, then twice, four times that ...): cutting
 // the text changes its tokens only next to the cut, so a prefix with kCutSlack tokens more than the
 // context proves the whole does not fit, and a 50 MB file is refused after ~70 KB of it instead of
 // after all of it. A prompt that fits is tokenized whole, as it always was.
-std::vector<tokenizer::TokenId> tokenize_within_context(const runtime::Session& session, std::string_view prompt,
+std::vector<tokenizer::TokenId> tokenize_within_context(const tokenizer::Tokenizer& tokenizer, std::string_view prompt,
                                                         int64_t n_ctx) {
   constexpr int64_t kCutSlack = 64;
   const auto limit = static_cast<size_t>(n_ctx + kCutSlack);
   for (size_t prefix = 16 * limit; prefix < prompt.size(); prefix *= 2) {
     size_t cut = prefix;
     while (cut > 0 && (static_cast<unsigned char>(prompt[cut]) & 0xC0) == 0x80) --cut;  // a UTF-8 character's start
-    const size_t n = session.tokenize_prompt(prompt.substr(0, cut)).size();
+    const size_t n = runtime::tokenize_prompt(tokenizer, prompt.substr(0, cut)).size();
     if (n > limit)
       throw_error("the prompt has more than {} tokens (its first {} of {} bytes alone are {}) but the context holds "
                   "only {} (-c {}); use a larger -c",
                   n_ctx, cut, prompt.size(), n, n_ctx, n_ctx);
   }
-  return session.tokenize_prompt(prompt);
+  return runtime::tokenize_prompt(tokenizer, prompt);
 }
 
 int run(RunArgs args) {
-  if (args.seed >= 0) args.sampling.seed = static_cast<uint32_t>(args.seed);
+  // The seed is drawn here when it is random: the JSON record reports it, and the drafter's is derived from it.
+  args.sampling.seed = sample::resolve_seed(args.seed >= 0 ? static_cast<uint32_t>(args.seed) : args.sampling.seed);
   args.sampling.validate();
   if (!args.prompt_file.empty()) args.prompt = read_input_file(args.prompt_file, "prompt file");
   if (args.escape) args.prompt = process_escapes(args.prompt);
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
-  const auto kv = engine->make_kv(args.n_ctx, {.batch = args.batch_size});
-  runtime::Session session(*engine, *kv);
-  const auto prompt = tokenize_within_context(session, args.prompt, kv->n_ctx());
-  sample::Sampler sampler(args.sampling);
-  std::unique_ptr<runtime::Engine> draft_engine;
-  const auto drafter = make_drafter(args, *engine, *kv, draft_engine, sampler.seed());
+  std::optional<runtime::DrafterFactory> drafters;
+  if (args.drafting.enabled()) drafters.emplace(args.drafting, *engine, args.engine);
+  runtime::SchedulerOptions so;
+  so.n_ctx_per_slot = args.n_ctx;
+  so.batch_size = args.batch_size;
+  so.worker_thread = false;
+  so.drafters = drafters ? &*drafters : nullptr;
+  so.drafter_seed = args.sampling.seed ^ 0x9e3779b9u;
+  runtime::Scheduler scheduler(*engine, so);
+  const int64_t n_ctx = scheduler.options().n_ctx_per_slot;
+  runtime::SequenceRequest request;
+  request.prompt = tokenize_within_context(engine->tokenizer(), args.prompt, n_ctx);
+  const auto prompt = request.prompt;
+  request.sampling = args.sampling;
+  request.max_tokens = args.n_predict;
+  request.ignore_eos = args.ignore_eos;
+  request.report_progress = true;
   runtime::install_interrupt_handler();
-  runtime::GenerateOptions options;
-  options.n_predict = args.n_predict;
-  options.batch_size = args.batch_size;
-  options.ignore_eos = args.ignore_eos;
-  options.drafter = drafter.get();
-  options.draft_max = args.draft_max;
-  options.draft_min = args.draft_min;
-  options.after_prefill = [&] {
+  // A prompt longer than one batch shows a progress bar on a terminal while it is read; the
+  // prompt is echoed after it (as the generated text streams), so the bar has its line to itself.
+  std::optional<ProgressBar> progress;
+  if (static_cast<int64_t>(prompt.size()) > args.batch_size) progress.emplace("prompt", static_cast<uint64_t>(prompt.size()));
+  bool echoed = false;
+  const auto echo_prompt = [&] {
+    if (echoed) return;
+    echoed = true;
+    if (progress) progress->finish();
     if (args.json || args.no_display_prompt) return;
     std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
     std::fflush(stdout);
   };
-  const auto on_text = [&](std::string_view piece) {
-    if (args.json) return;
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
+  const auto on_event = [&](const runtime::SequenceEvent& event) {
+    if (event.prompt_done >= 0) {
+      if (progress) progress->update(static_cast<uint64_t>(event.prompt_done), "tokens");
+      if (event.prompt_done == event.prompt_total) echo_prompt();
+      return;
+    }
+    echo_prompt();  // also when interrupted before the prompt's end
+    if (args.json || event.text.empty()) return;
+    std::fwrite(event.text.data(), 1, event.text.size(), stdout);
     std::fflush(stdout);
   };
-  const runtime::GenerationResult result = session.generate(prompt, sampler, options, on_text);
-  const runtime::Timings& t = result.timings;
+  const runtime::GenerationResult result =
+      runtime::generate(scheduler, std::move(request), on_event, [] { return runtime::interrupt_requested(); });
+  const runtime::GenerationStats& t = result.stats;
+  const std::string_view drafter = scheduler.drafter_name();
   if (args.json) {
     nlohmann::ordered_json json;
     json["model"] = model_path;
@@ -156,21 +151,21 @@ int run(RunArgs args) {
     json["text"] = result.text;
     json["tokens"] = result.tokens;
     json["stop"] = runtime::to_string(result.stop);
-    json["n_ctx"] = kv->n_ctx();
+    json["n_ctx"] = n_ctx;
     json["threads"] = engine->threads();
-    json["seed"] = sampler.seed();
-    json["cache_type_k"] = args.engine.exact ? std::string(kv->type_name()) : args.engine.cache_type_k;
-    json["cache_type_v"] = args.engine.exact ? std::string(kv->type_name()) : args.engine.cache_type_v;
+    json["seed"] = args.sampling.seed;
+    json["cache_type_k"] = args.engine.exact ? std::string(scheduler.slot_kv_type_name()) : args.engine.cache_type_k;
+    json["cache_type_v"] = args.engine.exact ? std::string(scheduler.slot_kv_type_name()) : args.engine.cache_type_v;
     json["exact"] = args.engine.exact;
-    json["load_ms"] = t.load_seconds * 1e3;
+    json["load_ms"] = engine->load_seconds() * 1e3;
     json["prompt_ms"] = t.prompt_seconds * 1e3;
     json["prompt_tokens_per_second"] = t.prompt_tokens_per_second();
     json["generated_tokens"] = t.generated_tokens;
     json["generation_ms"] = t.generation_seconds * 1e3;
     json["generation_tokens_per_second"] = t.generation_tokens_per_second();
     json["decode_passes"] = t.decode_passes;
-    if (drafter) {
-      json["drafter"] = drafter->name();
+    if (!drafter.empty()) {
+      json["drafter"] = drafter;
       json["n_drafted"] = t.drafted_tokens;
       json["n_accepted"] = t.accepted_tokens;
       json["acceptance_rate"] = t.acceptance_rate();
@@ -180,7 +175,7 @@ int run(RunArgs args) {
     std::printf("%s\n", dump_json(std::move(json)).c_str());
   }
   std::fflush(stdout);
-  print_timings(t, result.stop, drafter ? drafter->name() : std::string_view());
+  print_timings(t, engine->load_seconds(), result.stop, drafter);
   return result.stop == runtime::StopReason::Interrupted ? kInterruptedExitCode : 0;
 }
 
@@ -213,35 +208,10 @@ void register_run(CLI::App& app, VerbResult& result) {
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
-  auto* lookup = cmd->add_option("--lookup", args->lookup,
-                                  "speculative decoding with prompt lookup: draft what followed the longest earlier "
-                                  "match of the last N tokens")
-                      ->check(in_range(1, 64));
-  auto* draft_model = cmd->add_option("--draft-model", args->draft_model,
-                                      "speculative decoding with a draft model of the same vocabulary (also -md; a smaller model, "
-                                      "or one made by okapi compress)")
-                          ->check(non_empty());
-  auto* draft_skip = cmd->add_option("--draft-skip", args->draft_skip,
-                                     "speculative decoding drafting with the model itself, these layers left out "
-                                     "(0-based, e.g. 2,4-6)")
-                         ->check(non_empty());
-  lookup->excludes(draft_model)->excludes(draft_skip);
-  draft_model->excludes(lookup)->excludes(draft_skip);
-  draft_skip->excludes(lookup)->excludes(draft_model);
-  cmd->add_option("--draft-max,--draft", args->draft_max, "most tokens drafted a round")
-      ->capture_default_str()
-      ->check(in_range(1, 256));
-  cmd->add_option("--draft-min", args->draft_min, "fewest drafted tokens worth verifying (fewer: decode plainly)")
-      ->capture_default_str()
-      ->check(in_range(0, 256));
-  cmd->add_option("--draft-p-min", args->draft_p_min,
-                  "a model drafter stops when its pick's probability is below this")
-      ->capture_default_str()
-      ->check(in_range(0, 1));
+  add_drafting_flags(cmd, args->drafting);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
-    if (args->draft_min > args->draft_max)
-      throw_usage_error("--draft-min {} is more than --draft-max {}", args->draft_min, args->draft_max);
+    check_drafting_flags(args->drafting);
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });

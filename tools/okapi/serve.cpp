@@ -1,6 +1,6 @@
 // okapi serve [-m MODEL] [--host H] [--port P] [-np N] [-c CTX] [-t T] [-b B] [--api-key KEY ...]
 //             [--api-key-file F] [--cors-origins LIST] [--metrics] [--alias NAME]
-//             [--chat-template-file F] [-ctk/-ctv TYPE] [--draft-model F | --lookup N] [--draft-max N]
+//             [--chat-template-file F] [-ctk/-ctv TYPE] [--draft-model F | --lookup N | --draft-skip LIST] [--draft-max N]
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
 // An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
 // requests in flight finish. -c is the context of all slots together, as llama-server's.
@@ -102,31 +102,14 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--queue", args->max_queue, "requests that may wait for a slot (more: 503)")
       ->capture_default_str()
       ->check(in_range(0, 4096));
-  auto* draft_model = cmd->add_option("--draft-model", o.draft_model,
-                                      "speculative decoding in every slot with a draft model of the same vocabulary "
-                                      "(also -md)")
-                          ->check(non_empty());
-  auto* lookup = cmd->add_option("--lookup", o.lookup, "speculative decoding in every slot with prompt lookup of N tokens")
-                     ->check(in_range(1, 64));
-  draft_model->excludes(lookup);
-  lookup->excludes(draft_model);
-  cmd->add_option("--draft-max,--draft", o.draft_max, "most tokens drafted a round")
-      ->capture_default_str()
-      ->check(in_range(1, 256));
-  cmd->add_option("--draft-min", o.draft_min, "fewest drafted tokens worth verifying")
-      ->capture_default_str()
-      ->check(in_range(0, 256));
-  cmd->add_option("--draft-p-min", o.draft_p_min, "a model drafter stops when its pick's probability is below this")
-      ->capture_default_str()
-      ->check(in_range(0, 1));
+  add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
   add_cache_type_flags(cmd, o.engine.cache_type_k, o.engine.cache_type_v, o.engine.kv_rotate);
   add_exact_flags(cmd, o.engine.exact, o.engine.exact_attention, o.engine.exact_ring, o.engine.frobenius);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->options.engine.exact);
-    if (args->options.draft_min > args->options.draft_max)
-      throw_usage_error("--draft-min {} is more than --draft-max {}", args->options.draft_min, args->options.draft_max);
+    check_drafting_flags(args->options.drafting);
     if (result.dry_run) return;
     result.exit_code = serve(*args);
   });
