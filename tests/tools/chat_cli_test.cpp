@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "support/cli.hpp"
 #include "support/paths.hpp"
@@ -33,6 +35,20 @@ std::string chat_cli(const std::string& input, const std::string& flags, bool wi
                              (with_stderr ? ")" : " 2>/dev/null)"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.output;
+}
+
+// Chat decodes through the same loop as run and serve, so it drafts like them: greedy replies are
+// the same with every drafter, and the drafts show in the slot's work (not in the text).
+TEST(ChatCli, SpeculativeDecodingKeepsTheReplies) {
+  const std::string input = "Once upon a time\nThe dog ran\n";
+  const std::string plain = chat_cli(input, "-n 40 -c 512 --temp 0 -t 1", false);
+  ASSERT_FALSE(plain.empty());
+  for (const std::string& drafter : std::vector<std::string>{"--lookup 3", "--draft-skip 2", "-md " + shell_quote((repo_dir() / "models/stories260K.gguf").string())})
+    EXPECT_EQ(chat_cli(input, "-n 40 -c 512 --temp 0 -t 1 " + drafter, false), plain) << drafter;
+  // A bad drafter is refused before the conversation starts.
+  const auto r = run_command("(printf 'hi\\n' | " + shell_quote(cli_path().string()) + " chat --draft-skip 99)");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("okapi: error:"), std::string::npos) << r.output;
 }
 
 TEST(ChatCli, HelpListsTheCommandsAndIsNotSentToTheModel) {
