@@ -108,6 +108,9 @@ int run(RunArgs args) {
   const int64_t n_ctx = scheduler.options().n_ctx_per_slot;
   runtime::SequenceRequest request;
   request.prompt = tokenize_within_context(engine->tokenizer(), args.prompt, n_ctx);
+  if (static_cast<int64_t>(request.prompt.size()) > n_ctx)
+    throw_error("the prompt has {} tokens but the context holds only {} (-c {}); use a larger -c", request.prompt.size(),
+                n_ctx, n_ctx);
   const auto prompt = request.prompt;
   request.sampling = args.sampling;
   request.max_tokens = args.n_predict;
