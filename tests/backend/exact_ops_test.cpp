@@ -14,14 +14,16 @@
 #include "core/thread_pool.hpp"
 #include "kernels/gelu_table.hpp"
 #include "kv/exact_store.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/exact_islands.hpp"
-#include "model/exact_ops.hpp"
+#include "backend/cpu_ops.hpp"
+#include "backend/exact_islands.hpp"
+#include "backend/exact_ops.hpp"
 #include "quant/quant.hpp"
 #include "support/random_data.hpp"
 
-namespace okapi::model {
+namespace okapi::backend {
 namespace {
+
+using namespace okapi::model;  // the Ops vocabulary the backends implement
 
 using test::gaussian;
 
@@ -277,4 +279,4 @@ TEST(ExactOps, GetRowsUsesTheReferenceDequantizer) {
 }
 
 }  // namespace
-}  // namespace okapi::model
+}  // namespace okapi::backend
