@@ -51,7 +51,7 @@ struct AttentionCase {
   std::vector<float> run(const std::vector<float>& q, const std::vector<int32_t>& positions, int threads) const {
     ThreadPool pool(threads);
     std::vector<float> out(positions.size() * 4 * 64);
-    tiled_attention(*store, c, q.data(), positions, out.data(), &pool);
+    tiled_attention(*store, c, q.data(), positions, out.data(), isa(), &pool);
     return out;
   }
 };

@@ -83,16 +83,14 @@ TEST(ExactOps, MatmulIsTheSameBitsForAnyThreadCountAndKernel) {
   const TestWeight w = make_weight(DType::Q8_0, 288, 200, 3);
   const auto x = gaussian(288 * 7, 4);
   std::vector<float> first;
-  std::vector<exact::IntKernel> kernels{exact::IntKernel::scalar};
-  if (cpu_features().use_avx2()) kernels.push_back(exact::IntKernel::avx2);
-  for (const exact::IntKernel kernel : kernels) {
+  for (const Isa tier : available_isas()) {
     for (const int threads : {1, 2, 3, 4}) {
       ThreadPool pool(threads);
-      ExactOps ops(&pool, kernel);
+      ExactOps ops(&pool, tier);
       std::vector<float> y(200 * 7);
       ops.matmul(w.view, x.data(), 7, y.data());
       if (first.empty()) first = y;
-      EXPECT_TRUE(same_bits(y, first)) << "threads " << threads << " kernel " << static_cast<int>(kernel);
+      EXPECT_TRUE(same_bits(y, first)) << "threads " << threads << " tier " << isa_name(tier);
     }
   }
   // A token's row does not depend on the batch around it (exact sums: no batch-dependent kernels).

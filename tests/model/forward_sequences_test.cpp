@@ -379,13 +379,13 @@ TEST(ForwardSequences, AttentionRunsMatchOneCallPerStore) {
             if (exact)
               backend::exact_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), &pool);
             else
-              backend::tiled_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), &pool);
+              backend::tiled_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), isa(), &pool);
             runs.push_back({s.stores[r].get(), q[r].data(), positions[r], together[r].data()});
           }
           if (exact)
             backend::exact_attention(runs, s.c, &pool);
           else
-            backend::tiled_attention(runs, s.c, &pool);
+            backend::tiled_attention(runs, s.c, isa(), &pool);
           for (size_t r = 0; r < n_runs; ++r)
             EXPECT_TRUE(same_bits(alone[r].data(), together[r].data(), static_cast<int64_t>(alone[r].size())))
                 << "run " << r;
