@@ -4,12 +4,12 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/exact_islands.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/online_softmax.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
-#include "backend/exact_islands.hpp"
 
 namespace okapi::backend {
 

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/attention_driver.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/gelu_table.hpp"
-#include "backend/attention_driver.hpp"
 #include "kv/kv_store.hpp"
 #include "quant/quant.hpp"
 

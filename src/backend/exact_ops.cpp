@@ -11,13 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "backend/attention_driver.hpp"
+#include "backend/exact_islands.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "exact/frobenius.hpp"
 #include "exact/int_matmul.hpp"
 #include "kv/exact_store.hpp"
-#include "backend/attention_driver.hpp"
-#include "backend/exact_islands.hpp"
 #include "quant/quant.hpp"
 
 namespace okapi::backend {

@@ -8,12 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "backend/make_backend.hpp"
 #include "core/error.hpp"
 #include "core/system_memory.hpp"
 #include "format/gguf.hpp"
 #include "format/model_file.hpp"
 #include "kv/exact_store.hpp"
-#include "backend/make_backend.hpp"
 #include "model/memory_estimate.hpp"
 
 namespace okapi::runtime {
