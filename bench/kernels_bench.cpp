@@ -12,9 +12,9 @@
 //                                        4096x4096 weights x n tokens (prefill);
 //                                        counter GFLOPs = 2 n_in n_out n_tokens / s.
 // Wall-clock time (the work runs in the pool). Formats: F32 F16 Q8_0 Q4_0 Q4_K Q6_K TQ2_0 TQ1_0 I2_S; tiers:
-// every one this CPU runs above scalar. The matrices are registered with a kernels::WeightPacks
-// (as a model's are) and packed before timing, so formats with row-group kernels time them on
-// their repacked weights.
+// every one this CPU runs above scalar. The matrices are packed with kernels::pack_weight (as a
+// backend packs a model's) before timing, so formats with row-group kernels time them on their
+// repacked weights.
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -53,14 +53,19 @@ struct Matrices {
   size_t tensor_bytes = 0;
   int copies = 0;
   std::unique_ptr<uint8_t[]> data;
-  std::unique_ptr<okapi::kernels::WeightPacks> packs;
   const uint8_t* tensor(int i) const { return data.get() + static_cast<size_t>(i) * tensor_bytes; }
 };
+
+// The first `copies` tensors of m packed for `tier` (empty handles for formats without row groups).
+std::vector<okapi::kernels::PackedWeight> packed(const Matrices& m, int copies, okapi::Isa tier, okapi::ThreadPool* pool) {
+  std::vector<okapi::kernels::PackedWeight> out;
+  for (int c = 0; c < copies; ++c) out.push_back(okapi::kernels::pack_weight(tier, m.type, m.tensor(c), kN, kN, pool, false));
+  return out;
+}
 
 const Matrices& matrices(DType type, int min_copies) {
   static Matrices cached;  // one format at a time: the cold set is hundreds of MiB
   if (cached.data && cached.type == type && cached.copies >= min_copies) return cached;
-  cached.packs.reset();  // before the bytes it registers
   cached = Matrices{};
   const std::array<int64_t, 2> small_shape{kN, kDistinctRows}, shape{kN, kN};
   const auto floats = gaussian(static_cast<size_t>(kN * kDistinctRows), 1);
@@ -77,8 +82,6 @@ const Matrices& matrices(DType type, int min_copies) {
     const size_t tail = small.size() - rows_bytes;  // I2_S's scale
     if (tail > 0) std::memcpy(out + static_cast<size_t>(kN) * row, small.data() + rows_bytes, tail);
   }
-  cached.packs = std::make_unique<okapi::kernels::WeightPacks>(
-      std::span<const uint8_t>(cached.data.get(), cached.tensor_bytes * static_cast<size_t>(min_copies)), false);
   return cached;
 }
 
@@ -89,10 +92,11 @@ void run_gemv(benchmark::State& state, DType type, okapi::Isa tier, int threads,
   const auto x = gaussian(static_cast<size_t>(kN * n_tokens), 2);
   std::vector<float> y(static_cast<size_t>(kN * n_tokens));
   okapi::ThreadPool pool(threads);
-  for (int c = 0; c < m.copies; ++c) okapi::kernels::matmul(tier, type, m.tensor(c), kN, kN, x.data(), 1, y.data(), &pool);
+  const auto packs = packed(m, m.copies, tier, &pool);
   int next = 0;
   for (auto _ : state) {
-    okapi::kernels::matmul(tier, type, m.tensor(next), kN, kN, x.data(), n_tokens, y.data(), &pool);
+    okapi::kernels::matmul(tier, type, m.tensor(next), kN, kN, x.data(), n_tokens, y.data(), &pool,
+                           &packs[static_cast<size_t>(next)]);
     next = (next + 1) % m.copies;
     benchmark::DoNotOptimize(y.data());
   }
@@ -104,9 +108,9 @@ void run_gemm(benchmark::State& state, DType type, okapi::Isa tier, int threads,
   const auto x = gaussian(static_cast<size_t>(kN * n_tokens), 3);
   std::vector<float> y(static_cast<size_t>(kN * n_tokens));
   okapi::ThreadPool pool(threads);
-  okapi::kernels::matmul(tier, type, m.tensor(0), kN, kN, x.data(), 1, y.data(), &pool);  // packs
+  const auto packs = packed(m, 1, tier, &pool);
   for (auto _ : state) {
-    okapi::kernels::matmul(tier, type, m.tensor(0), kN, kN, x.data(), n_tokens, y.data(), &pool);
+    okapi::kernels::matmul(tier, type, m.tensor(0), kN, kN, x.data(), n_tokens, y.data(), &pool, &packs[0]);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOPs"] = benchmark::Counter(static_cast<double>(2 * kN * kN * n_tokens) * 1e-9 *

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/cpu_ops.hpp"
+#include "backend/cpu_ops.hpp"
 #include "model/model.hpp"
 
 namespace okapi::compress {
@@ -64,7 +64,7 @@ Calibration calibrate(const std::filesystem::path& model_path, const std::string
 // of the weight involved, before computing as CpuOps does. Grouped mat-muls (Q/K/V, gate/up) are
 // shown once, with the names of all their weights. Weights may be replaced by low-rank factors
 // held in memory (out · (in · x)), so a partly compressed model runs without a file.
-class ObservingOps : public model::CpuOps {
+class ObservingOps : public backend::CpuOps {
  public:
   struct Replacement {
     int64_t rank = 0;

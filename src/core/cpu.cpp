@@ -68,7 +68,8 @@ CpuFeatures capped(CpuFeatures f, Isa tier) {
 
 struct Selection {
   CpuFeatures features;
-  std::string error;  // non-empty: OKAPI_ISA asks for something impossible
+  Isa tier = Isa::scalar;  // features.best_isa(), kept: isa() is asked per kernel call
+  std::string error;       // non-empty: OKAPI_ISA asks for something impossible
 };
 
 Selection select() {
@@ -80,17 +81,17 @@ Selection select() {
     try {
       wanted = parse_isa(requested);
     } catch (const Error& e) {
-      return {{}, fmt::format("OKAPI_ISA: {}", e.what())};
+      return {{}, Isa::scalar, fmt::format("OKAPI_ISA: {}", e.what())};
     }
     if (wanted > tier) {
-      return {{}, fmt::format("OKAPI_ISA={} asks for a tier this CPU does not have (the best here is {})", requested,
+      return {{}, Isa::scalar, fmt::format("OKAPI_ISA={} asks for a tier this CPU does not have (the best here is {})", requested,
                               isa_name(tier))};
     }
     tier = wanted;
   }
   const char* force = std::getenv("OKAPI_FORCE_SCALAR");
   if (force != nullptr && force[0] != '\0' && std::strcmp(force, "0") != 0) tier = Isa::scalar;
-  return {capped(detected, tier), {}};
+  return {capped(detected, tier), tier, {}};
 }
 
 const Selection& selection() {
@@ -133,7 +134,11 @@ const CpuFeatures& cpu_features() {
   return s.features;
 }
 
-Isa isa() { return cpu_features().best_isa(); }
+Isa isa() {
+  const Selection& s = selection();
+  if (!s.error.empty()) throw Error(s.error);
+  return s.tier;
+}
 
 std::vector<Isa> available_isas() {
   std::vector<Isa> out;

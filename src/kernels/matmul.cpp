@@ -5,14 +5,14 @@
 // contiguous runs of tiles (the pool's chunks). Every y element is computed by one kernel call
 // whose arithmetic does not depend on the tiling, so results do not depend on the thread count.
 //
-// Kernels, fastest first: the tier's row-group kernels over weights repacked once per tensor
-// (quant.hpp RowGroupKernels, kernels/weight_packs.hpp: AVX-512 VNNI for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and
-// Q6_K; the float GEMM's panels for F32, F16 and BF16 on AVX2 and AVX-512), which serve one token
-// and many alike; AVX2 multi-token tiles (Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x Q8_1,
-// Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K), used for batches, whose
-// per-token operations are those of the format's vec_dot; the table's vec_dot per (row, token);
-// and for formats without a vec_dot (IQ1_BN, IQ2_BN) dequantized rows dotted with the float
-// activations.
+// Kernels, fastest first, all from the format table of the caller's tier: the row-group kernels
+// over weights repacked once per tensor (quant.hpp RowGroupKernels, kernels/weight_packs.hpp:
+// AVX-512 VNNI for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K; the float GEMM's panels for F32, F16
+// and BF16 on AVX2 and AVX-512), which serve one token and many alike; the multi-token tiles
+// (quant.hpp TileKernels: AVX2 for Q4_0/Q5_0/Q8_0 x Q8_0, Q4_1/Q5_1 x Q8_1,
+// Q2_K/Q3_K/Q4_K/Q5_K/Q6_K x Q8_K), used for batches, whose per-token operations are those of
+// the format's vec_dot; the table's vec_dot per (row, token); and for formats without a vec_dot
+// (IQ1_BN, IQ2_BN) dequantized rows dotted with the float activations.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -20,10 +20,6 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/avx2/gemm_kquant.hpp"
-#include "kernels/avx2/gemm_kquant_low.hpp"
-#include "kernels/avx2/gemm_legacy.hpp"
-#include "kernels/avx2/gemm_q8_0.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/matmul_plan.hpp"
 #include "kernels/weight_packs.hpp"
@@ -50,6 +46,7 @@ void run_on(ThreadPool* pool, int64_t n, const Fn& fn) {
 }
 
 struct Job {
+  Isa tier;
   const detail::MatmulPlan& plan;
   const uint8_t* w;
   int64_t n_in, n_out, n_tokens;
@@ -84,7 +81,7 @@ struct Job {
     const auto quantize = plan.a_format->quantize;
     const size_t row = plan.a_row_bytes;
     const int64_t n = n_in;
-    Job{plan, w, n_in, n_out, n_tokens, y, n_tokens > 1 ? pool : nullptr}.run(
+    Job{tier, plan, w, n_in, n_out, n_tokens, y, n_tokens > 1 ? pool : nullptr}.run(
         n_tokens, [&](int64_t begin, int64_t end, int) {
           for (int64_t t = begin; t < end; ++t) quantize(x + t * n, out + static_cast<size_t>(t) * row, n);
         });
@@ -94,6 +91,7 @@ struct Job {
 
 void by_dequantized_rows(const Job& job, const float* x) {
   const auto dequantize = job.plan.format->dequantize;
+  const auto dot_f32 = vector_kernels(job.tier).dot_f32;
   const int64_t n = job.n_in;
   job.for_each_tile([&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
     thread_local std::vector<float> rows;  // this worker's own
@@ -118,32 +116,26 @@ void by_vec_dot(const Job& job, const uint8_t* a) {
   });
 }
 
-void by_q8_0_tiles(const Job& job, const uint8_t* a, avx2::Q8_0TileFn tile) {
-  // The activation blocks' scales as floats, converted once instead of once per weight row.
-  const int64_t n_blocks = job.n_in / quant::QK8_0;
+// The format's multi-token tiles over the prepared activation rows (with, where the tiles want
+// them, the Q8_0 blocks' scales as floats, converted once instead of once per weight row).
+void by_tiles(const Job& job, const uint8_t* a) {
+  const quant::TileKernels& tiles = job.plan.format->tiles;
   const size_t a_row = job.plan.a_row_bytes;
+  const int64_t n_blocks = tiles.float_scales ? job.n_in / quant::QK8_0 : 0;
   thread_local std::vector<float> a_scales;
   a_scales.resize(static_cast<size_t>(n_blocks * job.n_tokens));
-  for (int64_t t = 0; t < job.n_tokens; ++t) {
+  for (int64_t t = 0; t < job.n_tokens && n_blocks > 0; ++t) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       uint16_t d;
       std::memcpy(&d, a + static_cast<size_t>(t) * a_row + static_cast<size_t>(b) * sizeof(quant::block_q8_0), sizeof(d));
       a_scales[static_cast<size_t>(t * n_blocks + b)] = fp16_to_fp32(d);
     }
   }
-  const float* scales = a_scales.data();  // a thread_local: the workers must not name it
+  const float* scales = tiles.float_scales ? a_scales.data() : nullptr;  // a thread_local: the workers must not name it
   job.for_each_tile([&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
-    tile(job.n_in, job.w_row(o0), job.plan.w_row_bytes, o1 - o0, a + static_cast<size_t>(t0) * a_row, a_row,
-         scales + t0 * n_blocks, t1 - t0, job.plan.scale, job.y + t0 * job.n_out + o0, job.n_out);
-  });
-}
-
-// Tiles whose kernel reads the prepared activation rows as they are (scales included).
-void by_quantized_tiles(const Job& job, const uint8_t* a, avx2::Q8_KTileFn tile) {
-  const size_t a_row = job.plan.a_row_bytes;
-  job.for_each_tile([&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
-    tile(job.n_in, job.w_row(o0), job.plan.w_row_bytes, o1 - o0, a + static_cast<size_t>(t0) * a_row, a_row, t1 - t0,
-         job.plan.scale, job.y + t0 * job.n_out + o0, job.n_out);
+    tiles.gemm(job.n_in, job.w_row(o0), job.plan.w_row_bytes, o1 - o0, a + static_cast<size_t>(t0) * a_row, a_row,
+               scales == nullptr ? nullptr : scales + t0 * n_blocks, t1 - t0, job.plan.scale,
+               job.y + t0 * job.n_out + o0, job.n_out);
   });
 }
 
@@ -241,11 +233,11 @@ void run_glu_row_groups(const RowGroupWeight& gate, const RowGroupWeight& up, in
   });
 }
 
-void by_row_groups(const Job& job, Isa tier, DType w_type, const float* x) {
+void by_row_groups(const Job& job, DType w_type, const PackedWeight* packed, const float* x) {
   const quant::RowGroupKernels& k = job.plan.format->row_groups;
-  const detail::PackKey key{job.w, tier, w_type, job.n_in, job.n_out};
-  const RowGroupWeight weight{&k, detail::packed_weight(key, job.plan.w_row_bytes, job.pool), job.n_out, job.y,
-                              job.plan.scale};
+  const RowGroupWeight weight{
+      &k, detail::packed_groups(packed, job.tier, w_type, job.w, job.n_in, job.n_out, job.plan.w_row_bytes, job.pool),
+      job.n_out, job.y, job.plan.scale};
   const uint8_t* a = prepared_activations(k, job.n_in, x, job.n_tokens, job.pool);
   run_row_groups(std::span<const RowGroupWeight>(&weight, 1), job.n_in, a, job.n_tokens, job.pool);
 }
@@ -254,57 +246,31 @@ bool uses_row_groups(const detail::MatmulPlan& plan) {
   return !plan.dequantize_path && plan.format->row_groups.rows > 0;
 }
 
-// The multi-token kernel for a weight format whose activations it reads as prepared, if any.
-avx2::Q8_KTileFn quantized_tile(DType w_type, DType a_type) {
-  const auto pairs = [&](DType w, DType a) { return w_type == w && a_type == a; };
-  if (pairs(DType::Q4_1, DType::Q8_1)) return avx2::tile_q4_1_q8_1;
-  if (pairs(DType::Q5_0, DType::Q8_0)) return avx2::tile_q5_0_q8_0;
-  if (pairs(DType::Q5_1, DType::Q8_1)) return avx2::tile_q5_1_q8_1;
-  if (pairs(DType::Q2_K, DType::Q8_K)) return avx2::tile_q2_K_q8_K;
-  if (pairs(DType::Q3_K, DType::Q8_K)) return avx2::tile_q3_K_q8_K;
-  if (pairs(DType::Q4_K, DType::Q8_K)) return avx2::tile_q4_K_q8_K;
-  if (pairs(DType::Q5_K, DType::Q8_K)) return avx2::tile_q5_K_q8_K;
-  if (pairs(DType::Q6_K, DType::Q8_K)) return avx2::tile_q6_K_q8_K;
-  return nullptr;
-}
-
 }  // namespace
 
-void matmul(DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens, float* y,
-            ThreadPool* pool) {
-  matmul(isa(), w_type, w, n_in, n_out, x, n_tokens, y, pool);
-}
-
 void matmul(Isa tier, DType w_type, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_tokens,
-            float* y, ThreadPool* pool) {
+            float* y, ThreadPool* pool, const PackedWeight* packed) {
   const detail::MatmulPlan plan = detail::plan_matmul(tier, w_type, w, n_in, n_out, n_tokens);
   if (n_out == 0 || n_tokens == 0) return;
   if (pool != nullptr && (pool->size() == 1 || n_in * n_out * n_tokens < kMinParallelWork)) pool = nullptr;
-  const Job job{plan, static_cast<const uint8_t*>(w), n_in, n_out, n_tokens, y, pool};
+  const Job job{tier, plan, static_cast<const uint8_t*>(w), n_in, n_out, n_tokens, y, pool};
 
   if (plan.dequantize_path) return by_dequantized_rows(job, x);
-  if (uses_row_groups(plan)) return by_row_groups(job, tier, w_type, x);
+  if (uses_row_groups(plan)) return by_row_groups(job, w_type, packed, x);
   // Tiles only pay off with several tokens; one token (decode) streams each weight row once
   // through the table's vec_dot, whose per-row accumulators suit the hardware prefetcher better.
-  if (n_tokens > 1 && tier >= Isa::avx2) {
-    if (w_type == DType::Q4_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q4_0_q8_0);
-    if (w_type == DType::Q8_0) return by_q8_0_tiles(job, job.quantized_activations(x), avx2::tile_q8_0_q8_0);
-    if (const avx2::Q8_KTileFn tile = quantized_tile(w_type, plan.a_type)) {
-      return by_quantized_tiles(job, job.quantized_activations(x), tile);
-    }
-  }
+  if (n_tokens > 1 && plan.format->tiles.gemm != nullptr) return by_tiles(job, job.quantized_activations(x));
   by_vec_dot(job, plan.float_activations ? reinterpret_cast<const uint8_t*>(x) : job.quantized_activations(x));
 }
 
 namespace {
 
 // The row-group weights of a group that can share one activation preparation and one parallel
-// loop: every weight on row-group kernels of the same activation layout, in registered packs.
+// loop: every weight on row-group kernels of the same activation layout, packed for this tier.
 // False (weights unusable) otherwise. `pool` becomes null when the work is too small for threads.
 // For the weights of one call: at most kMaxGroup.
 bool group_row_groups(std::span<const MatmulOutput> outputs, int64_t n_in, int64_t n_tokens, Isa tier,
                       ThreadPool*& pool, RowGroupWeight* weights) {
-  size_t w_rows[kMaxGroup];
   int64_t work = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const MatmulOutput& out = outputs[i];
@@ -314,43 +280,36 @@ bool group_row_groups(std::span<const MatmulOutput> outputs, int64_t n_in, int64
     if (!uses_row_groups(plan) || out.n_out == 0 || k.prepare_activation != k0.prepare_activation ||
         k.activation_bytes(n_in) != k0.activation_bytes(n_in))
       return false;
-    weights[i] = {&k, static_cast<const uint8_t*>(out.w), out.n_out, out.y, plan.scale};
-    w_rows[i] = plan.w_row_bytes;
+    // Weights packed per call share one scratch buffer, so only packed copies can be grouped.
+    if (out.packed == nullptr || !out.packed->holds(tier, out.w_type, out.w, n_in, out.n_out)) return false;
+    weights[i] = {&k, out.packed->groups(), out.n_out, out.y, plan.scale};
     work += n_in * out.n_out * n_tokens;
   }
   if (pool != nullptr && (pool->size() == 1 || work < kMinParallelWork)) pool = nullptr;
-  // Weights packed per call share one scratch buffer, so only registered copies can be grouped.
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const detail::PackKey key{weights[i].packed, tier, outputs[i].w_type, n_in, outputs[i].n_out};
-    weights[i].packed = detail::registered_packed_weight(key, w_rows[i], pool);
-    if (weights[i].packed == nullptr) return false;
-  }
   return true;
 }
 
 }  // namespace
 
-void matmul_group(std::span<const MatmulOutput> outputs, int64_t n_in, const float* x, int64_t n_tokens,
+void matmul_group(Isa tier, std::span<const MatmulOutput> outputs, int64_t n_in, const float* x, int64_t n_tokens,
                   ThreadPool* pool) {
   if (outputs.empty() || n_tokens == 0) return;
-  const Isa tier = isa();
   RowGroupWeight weights[kMaxGroup];
   ThreadPool* group_pool = pool;
   if (outputs.size() > kMaxGroup || !group_row_groups(outputs, n_in, n_tokens, tier, group_pool, weights)) {
-    for (const MatmulOutput& o : outputs) matmul(tier, o.w_type, o.w, n_in, o.n_out, x, n_tokens, o.y, pool);
+    for (const MatmulOutput& o : outputs) matmul(tier, o.w_type, o.w, n_in, o.n_out, x, n_tokens, o.y, pool, o.packed);
     return;
   }
   const uint8_t* a = prepared_activations(*weights[0].k, n_in, x, n_tokens, group_pool);
   run_row_groups(std::span<const RowGroupWeight>(weights, outputs.size()), n_in, a, n_tokens, group_pool);
 }
 
-bool matmul_glu(const MatmulOutput& gate, const MatmulOutput& up, int64_t n_in, const float* x, int64_t n_tokens,
-                GluKernel glu, float* out, ThreadPool* pool) {
+bool matmul_glu(Isa tier, const MatmulOutput& gate, const MatmulOutput& up, int64_t n_in, const float* x,
+                int64_t n_tokens, GluKernel glu, float* out, ThreadPool* pool) {
   // The GLU kernels work in runs of 8 lanes and a scalar tail: tiles that start and end on runs
   // of 8 counted from the row's start (n_out and every unit's rows multiples of 8) give each
   // element the bits of one glu() call over the whole buffer.
   if (n_tokens == 0 || gate.n_out != up.n_out || gate.n_out % 8 != 0) return false;
-  const Isa tier = isa();
   const MatmulOutput pair[] = {gate, up};
   RowGroupWeight weights[2];
   if (!group_row_groups(pair, n_in, n_tokens, tier, pool, weights)) return false;
@@ -358,13 +317,6 @@ bool matmul_glu(const MatmulOutput& gate, const MatmulOutput& up, int64_t n_in, 
   const uint8_t* a = prepared_activations(*weights[0].k, n_in, x, n_tokens, pool);
   run_glu_row_groups(weights[0], weights[1], n_in, a, n_tokens, glu, out, pool);
   return true;
-}
-
-void prepare_weight(DType w_type, const void* w, int64_t n_in, int64_t n_out, ThreadPool* pool) {
-  const Isa tier = isa();
-  const detail::MatmulPlan plan = detail::plan_matmul(tier, w_type, w, n_in, n_out, 1);
-  if (n_out == 0 || !uses_row_groups(plan)) return;
-  (void)detail::packed_weight({w, tier, w_type, n_in, n_out}, plan.w_row_bytes, pool);
 }
 
 }  // namespace okapi::kernels

@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/cpu.hpp"
 #include "kernels/avx2/vector_ops.hpp"
 #include "kernels/kernels.hpp"
 
 namespace okapi::kernels {
 
-float softmax_tile(float* x, int64_t n, float* sum) {
-  static const bool use_avx2 = cpu_features().use_avx2();
-  if (use_avx2) {
+float softmax_tile(Isa tier, float* x, int64_t n, float* sum) {
+  if (tier >= Isa::avx2) {
     const float max = avx2::max(x, n);
     const double total = avx2::exp_minus_max(x, n, max);
     avx2::scale_in_place(x, n, static_cast<float>(1.0 / total));

@@ -3,12 +3,14 @@
 #pragma once
 #include <cstdint>
 
+#include "core/cpu.hpp"
+
 namespace okapi::kernels {
 
 // The softmax of one tile, as kernels::softmax (and ggml_soft_max): x[i] = exp(x[i] - max) / sum
-// for i < n (n > 0); returns the max and writes the sum of exp(x[i] - max) to *sum. AVX2 when the
-// tier in use has it, the scalar reference otherwise; for a tier the result depends only on x, n.
-float softmax_tile(float* x, int64_t n, float* sum);
+// for i < n (n > 0); returns the max and writes the sum of exp(x[i] - max) to *sum. AVX2 from
+// the avx2 tier up, the scalar reference below it; for a tier the result depends only on x, n.
+float softmax_tile(Isa tier, float* x, int64_t n, float* sum);
 
 // A running softmax state of one query: max m, sum l = sum_j e^(s_j - m), and the normalized
 // acc = sum_j (e^(s_j - m) / l) V_j (dim values). A tile partial has the same form over its own

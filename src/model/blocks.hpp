@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/kernels.hpp"
 #include "model/model.hpp"
 
 namespace okapi::model {

@@ -12,10 +12,15 @@ Model::Model(gguf::File file, HParams hparams) : file_(std::move(file)), hparams
 
 WeightSet Model::weights() const { return {file_.bytes(), file_.is_mapped(), matmul_weights_}; }
 
-void Model::uses_in_matmul(const Weight& w) {
+void Model::uses_in_matmul(Weight& w) {
   if (!w) return;
-  for (const Weight& seen : matmul_weights_)
-    if (seen.data == w.data) return;
+  for (const Weight& seen : matmul_weights_) {
+    if (seen.data == w.data) {
+      w.matmul_index = seen.matmul_index;
+      return;
+    }
+  }
+  w.matmul_index = static_cast<int32_t>(matmul_weights_.size());
   matmul_weights_.push_back(w);
 }
 

@@ -113,8 +113,9 @@ class Model {
   Weight tensor(const std::string& name, std::vector<int64_t> shape);
   Weight optional_tensor(const std::string& name, std::vector<int64_t> shape);
   void check_tensors() const;  // throws counting every problem, listing the first few
-  // Records `w` (if present) as one the forward pass passes to Ops::matmul (see weights()).
-  void uses_in_matmul(const Weight& w);
+  // Records `w` (if present) as one the forward pass passes to Ops::matmul (see weights()) and
+  // sets its matmul_index.
+  void uses_in_matmul(Weight& w);
   // The layers forward_skipping() leaves out for the call under way (empty: none).
   bool skips_layer(int64_t layer) const {
     return !skip_.empty() && skip_[static_cast<size_t>(layer)] != 0;

@@ -10,9 +10,12 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "kernels/kernels.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
+
+namespace okapi::kernels {
+struct RopeConfig;  // kernels/kernels.hpp: what rope() rotates by, in ggml_rope_ext's terms
+}
 
 namespace okapi::model {
 
@@ -24,6 +27,9 @@ struct Weight {
   const void* data = nullptr;
   int64_t n_in = 0;
   int64_t n_out = 0;
+  // Its index in its model's WeightSet::matmul (-1: in none): where a backend that prepared the
+  // set keeps its copy of it, found without a search on every matmul.
+  int32_t matmul_index = -1;
   explicit operator bool() const { return data != nullptr; }
   const float* f32() const { return static_cast<const float*>(data); }  // 1-D tensors are F32
 };
@@ -34,7 +40,7 @@ struct WeightSet {
   std::span<const uint8_t> file;  // the bytes holding the weights (may be empty)
   bool file_is_mapped = false;    // a read-only file mapping: pages of a weight the backend has
                                   // copied may be dropped (they map back from the file if read)
-  std::vector<Weight> matmul;     // each once
+  std::vector<Weight> matmul;     // each once, matmul[i].matmul_index == i
 };
 
 // The KV cache a backend is asked for: plain stores by cache type ("f32" / "f16"), or in exact
@@ -95,7 +101,8 @@ class Ops {
 
   // Load time: repack / convert / upload each weight once into memory the backend owns. Weights
   // never prepared still work (converted per call). The weights must stay valid, unchanged and
-  // at their addresses for as long as this backend is used with them.
+  // at their addresses for as long as this backend is used with them. A backend prepares one
+  // set: preparing another replaces what it made of the first.
   virtual void prepare(const WeightSet& weights) = 0;
   // A KV store this backend's attention can read (throws okapi::Error on an unknown type).
   virtual std::unique_ptr<kv::KvStore> make_kv(const kv::KvShape& shape, const KvTypes& types) = 0;

@@ -1,7 +1,8 @@
 // The weight-format table: per block format, its reference (scalar) dequantize / quantize /
 // dot-product and the fastest version of each for an ISA tier (core/cpu.hpp), plus, where a tier
 // has them, kernels over weights repacked into interleaved row groups. Layouts are bit-compatible
-// with ggml (ggml-common.h). Nothing above quant/ switches on a format: it looks the row up here.
+// with ggml (ggml-common.h). Nothing above quant/ switches on a format or a tier: it looks the row
+// up in the table of its tier.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +42,19 @@ struct RowGroupKernels {
                float* y, int64_t y_stride) = nullptr;
 };
 
+// Multi-token tiles over weights as stored, for batches where the tier has no row groups: a tile
+// of weight rows x tokens whose per-token operations are those of the format's vec_dot, so a
+// batched row equals the single-token one.
+struct TileKernels {
+  // y[t * y_stride + r] = scale * dot(weight row r, activation row t), r < n_rows, t < n_tokens.
+  // Weight rows are w_row bytes apart; activation rows (vec_dot_type) a_row bytes apart.
+  // a_scales: with float_scales, the activation blocks' fp16 d as floats (Q8_0 activations,
+  // n / 32 per token, rows contiguous), else null.
+  void (*gemm)(int64_t n, const uint8_t* w, size_t w_row, int64_t n_rows, const uint8_t* a, size_t a_row,
+               const float* a_scales, int64_t n_tokens, float scale, float* y, int64_t y_stride) = nullptr;
+  bool float_scales = false;
+};
+
 struct Format {
   DType type = DType::F32;
   DequantizeRowFn dequantize_ref = nullptr;
@@ -52,6 +66,7 @@ struct Format {
   QuantizeRowFn quantize = nullptr;
   VecDotFn vec_dot = nullptr;
   RowGroupKernels row_groups;  // this tier's repacked kernels, if any
+  TileKernels tiles;           // this tier's multi-token tiles, if any (gemm null: none)
 };
 
 // The table of the tier in use (isa()), or of `tier` (which must be one of available_isas(),

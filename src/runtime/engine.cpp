@@ -8,13 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "backend/make_backend.hpp"
 #include "core/error.hpp"
 #include "core/system_memory.hpp"
 #include "format/gguf.hpp"
 #include "format/model_file.hpp"
 #include "kv/exact_store.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/exact_ops.hpp"
 #include "model/memory_estimate.hpp"
 
 namespace okapi::runtime {
@@ -124,11 +123,11 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::O
 }
 
 std::unique_ptr<model::Ops> make_backend(const EngineOptions& options, ThreadPool* pool) {
-  if (options.exact) {
-    return std::make_unique<model::ExactOps>(pool, exact::IntKernel::automatic,
-                                             model::parse_exact_ring(options.exact_ring, options.frobenius));
-  }
-  return std::make_unique<model::CpuOps>(pool);
+  backend::BackendOptions backend_options;
+  backend_options.pool = pool;
+  backend_options.exact = options.exact;
+  if (options.exact) backend_options.exact_ring = backend::parse_exact_ring(options.exact_ring, options.frobenius);
+  return backend::make_backend(backend_options);
 }
 
 double now_seconds() {
@@ -150,7 +149,7 @@ std::unique_ptr<Engine> Engine::load_on(const std::filesystem::path& model_path,
   // Validate the cache types before the (possibly long) load.
   if (options.exact) {
     (void)exact_scores(options.exact_attention);
-    (void)model::parse_exact_ring(options.exact_ring, options.frobenius);
+    (void)backend::parse_exact_ring(options.exact_ring, options.frobenius);
   } else {
     kv::check_cache_type("K", options.cache_type_k);
     kv::check_cache_type("V", options.cache_type_v);

@@ -26,7 +26,7 @@ struct EngineOptions {
   bool exact = false;
   std::string exact_attention = "direct";  // "direct" | "ntt": how the exact store computes q.k (same bits; direct is 2-3x faster)
   std::string kv_rotate = "none";          // --kv-rotate: "none" | "hadamard" (kv/rotation.hpp)
-  // Exact mode's weight products (model/exact_ops.hpp): "integer" (int16 dot products) or
+  // Exact mode's weight products (backend/exact_ops.hpp): "integer" (int16 dot products) or
   // "zomega" (seed 000's Z[w] matvec with the Frobenius shim pi^frobenius; the same integers).
   std::string exact_ring = "integer";
   unsigned frobenius = 0;

@@ -27,12 +27,18 @@ struct Pair {
   size_t up_offset = 0;
   DType gate_type{}, up_type{};
   int64_t n_out = 0;
-  MatmulOutput gate(float* y) const { return {gate_type, bytes.data(), n_out, y}; }
-  MatmulOutput up(float* y) const { return {up_type, bytes.data() + up_offset, n_out, y}; }
+  PackedWeight packed_gate, packed_up;  // filled by pack()
+  MatmulOutput gate(float* y) const { return {gate_type, bytes.data(), n_out, y, &packed_gate}; }
+  MatmulOutput up(float* y) const { return {up_type, bytes.data() + up_offset, n_out, y, &packed_up}; }
+
+  void pack() {
+    packed_gate = pack_weight(isa(), gate_type, bytes.data(), kIn, n_out, nullptr, false);
+    packed_up = pack_weight(isa(), up_type, bytes.data() + up_offset, kIn, n_out, nullptr, false);
+  }
 };
 
 Pair make_pair(DType gate_type, DType up_type, int64_t n_out, uint32_t seed) {
-  Pair p{{}, 0, gate_type, up_type, n_out};
+  Pair p{{}, 0, gate_type, up_type, n_out, {}, {}};
   for (const DType type : {gate_type, up_type}) {
     const auto w = gaussian(static_cast<size_t>(kIn * n_out), seed++);
     const auto q = quant::quantize_tensor(type, w.data(), std::array<int64_t, 2>{kIn, n_out});
@@ -47,7 +53,7 @@ std::vector<float> two_steps(const Pair& p, GluKernel glu, const std::vector<flo
                              ThreadPool* pool) {
   std::vector<float> gate(static_cast<size_t>(p.n_out * n_tokens)), up(gate.size());
   const MatmulOutput outputs[] = {p.gate(gate.data()), p.up(up.data())};
-  matmul_group(outputs, kIn, x.data(), n_tokens, pool);
+  matmul_group(isa(), outputs, kIn, x.data(), n_tokens, pool);
   glu(gate.data(), up.data(), static_cast<int64_t>(gate.size()), gate.data());
   return gate;
 }
@@ -56,7 +62,7 @@ std::vector<float> two_steps(const Pair& p, GluKernel glu, const std::vector<flo
 std::vector<float> fused(const Pair& p, GluKernel glu, const std::vector<float>& x, int64_t n_tokens,
                          ThreadPool* pool) {
   std::vector<float> gate(static_cast<size_t>(p.n_out * n_tokens), -7.0f), up(gate.size(), -7.0f);
-  if (!matmul_glu(p.gate(gate.data()), p.up(up.data()), kIn, x.data(), n_tokens, glu, gate.data(), pool)) {
+  if (!matmul_glu(isa(), p.gate(gate.data()), p.up(up.data()), kIn, x.data(), n_tokens, glu, gate.data(), pool)) {
     EXPECT_EQ(gate, std::vector<float>(gate.size(), -7.0f)) << "a refused pair must be left untouched";
     return {};
   }
@@ -69,8 +75,8 @@ TEST(MatmulGlu, IsTheBitsOfMatmulGroupThenGlu) {
   for (const DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::TQ2_0, DType::TQ1_0,
                            DType::I2_S, DType::F16, DType::F32}) {
     SCOPED_TRACE(dtype_name(type));
-    const Pair p = make_pair(type, type, 200, 3);  // 200 rows: not a whole number of units
-    const WeightPacks packs(p.bytes, false);
+    Pair p = make_pair(type, type, 200, 3);  // 200 rows: not a whole number of units
+    p.pack();
     for (const int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{70}}) {
       SCOPED_TRACE(::testing::Message() << n_tokens << " tokens");
       const auto x = gaussian(static_cast<size_t>(kIn * n_tokens), 11);
@@ -95,17 +101,17 @@ TEST(MatmulGlu, RefusesPairsItCannotFuse) {
   ThreadPool pool(2);
   const auto x = gaussian(static_cast<size_t>(kIn * 3), 5);
   {
-    const Pair p = make_pair(DType::Q8_0, DType::Q8_0, 200, 1);  // not registered: packed per call
+    const Pair p = make_pair(DType::Q8_0, DType::Q8_0, 200, 1);  // not packed: packed per call
     EXPECT_TRUE(fused(p, relu2_glu, x, 3, &pool).empty());
   }
   {
-    const Pair p = make_pair(DType::Q4_K, DType::Q8_0, 200, 1);  // Q8_K and Q8_0 activations
-    const WeightPacks packs(p.bytes, false);
+    Pair p = make_pair(DType::Q4_K, DType::Q8_0, 200, 1);  // Q8_K and Q8_0 activations
+    p.pack();
     EXPECT_TRUE(fused(p, relu2_glu, x, 3, &pool).empty());
   }
   {
-    const Pair p = make_pair(DType::Q8_0, DType::Q8_0, 100, 1);  // 100 rows: not runs of 8
-    const WeightPacks packs(p.bytes, false);
+    Pair p = make_pair(DType::Q8_0, DType::Q8_0, 100, 1);  // 100 rows: not runs of 8
+    p.pack();
     EXPECT_TRUE(fused(p, relu2_glu, x, 3, &pool).empty());
   }
 }

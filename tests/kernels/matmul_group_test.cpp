@@ -1,8 +1,7 @@
 // kernels::matmul_group (Q/K/V, gate/up: one input, several weights): every output is the same
-// bits as matmul() of that weight alone, whether the group is run as one loop (weights registered
-// with a WeightPacks, one activation layout), or falls back to one matmul per weight (unregistered
-// weights, or formats with different activation layouts); a batched token equals it alone; and
-// prepare_weight packs a registered weight before its first matmul.
+// bits as matmul() of that weight alone, whether the group is run as one loop (weights packed by
+// pack_weight, one activation layout), or falls back to one matmul per weight (weights packed per
+// call, or formats with different activation layouts); a batched token equals it alone.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -27,6 +26,11 @@ struct Group {
   std::vector<uint8_t> bytes;
   std::array<size_t, 3> offset{};
   std::array<DType, 3> type{};
+  std::array<PackedWeight, 3> packed;  // filled by pack()
+
+  void pack() {
+    for (size_t i = 0; i < 3; ++i) packed[i] = pack_weight(isa(), type[i], bytes.data() + offset[i], kIn, kOut[i], nullptr, false);
+  }
 };
 
 Group make_group(std::array<DType, 3> types, uint32_t seed) {
@@ -47,7 +51,7 @@ std::array<std::vector<float>, 3> one_by_one(const Group& g, const std::vector<f
   std::array<std::vector<float>, 3> y;
   for (size_t i = 0; i < 3; ++i) {
     y[i].resize(static_cast<size_t>(kOut[i] * n_tokens));
-    matmul(g.type[i], g.bytes.data() + g.offset[i], kIn, kOut[i], x.data(), n_tokens, y[i].data(), pool);
+    matmul(isa(), g.type[i], g.bytes.data() + g.offset[i], kIn, kOut[i], x.data(), n_tokens, y[i].data(), pool);
   }
   return y;
 }
@@ -58,9 +62,9 @@ std::array<std::vector<float>, 3> grouped(const Group& g, const std::vector<floa
   std::array<MatmulOutput, 3> outputs;
   for (size_t i = 0; i < 3; ++i) {
     y[i].assign(static_cast<size_t>(kOut[i] * n_tokens), -1.0f);
-    outputs[i] = {g.type[i], g.bytes.data() + g.offset[i], kOut[i], y[i].data()};
+    outputs[i] = {g.type[i], g.bytes.data() + g.offset[i], kOut[i], y[i].data(), &g.packed[i]};
   }
-  matmul_group(outputs, kIn, x.data(), n_tokens, pool);
+  matmul_group(isa(), outputs, kIn, x.data(), n_tokens, pool);
   return y;
 }
 
@@ -77,15 +81,16 @@ TEST(MatmulGroup, EveryOutputIsTheSameBitsAsItsOwnMatmul) {
   for (const auto& types : kGroups) {
     SCOPED_TRACE(::testing::Message() << dtype_name(types[0]) << "/" << dtype_name(types[1]) << "/"
                                       << dtype_name(types[2]));
-    const Group g = make_group(types, 7);
+    Group g = make_group(types, 7);
     for (const int64_t n_tokens : {int64_t{1}, int64_t{9}, int64_t{70}}) {
       SCOPED_TRACE(::testing::Message() << n_tokens << " tokens");
       const auto x = gaussian(static_cast<size_t>(kIn * n_tokens), 11);
       const auto expected = one_by_one(g, x, n_tokens, &pool);
-      EXPECT_EQ(grouped(g, x, n_tokens, &pool), expected) << "unregistered";
-      const WeightPacks packs(g.bytes, false);
-      EXPECT_EQ(grouped(g, x, n_tokens, &pool), expected) << "registered, 2 threads";
-      EXPECT_EQ(grouped(g, x, n_tokens, nullptr), expected) << "registered, 1 thread";
+      EXPECT_EQ(grouped(g, x, n_tokens, &pool), expected) << "packed per call";
+      g.pack();
+      EXPECT_EQ(grouped(g, x, n_tokens, &pool), expected) << "packed, 2 threads";
+      EXPECT_EQ(grouped(g, x, n_tokens, nullptr), expected) << "packed, 1 thread";
+      g.packed = {};
     }
   }
 }
@@ -93,8 +98,8 @@ TEST(MatmulGroup, EveryOutputIsTheSameBitsAsItsOwnMatmul) {
 TEST(MatmulGroup, ABatchedTokenEqualsItAlone) {
   ThreadPool pool(2);
   for (const auto& types : kGroups) {
-    const Group g = make_group(types, 3);
-    const WeightPacks packs(g.bytes, false);
+    Group g = make_group(types, 3);
+    g.pack();
     const int64_t n_tokens = 67;
     const auto x = gaussian(static_cast<size_t>(kIn * n_tokens), 5);
     const auto batch = grouped(g, x, n_tokens, &pool);
@@ -107,20 +112,6 @@ TEST(MatmulGroup, ABatchedTokenEqualsItAlone) {
       }
     }
   }
-}
-
-TEST(MatmulGroup, PrepareWeightPacksARegisteredWeightBeforeItsFirstMatmul) {
-  const Group g = make_group({DType::Q8_0, DType::Q4_0, DType::Q4_K}, 9);
-  const WeightPacks packs(g.bytes, false);
-  size_t with_row_groups = 0;
-  for (size_t i = 0; i < 3; ++i) {
-    prepare_weight(g.type[i], g.bytes.data() + g.offset[i], kIn, kOut[i], nullptr);
-    if (quant::format(g.type[i]).row_groups.rows > 0) ++with_row_groups;
-    EXPECT_EQ(packs.packed_tensors(), with_row_groups);
-  }
-  // Preparing again makes no second copy.
-  prepare_weight(g.type[0], g.bytes.data() + g.offset[0], kIn, kOut[0], nullptr);
-  EXPECT_EQ(packs.packed_tensors(), with_row_groups);
 }
 
 }  // namespace

@@ -264,16 +264,16 @@ TEST(Matmul, RejectsWidthsOffTheBlockGrid) {
   const std::vector<uint8_t> w(4096);
   const std::vector<float> x(300);
   std::vector<float> y(4);
-  EXPECT_THROW(matmul(DType::Q4_0, w.data(), 48, 2, x.data(), 1, y.data(), nullptr), Error);
+  EXPECT_THROW(matmul(isa(), DType::Q4_0, w.data(), 48, 2, x.data(), 1, y.data(), nullptr), Error);
   EXPECT_THROW(ref::matmul(DType::Q4_K, w.data(), 128, 2, x.data(), 1, y.data()), Error);
-  EXPECT_THROW(matmul(DType::F32, w.data(), 0, 2, x.data(), 1, y.data(), nullptr), Error);
+  EXPECT_THROW(matmul(isa(), DType::F32, w.data(), 0, 2, x.data(), 1, y.data(), nullptr), Error);
 }
 
 TEST(Matmul, EmptyOutputsAreNoOps) {
   const std::vector<float> w(64), x(64);
   std::vector<float> y(1, 42.0f);
-  matmul(DType::F32, w.data(), 64, 0, x.data(), 1, y.data(), nullptr);
-  matmul(DType::F32, w.data(), 64, 1, x.data(), 0, y.data(), nullptr);
+  matmul(isa(), DType::F32, w.data(), 64, 0, x.data(), 1, y.data(), nullptr);
+  matmul(isa(), DType::F32, w.data(), 64, 1, x.data(), 0, y.data(), nullptr);
   EXPECT_EQ(y[0], 42.0f);
 }
 

@@ -1,7 +1,7 @@
-// kernels::WeightPacks: weights registered by their owner are repacked once for the row-group
-// kernels and reused; unregistered weights are packed per call; a registration ends with its
-// object (no stale copy survives a change of the bytes); a file mapping whose pages are released
-// after packing still gives the same results (the pages come back from the file).
+// kernels::PackedWeight: a weight packed by its owner for the row-group kernels gives the same
+// bits as one packed per call; a copy is used only for the weight, tier and shape it was packed
+// for; a file mapping whose pages are released as they are packed still gives the same results
+// (the pages come back from the file).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -29,10 +29,11 @@ std::vector<uint8_t> weights(DType type, uint32_t seed) {
   return quant::quantize_tensor(type, w.data(), std::array<int64_t, 2>{kIn, kOut});
 }
 
-std::vector<float> run(Isa tier, DType type, const uint8_t* w, const std::vector<float>& x, int64_t n_tokens) {
+std::vector<float> run(Isa tier, DType type, const uint8_t* w, const std::vector<float>& x, int64_t n_tokens,
+                       const PackedWeight* packed = nullptr) {
   std::vector<float> y(static_cast<size_t>(kOut * n_tokens));
   ThreadPool pool(2);
-  matmul(tier, type, w, kIn, kOut, x.data(), n_tokens, y.data(), &pool);
+  matmul(tier, type, w, kIn, kOut, x.data(), n_tokens, y.data(), &pool, packed);
   return y;
 }
 
@@ -48,37 +49,37 @@ void for_each_packed_format(Fn fn) {
   }
 }
 
-TEST(WeightPacks, RegisteredWeightsArePackedOnceAndGiveTheSameBits) {
+TEST(PackedWeight, PackedWeightsGiveTheSameBitsAsPackingPerCall) {
   for_each_packed_format([](Isa tier, DType type) {
     const std::vector<uint8_t> w = weights(type, 1);
     const auto x = gaussian(static_cast<size_t>(kIn * 9), 2);
-    const std::vector<float> unregistered = run(tier, type, w.data(), x, 9);
-    WeightPacks packs(w, false);
-    EXPECT_EQ(packs.packed_tensors(), 0u);
-    EXPECT_EQ(run(tier, type, w.data(), x, 9), unregistered);
-    EXPECT_EQ(run(tier, type, w.data(), x, 1), std::vector<float>(unregistered.begin(), unregistered.begin() + kOut));
-    EXPECT_EQ(packs.packed_tensors(), 1u);
-    EXPECT_GE(packs.packed_bytes(), w.size());
+    const std::vector<float> per_call = run(tier, type, w.data(), x, 9);
+    ThreadPool pool(2);
+    const PackedWeight packed = pack_weight(tier, type, w.data(), kIn, kOut, &pool, false);
+    ASSERT_TRUE(packed);
+    EXPECT_TRUE(packed.holds(tier, type, w.data(), kIn, kOut));
+    EXPECT_GE(packed.bytes(), w.size());
+    EXPECT_EQ(run(tier, type, w.data(), x, 9, &packed), per_call);
+    EXPECT_EQ(run(tier, type, w.data(), x, 1, &packed), std::vector<float>(per_call.begin(), per_call.begin() + kOut));
   });
 }
 
-TEST(WeightPacks, NothingStaleSurvivesTheRegistration) {
+TEST(PackedWeight, ACopyServesOnlyTheWeightItWasPackedFrom) {
   for_each_packed_format([](Isa tier, DType type) {
-    std::vector<uint8_t> w = weights(type, 3);
+    const std::vector<uint8_t> w = weights(type, 3), other = weights(type, 5);
     const auto x = gaussian(static_cast<size_t>(kIn * 4), 4);
-    {
-      WeightPacks packs(w, false);
-      run(tier, type, w.data(), x, 4);
-      EXPECT_EQ(packs.packed_tensors(), 1u);
-    }
-    const std::vector<uint8_t> other = weights(type, 5);
-    std::copy(other.begin(), other.end(), w.begin());  // same address, new bytes
-    WeightPacks packs(w, false);
-    EXPECT_EQ(run(tier, type, w.data(), x, 4), run(tier, type, other.data(), x, 4));
+    const PackedWeight packed = pack_weight(tier, type, w.data(), kIn, kOut, nullptr, false);
+    EXPECT_FALSE(packed.holds(tier, type, other.data(), kIn, kOut));
+    EXPECT_FALSE(packed.holds(tier, type, w.data(), kIn, kOut - 8));
+    EXPECT_EQ(run(tier, type, other.data(), x, 4, &packed), run(tier, type, other.data(), x, 4));
   });
 }
 
-TEST(WeightPacks, ReleasedFilePagesComeBackFromTheFile) {
+TEST(PackedWeight, FormatsWithoutRowGroupsPackNothing) {
+  EXPECT_FALSE(pack_weight(Isa::scalar, DType::Q8_0, weights(DType::Q8_0, 8).data(), kIn, kOut, nullptr, false));
+}
+
+TEST(PackedWeight, ReleasedFilePagesComeBackFromTheFile) {
   for_each_packed_format([](Isa tier, DType type) {
     // A file of a few pages: the tensor starts one page in, so whole pages lie inside it.
     std::vector<uint8_t> bytes(4096, 0);
@@ -91,9 +92,10 @@ TEST(WeightPacks, ReleasedFilePagesComeBackFromTheFile) {
     const auto x = gaussian(static_cast<size_t>(kIn * 3), 7);
     const std::vector<float> expected = run(tier, type, w.data(), x, 3);
     {
-      WeightPacks packs(file.bytes(), true);
-      EXPECT_EQ(run(tier, type, file.data() + 4096, x, 3), expected);
-      EXPECT_EQ(run(tier, type, file.data() + 4096, x, 3), expected);
+      avoid_huge_pages(file.bytes());
+      const PackedWeight packed = pack_weight(tier, type, file.data() + 4096, kIn, kOut, nullptr, true);
+      EXPECT_EQ(run(tier, type, file.data() + 4096, x, 3, &packed), expected);
+      EXPECT_EQ(run(tier, type, file.data() + 4096, x, 3, &packed), expected);
     }
     // The original bytes read back intact after their pages were dropped.
     EXPECT_TRUE(std::equal(w.begin(), w.end(), file.data() + 4096));

@@ -27,9 +27,9 @@
 #include "format/gguf.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
-#include "model/attention_driver.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/exact_ops.hpp"
+#include "backend/attention_driver.hpp"
+#include "backend/cpu_ops.hpp"
+#include "backend/exact_ops.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
 #include "support/tiny_models.hpp"
@@ -182,7 +182,7 @@ std::function<std::unique_ptr<kv::KvStore>()> exact_kv(model::Ops& ops, const kv
 TEST(ForwardSequences, Stories260KFloatMatchesSeparateForwards) {
   const auto m = stories();
   ThreadPool pool(2);
-  model::CpuOps ops(&pool);
+  backend::CpuOps ops(&pool);
   ops.prepare(m->weights());
   for (const auto& [k, v] : std::vector<std::pair<const char*, const char*>>{{"f32", "f32"}, {"f16", "f16"}, {"tbq4", "tbq4"}})
     check_mixed_batch(*m, ops, float_kv(ops, shape_of(*m), k, v), std::string("cache ") + k + "/" + v);
@@ -191,7 +191,7 @@ TEST(ForwardSequences, Stories260KFloatMatchesSeparateForwards) {
 TEST(ForwardSequences, Stories260KExactMatchesSeparateForwards) {
   const auto m = stories();
   ThreadPool pool(2);
-  model::ExactOps ops(&pool);
+  backend::ExactOps ops(&pool);
   ops.prepare(m->weights());
   check_mixed_batch(*m, ops, exact_kv(ops, shape_of(*m), kv::ExactScores::Direct), "exact direct");
   check_mixed_batch(*m, ops, exact_kv(ops, shape_of(*m), kv::ExactScores::Ntt), "exact ntt");
@@ -203,12 +203,12 @@ TEST(ForwardSequences, EveryArchitectureMatchesSeparateForwards) {
     const std::vector<uint8_t> bytes = tiny_model(arch);  // the File views these bytes
     const auto m = model::Model::load(gguf::File::parse(bytes, arch));
     {
-      model::CpuOps ops(&pool);
+      backend::CpuOps ops(&pool);
       ops.prepare(m->weights());
       check_mixed_batch(*m, ops, float_kv(ops, shape_of(*m), "f32", "f32"), arch + " float f32");
     }
     {
-      model::ExactOps ops(&pool);
+      backend::ExactOps ops(&pool);
       ops.prepare(m->weights());
       check_mixed_batch(*m, ops, exact_kv(ops, shape_of(*m), kv::ExactScores::Direct), arch + " exact");
     }
@@ -218,7 +218,7 @@ TEST(ForwardSequences, EveryArchitectureMatchesSeparateForwards) {
 TEST(ForwardSequences, AllTokensOfOneStoreMatchForward) {
   // One store for the whole batch, every row wanted: forward()'s own case.
   const auto m = stories();
-  model::CpuOps ops;
+  backend::CpuOps ops;
   auto a = kv::make_f32_store(shape_of(*m));
   auto b = kv::make_f32_store(shape_of(*m));
   const auto toks = tokens(*m, 3, 9);
@@ -234,7 +234,7 @@ TEST(ForwardSequences, AllTokensOfOneStoreMatchForward) {
 
 TEST(ForwardSequences, NoLogitsWantedWritesNone) {
   const auto m = stories();
-  model::CpuOps ops;
+  backend::CpuOps ops;
   auto a = kv::make_f32_store(shape_of(*m));
   auto b = kv::make_f32_store(shape_of(*m));
   const std::vector<kv::KvStore*> stores = {a.get(), a.get(), b.get()};
@@ -245,7 +245,7 @@ TEST(ForwardSequences, NoLogitsWantedWritesNone) {
 
 TEST(ForwardSequences, BatchGrowsTheWorkspaceNoMoreThanOneSequence) {
   const auto m = stories();
-  model::CpuOps ops;
+  backend::CpuOps ops;
   constexpr size_t kSeqs = 8;
   std::vector<std::unique_ptr<kv::KvStore>> kvs;
   for (size_t i = 0; i < kSeqs + 1; ++i) kvs.push_back(kv::make_f32_store(shape_of(*m)));
@@ -269,7 +269,7 @@ TEST(ForwardSequences, BatchGrowsTheWorkspaceNoMoreThanOneSequence) {
 }
 
 // CpuOps whose attention is left out of the count: its body belongs to the attention driver.
-class CountingOutsideAttention : public model::CpuOps {
+class CountingOutsideAttention : public backend::CpuOps {
  public:
   using CpuOps::CpuOps;
   void attention(const kv::KvStore& kv, const model::AttentionConfig& config, const float* q,
@@ -306,7 +306,7 @@ TEST(ForwardSequences, DecodeOfSeveralSequencesAllocatesNothingOutsideAttention)
     std::vector<uint8_t> want(kSeqs, 1);
     want[1] = 0;
     std::vector<float> logits(kSeqs * static_cast<size_t>(m->n_vocab()));
-    model::CpuOps single_thread;  // a worker warms its scratch with the kernels on one thread
+    backend::CpuOps single_thread;  // a worker warms its scratch with the kernels on one thread
     single_thread.prepare(m->weights());
     for (int step = 0; step < 6; ++step) {
       if (step == 1) {
@@ -377,15 +377,15 @@ TEST(ForwardSequences, AttentionRunsMatchOneCallPerStore) {
             alone[r].resize(positions[r].size() * 4 * 64);
             together[r].resize(alone[r].size());
             if (exact)
-              model::exact_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), &pool);
+              backend::exact_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), &pool);
             else
-              model::tiled_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), &pool);
+              backend::tiled_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), isa(), &pool);
             runs.push_back({s.stores[r].get(), q[r].data(), positions[r], together[r].data()});
           }
           if (exact)
-            model::exact_attention(runs, s.c, &pool);
+            backend::exact_attention(runs, s.c, &pool);
           else
-            model::tiled_attention(runs, s.c, &pool);
+            backend::tiled_attention(runs, s.c, isa(), &pool);
           for (size_t r = 0; r < n_runs; ++r)
             EXPECT_TRUE(same_bits(alone[r].data(), together[r].data(), static_cast<int64_t>(alone[r].size())))
                 << "run " << r;
@@ -409,7 +409,7 @@ std::string error_of(Fn&& fn) {
 
 TEST(ForwardSequences, InputErrors) {
   const auto m = stories();
-  model::CpuOps ops;
+  backend::CpuOps ops;
   const kv::KvShape shape = shape_of(*m);
   auto a = kv::make_f32_store(shape);
   auto b = kv::make_f32_store(shape);

@@ -17,7 +17,7 @@
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
 #include "kv/kv_store.hpp"
-#include "model/cpu_ops.hpp"
+#include "backend/cpu_ops.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
@@ -162,7 +162,7 @@ class LoadedModel {
  private:
   std::unique_ptr<model::Model> model_;
   ThreadPool pool_;
-  model::CpuOps ops_;
+  backend::CpuOps ops_;
 };
 
 inline void print_comparison(const std::string& label, const Comparison& c) {

@@ -13,7 +13,7 @@
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
 #include "kv/kv_store.hpp"
-#include "model/cpu_ops.hpp"
+#include "backend/cpu_ops.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
@@ -51,7 +51,7 @@ TEST(LogitsVerb, WritesLogitsAndJson) {
   // Same numbers as the library (token by token, F32 cache).
   const auto m = model::Model::load(gguf::File::open(model));
   auto kv = kv::make_f32_store({5, 4, 8, 8, 16});
-  model::CpuOps ops;
+  backend::CpuOps ops;
   const std::vector<int32_t> tokens = {1, 403, 407, 261, 378};
   const auto expected = model::evaluate_all(*m, ops, *kv, tokens, 1);
   std::vector<float> got(expected.size());

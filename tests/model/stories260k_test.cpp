@@ -11,7 +11,7 @@
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
 #include "kv/kv_store.hpp"
-#include "model/cpu_ops.hpp"
+#include "backend/cpu_ops.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
@@ -33,7 +33,7 @@ std::vector<float> run(const model::Model& m, const std::vector<int32_t>& tokens
   const model::HParams& hp = m.hparams();
   auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64}, k, v);
   ThreadPool pool(threads);
-  model::CpuOps ops(&pool);
+  backend::CpuOps ops(&pool);
   return model::evaluate_all(m, ops, *kv, tokens, batch);
 }
 
@@ -76,7 +76,7 @@ TEST(Stories260K, LastRowOnlyMatchesAllRows) {
   const auto full = run(*m, tokens, 512, 1);
   const model::HParams& hp = m->hparams();
   auto kv = kv::make_f32_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64});
-  model::CpuOps ops;
+  backend::CpuOps ops;
   std::vector<int32_t> positions(tokens.size());
   std::iota(positions.begin(), positions.end(), 0);
   std::vector<float> last(static_cast<size_t>(hp.n_vocab));
@@ -97,7 +97,7 @@ TEST(Stories260K, PromptLongerThanContextIsAClearError) {
   const auto m = model::Model::load(gguf::File::open(stories()));
   const model::HParams& hp = m->hparams();
   auto kv = kv::make_f32_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 8});
-  model::CpuOps ops;
+  backend::CpuOps ops;
   const auto tokens = sample_tokens();
   try {
     model::evaluate_all(*m, ops, *kv, tokens, 512);

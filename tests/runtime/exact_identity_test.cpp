@@ -20,7 +20,7 @@
 #include "kv/exact_kernels.hpp"
 #include "kv/exact_store.hpp"
 #include "model/evaluate.hpp"
-#include "model/exact_ops.hpp"
+#include "backend/exact_ops.hpp"
 #include "model/model.hpp"
 #include "support/cli.hpp"
 #include "support/paths.hpp"
@@ -55,7 +55,7 @@ struct Config {
 std::vector<float> exact_logits(const model::Model& m, const Config& c) {
   const model::HParams& hp = m.hparams();
   ThreadPool pool(c.threads);
-  model::ExactOps ops(&pool, c.avx2 ? exact::IntKernel::avx2 : exact::IntKernel::scalar);
+  backend::ExactOps ops(&pool, c.avx2 ? Isa::avx2 : Isa::scalar);
   const auto store = kv::make_exact_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 32}, c.scores,
                                           c.avx2 ? kv::ExactKernel::avx2 : kv::ExactKernel::scalar);
   const std::vector<int32_t> tokens = sequence();

@@ -13,7 +13,7 @@
 #include "format/gguf.hpp"
 #include "format/llama2c.hpp"
 #include "kv/kv_store.hpp"
-#include "model/cpu_ops.hpp"
+#include "backend/cpu_ops.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
@@ -35,7 +35,7 @@ std::vector<float> engine_logits(const gguf::File& file, const std::vector<int32
   auto model = model::Model::load(file);
   const model::HParams& hp = model->hparams();
   ThreadPool pool(2);
-  model::CpuOps ops(&pool);
+  backend::CpuOps ops(&pool);
   auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
                             static_cast<int64_t>(tokens.size())}, "f32", "f32");
   return model::evaluate_all(*model, ops, *kv, tokens, 512);

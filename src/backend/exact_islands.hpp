@@ -10,7 +10,7 @@
 #include "kernels/kernels.hpp"
 #include "model/ops.hpp"
 
-namespace okapi::model::exact_islands {
+namespace okapi::backend::exact_islands {
 
 // y = x / sqrt(mean(x^2) + eps) * weight (weight may be null); x and y may alias.
 void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* y);
@@ -28,6 +28,6 @@ void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::v
 // out[i] = act(gate[i]) * up[i]. GELU and GELUF32 are both the tanh formula
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with det::tanh: ggml's fp16 lookup table is a
 // float-mode rounding artefact that exact mode does not reproduce.
-void glu(Activation act, const float* gate, const float* up, int64_t n, float* out);
+void glu(model::Activation act, const float* gate, const float* up, int64_t n, float* out);
 
-}  // namespace okapi::model::exact_islands
+}  // namespace okapi::backend::exact_islands

@@ -14,14 +14,16 @@
 #include "core/thread_pool.hpp"
 #include "kernels/gelu_table.hpp"
 #include "kv/exact_store.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/exact_islands.hpp"
-#include "model/exact_ops.hpp"
+#include "backend/cpu_ops.hpp"
+#include "backend/exact_islands.hpp"
+#include "backend/exact_ops.hpp"
 #include "quant/quant.hpp"
 #include "support/random_data.hpp"
 
-namespace okapi::model {
+namespace okapi::backend {
 namespace {
+
+using namespace okapi::model;  // the Ops vocabulary the backends implement
 
 using test::gaussian;
 
@@ -81,16 +83,14 @@ TEST(ExactOps, MatmulIsTheSameBitsForAnyThreadCountAndKernel) {
   const TestWeight w = make_weight(DType::Q8_0, 288, 200, 3);
   const auto x = gaussian(288 * 7, 4);
   std::vector<float> first;
-  std::vector<exact::IntKernel> kernels{exact::IntKernel::scalar};
-  if (cpu_features().use_avx2()) kernels.push_back(exact::IntKernel::avx2);
-  for (const exact::IntKernel kernel : kernels) {
+  for (const Isa tier : available_isas()) {
     for (const int threads : {1, 2, 3, 4}) {
       ThreadPool pool(threads);
-      ExactOps ops(&pool, kernel);
+      ExactOps ops(&pool, tier);
       std::vector<float> y(200 * 7);
       ops.matmul(w.view, x.data(), 7, y.data());
       if (first.empty()) first = y;
-      EXPECT_TRUE(same_bits(y, first)) << "threads " << threads << " kernel " << static_cast<int>(kernel);
+      EXPECT_TRUE(same_bits(y, first)) << "threads " << threads << " tier " << isa_name(tier);
     }
   }
   // A token's row does not depend on the batch around it (exact sums: no batch-dependent kernels).
@@ -277,4 +277,4 @@ TEST(ExactOps, GetRowsUsesTheReferenceDequantizer) {
 }
 
 }  // namespace
-}  // namespace okapi::model
+}  // namespace okapi::backend

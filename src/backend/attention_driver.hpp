@@ -14,30 +14,32 @@
 #include <cstdint>
 #include <span>
 
+#include "core/cpu.hpp"
 #include "model/ops.hpp"
 
 namespace okapi {
 class ThreadPool;
 }
 
-namespace okapi::model {
+namespace okapi::backend {
 
 // Key cells per attention tile.
 constexpr int64_t kAttentionTile = 256;
 
 // out[t][h] = softmax(scale * q[t][h] · K) V over the cells position t sees (causal, sliding
-// window, soft-cap as in AttentionConfig). pool may be null.
-void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
-                     float* out, ThreadPool* pool);
+// window, soft-cap as in AttentionConfig), the softmax with the kernels of `tier`. pool may be null.
+void tiled_attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q, std::span<const int32_t> positions,
+                     float* out, Isa tier, ThreadPool* pool);
 
 // The same through an exact store (throws okapi::Error for any other store).
-void exact_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
+void exact_attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q, std::span<const int32_t> positions,
                      float* out, ThreadPool* pool);
 
 // Several runs (each: tokens over their own store) in one call: the units of every run share one
 // parallel loop (and the split-K decision), so one-token runs of several sequences keep the
 // threads busy together. Each run's out is the same bits as the single-store call above gives it.
-void tiled_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool);
-void exact_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool);
+void tiled_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, Isa tier,
+                     ThreadPool* pool);
+void exact_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, ThreadPool* pool);
 
-}  // namespace okapi::model
+}  // namespace okapi::backend

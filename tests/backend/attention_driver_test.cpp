@@ -1,7 +1,7 @@
 // The tiled attention driver: against a plain double-precision softmax, and bit-identical for a
 // token alone or inside a batch and for 1 or 2 threads, over contexts crossing several tiles
 // (decode at long context takes the split-K path with 2 threads).
-#include "model/attention_driver.hpp"
+#include "backend/attention_driver.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,10 @@
 #include "core/thread_pool.hpp"
 #include "kv/kv_store.hpp"
 
-namespace okapi::model {
+namespace okapi::backend {
 namespace {
+
+using namespace okapi::model;  // the Ops vocabulary the backends implement
 
 constexpr int64_t kCtx = 700;  // three tiles of 256
 
@@ -49,7 +51,7 @@ struct AttentionCase {
   std::vector<float> run(const std::vector<float>& q, const std::vector<int32_t>& positions, int threads) const {
     ThreadPool pool(threads);
     std::vector<float> out(positions.size() * 4 * 64);
-    tiled_attention(*store, c, q.data(), positions, out.data(), &pool);
+    tiled_attention(*store, c, q.data(), positions, out.data(), isa(), &pool);
     return out;
   }
 };
@@ -116,4 +118,4 @@ TEST(AttentionDriver, MatchesPlainSoftmaxAttention) {
 }
 
 }  // namespace
-}  // namespace okapi::model
+}  // namespace okapi::backend

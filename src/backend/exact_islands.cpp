@@ -1,4 +1,4 @@
-#include "model/exact_islands.hpp"
+#include "backend/exact_islands.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "exact/detmath.hpp"
 
-namespace okapi::model::exact_islands {
+namespace okapi::backend::exact_islands {
 
 namespace det = exact::det;
 
@@ -103,13 +103,13 @@ void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::v
   for (int64_t i = 0; i < n; ++i) scores[i] = static_cast<float>(scratch[static_cast<size_t>(i)] * inverse);
 }
 
-void glu(Activation act, const float* gate, const float* up, int64_t n, float* out) {
+void glu(model::Activation act, const float* gate, const float* up, int64_t n, float* out) {
   constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
   constexpr int64_t kBlock = 64;
   double e[kBlock];  // SiLU: exp(-g) of a block, through the batch exp
   for (int64_t begin = 0; begin < n; begin += kBlock) {
     const int64_t count = std::min(kBlock, n - begin);
-    if (act == Activation::SiLU) {
+    if (act == model::Activation::SiLU) {
       for (int64_t i = 0; i < count; ++i) e[i] = -static_cast<double>(gate[begin + i]);
       det::exp_in_place(e, count);
     }
@@ -117,14 +117,14 @@ void glu(Activation act, const float* gate, const float* up, int64_t n, float* o
       const double g = gate[begin + i], u = up[begin + i];
       double a = 0.0;
       switch (act) {
-        case Activation::SiLU: a = g / (1.0 + e[i]); break;
-        case Activation::GELU:
-        case Activation::GELUF32: a = 0.5 * g * (1.0 + det::tanh(kSqrt2OverPi * (g + 0.044715 * g * g * g))); break;
-        case Activation::ReLU2: a = g > 0.0 ? g * g : 0.0; break;
+        case model::Activation::SiLU: a = g / (1.0 + e[i]); break;
+        case model::Activation::GELU:
+        case model::Activation::GELUF32: a = 0.5 * g * (1.0 + det::tanh(kSqrt2OverPi * (g + 0.044715 * g * g * g))); break;
+        case model::Activation::ReLU2: a = g > 0.0 ? g * g : 0.0; break;
       }
       out[begin + i] = static_cast<float>(a * u);
     }
   }
 }
 
-}  // namespace okapi::model::exact_islands
+}  // namespace okapi::backend::exact_islands

@@ -8,21 +8,21 @@
 //   of summation, the thread split and the SIMD width cannot change it.
 // - fp32 islands (rmsnorm, rope, softmax, glu, add/mul/scale, bias, get_rows): fixed sequential
 //   reduction order in double, elementwise work per element, exact/detmath.hpp for exp, rsqrt,
-//   sin, cos, tanh, pow (model/exact_islands.hpp).
+//   sin, cos, tanh, pow (backend/exact_islands.hpp).
 // - attention: scores and value sums through an exact KV store (kv/exact_store.hpp, what make_kv
 //   makes); any other store is refused with an okapi::Error.
 #pragma once
 #include <memory>
 #include <string_view>
 
-#include "exact/int_matmul.hpp"
+#include "core/cpu.hpp"
 #include "model/ops.hpp"
 
 namespace okapi {
 class ThreadPool;
 }
 
-namespace okapi::model {
+namespace okapi::backend {
 
 // The ring the weight products run in. integer: the int16 kernels above. zomega (seed 000): each
 // encoded weight row is an element row of Z[w] (w^2 = w - 41) with zero w parts, shimmed at load
@@ -39,32 +39,32 @@ struct ExactRing {
 // "integer" | "zomega"; --frobenius needs zomega. Throws okapi::Error naming the valid values.
 ExactRing parse_exact_ring(std::string_view name, unsigned frobenius);
 
-class ExactOps : public Ops {
+class ExactOps : public model::Ops {
  public:
-  // `kernel` picks the int16 matmul kernel (tests compare scalar and AVX2 in one process; the
-  // result is the same integer either way).
-  explicit ExactOps(ThreadPool* pool = nullptr, exact::IntKernel kernel = exact::IntKernel::automatic,
-                    ExactRing ring = {});
+  // `tier` picks the int16 matmul kernel: AVX2 from the avx2 tier up, else scalar (tests compare
+  // them in one process; the result is the same integer either way). A tier this CPU does not
+  // allow is an okapi::Error.
+  explicit ExactOps(ThreadPool* pool = nullptr, Isa tier = isa(), ExactRing ring = {});
   ~ExactOps() override;
 
-  void prepare(const WeightSet& weights) override;
-  std::unique_ptr<kv::KvStore> make_kv(const kv::KvShape& shape, const KvTypes& types) override;
+  void prepare(const model::WeightSet& weights) override;
+  std::unique_ptr<kv::KvStore> make_kv(const kv::KvShape& shape, const model::KvTypes& types) override;
 
-  void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override;
-  void add_bias(const Weight& bias, float* x, int64_t n_tokens) override;
-  void rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
+  void matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) override;
+  void add_bias(const model::Weight& bias, float* x, int64_t n_tokens) override;
+  void rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
             const kernels::RopeConfig& config) override;
   void store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
                 std::span<const int32_t> positions) override;
-  void attention(const kv::KvStore& kv, const AttentionConfig& config, const float* q,
+  void attention(const kv::KvStore& kv, const model::AttentionConfig& config, const float* q,
                  std::span<const int32_t> positions, float* out) override;
-  void attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& config) override;
-  void glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) override;
+  void attention_runs(std::span<const model::AttentionRun> runs, const model::AttentionConfig& config) override;
+  void glu(model::Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) override;
   void add(const float* a, const float* b, int64_t n, float* out) override;
   void mul(const float* a, const float* b, int64_t n, float* out) override;
   void scale(const float* a, float s, int64_t n, float* out) override;
-  void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) override;
+  void get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) override;
 
  private:
   void matmul_zomega(const void* encoded_weight, int64_t n_tokens, float* y);  // after the activations are encoded
@@ -72,4 +72,4 @@ class ExactOps : public Ops {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace okapi::model
+}  // namespace okapi::backend

@@ -1,8 +1,8 @@
 // ExactOps: int16 weights and activations with exact int64 sums (exact/int_matmul.hpp), the fp32
-// islands of model/exact_islands.hpp, attention through an exact KV store. Every output element
+// islands of backend/exact_islands.hpp, attention through an exact KV store. Every output element
 // is computed by exactly one task from exact integers or a fixed sequential double computation, so
 // the thread count and the kernel choice cannot change a bit.
-#include "model/exact_ops.hpp"
+#include "backend/exact_ops.hpp"
 
 #include <algorithm>
 #include <mutex>
@@ -11,15 +11,16 @@
 #include <utility>
 #include <vector>
 
+#include "backend/attention_driver.hpp"
+#include "backend/exact_islands.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "exact/frobenius.hpp"
+#include "exact/int_matmul.hpp"
 #include "kv/exact_store.hpp"
-#include "model/attention_driver.hpp"
-#include "model/exact_islands.hpp"
 #include "quant/quant.hpp"
 
-namespace okapi::model {
+namespace okapi::backend {
 
 namespace {
 
@@ -37,7 +38,7 @@ constexpr int64_t kZRowsPerBlock = 64;
 // Row r of a weight dequantized with the scalar reference dequantizer (never the SIMD one).
 class RowReader {
  public:
-  explicit RowReader(const Weight& w) : w_(w), format_(quant::format(w.type)) {
+  explicit RowReader(const model::Weight& w) : w_(w), format_(quant::format(w.type)) {
     const auto row = row_bytes(w.type, w.n_in);
     if (!row) throw_error("exact mode: '{}' rows of {} do not fit {} blocks", w.name, w.n_in, dtype_name(w.type));
     row_bytes_ = *row;
@@ -53,7 +54,7 @@ class RowReader {
   }
 
  private:
-  const Weight& w_;
+  const model::Weight& w_;
   const quant::Format& format_;
   size_t row_bytes_ = 0;
   float factor_ = 1.0f;
@@ -86,7 +87,7 @@ struct ExactOps::State {
     parallel_for(pool, n, work, std::forward<Fn>(fn));
   }
 
-  const EncodedWeight& encoded(const Weight& w) {
+  const EncodedWeight& encoded(const model::Weight& w) {
     std::lock_guard lock(mutex);
     auto it = weights.find(w.data);
     if (it != weights.end()) {
@@ -136,7 +137,8 @@ struct ExactOps::State {
   }
 };
 
-ExactOps::ExactOps(ThreadPool* pool, exact::IntKernel kernel, ExactRing ring) : state_(std::make_unique<State>()) {
+ExactOps::ExactOps(ThreadPool* pool, Isa tier, ExactRing ring) : state_(std::make_unique<State>()) {
+  const exact::IntKernel kernel = tier >= Isa::avx2 ? exact::IntKernel::avx2 : exact::IntKernel::scalar;
   state_->pool = pool;
   state_->ring = ring;
   state_->matmul_rows = exact::int16_matmul_rows_kernel(kernel);  // an impossible choice fails here
@@ -145,15 +147,15 @@ ExactOps::ExactOps(ThreadPool* pool, exact::IntKernel kernel, ExactRing ring) : 
 
 ExactOps::~ExactOps() = default;
 
-void ExactOps::prepare(const WeightSet& weights) {
-  for (const Weight& w : weights.matmul) (void)state_->encoded(w);
+void ExactOps::prepare(const model::WeightSet& weights) {
+  for (const model::Weight& w : weights.matmul) (void)state_->encoded(w);
 }
 
-std::unique_ptr<kv::KvStore> ExactOps::make_kv(const kv::KvShape& shape, const KvTypes& types) {
+std::unique_ptr<kv::KvStore> ExactOps::make_kv(const kv::KvShape& shape, const model::KvTypes& types) {
   return kv::make_exact_store(shape, types.exact_scores);
 }
 
-void ExactOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
+void ExactOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {
   State& s = *state_;
   const EncodedWeight& e = s.encoded(w);
   const int64_t stride = e.stride;
@@ -215,14 +217,14 @@ void ExactOps::matmul_zomega(const void* encoded_weight, int64_t n_tokens, float
   });
 }
 
-void ExactOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
+void ExactOps::add_bias(const model::Weight& bias, float* x, int64_t n_tokens) {
   const int64_t n = bias.n_in;
   const float* b = bias.f32();
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];  // one IEEE add per element
 }
 
-void ExactOps::rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
+void ExactOps::rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
   state_->parallel(n_rows, n_rows * n * 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       exact_islands::rmsnorm_row(x + r * n, weight ? weight.f32() : nullptr, n, eps, y + r * n);
@@ -246,16 +248,16 @@ void ExactOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const fl
   kv.append_tokens(layer, positions, k, v);
 }
 
-void ExactOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,
+void ExactOps::attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q,
                          std::span<const int32_t> positions, float* out) {
   exact_attention(kv, c, q, positions, out, state_->pool);
 }
 
-void ExactOps::attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& c) {
+void ExactOps::attention_runs(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c) {
   exact_attention(runs, c, state_->pool);
 }
 
-void ExactOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
+void ExactOps::glu(model::Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
   const int64_t total = n_rows * n;
   state_->parallel(total, total * 16, [&](int64_t begin, int64_t end) {
     exact_islands::glu(act, gate + begin, up + begin, end - begin, out + begin);
@@ -274,7 +276,7 @@ void ExactOps::scale(const float* a, float s, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] * s;
 }
 
-void ExactOps::get_rows(const Weight& table, std::span<const int32_t> ids, float* out) {
+void ExactOps::get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) {
   const RowReader reader(table);
   for (size_t t = 0; t < ids.size(); ++t) {
     if (ids[t] < 0 || ids[t] >= table.n_out)
@@ -283,4 +285,4 @@ void ExactOps::get_rows(const Weight& table, std::span<const int32_t> ids, float
   }
 }
 
-}  // namespace okapi::model
+}  // namespace okapi::backend

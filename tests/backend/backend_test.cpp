@@ -15,8 +15,8 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/exact_ops.hpp"
+#include "backend/cpu_ops.hpp"
+#include "backend/exact_ops.hpp"
 #include "model/model.hpp"
 #include "quant/quant.hpp"
 #include "support/paths.hpp"
@@ -64,9 +64,9 @@ std::vector<float> logits(const model::Model& m, model::Ops& ops, int64_t batch)
 TEST(Backend, PreparedWeightsGiveTheSameBitsAsUnprepared) {
   const auto m = model::Model::load(gguf::File::open(quantized_model()));
   ThreadPool pool(2);
-  model::CpuOps unprepared(&pool);
+  backend::CpuOps unprepared(&pool);
   const std::vector<float> expected = logits(*m, unprepared, 8);
-  model::CpuOps prepared(&pool);
+  backend::CpuOps prepared(&pool);
   prepared.prepare(m->weights());
   if (quant::format(DType::Q8_0).row_groups.rows > 0) {
     size_t original = 0;
@@ -83,17 +83,17 @@ TEST(Backend, PreparedWeightsGiveTheSameBitsAsUnprepared) {
 TEST(Backend, EachBackendMakesItsOwnKvStores) {
   const auto m = model::Model::load(gguf::File::open(quantized_model()));
   const kv::KvShape shape = kv_shape(m->hparams(), 8);
-  model::CpuOps cpu;
+  backend::CpuOps cpu;
   EXPECT_EQ(cpu.make_kv(shape, {"f16", "f32", kv::ExactScores::Direct, {}})->type_name(), "k f16 / v f32");
   EXPECT_EQ(cpu.make_kv(shape, {})->type_name(), "k f32 / v f32");
   EXPECT_THROW((void)cpu.make_kv(shape, {"q4_k", "f32", kv::ExactScores::Direct, {}}), Error);
-  model::ExactOps exact;
+  backend::ExactOps exact;
   EXPECT_EQ(exact.make_kv(shape, {"f16", "f16", kv::ExactScores::Ntt, {}})->type_name(), "exact-ntt");
   EXPECT_EQ(exact.make_kv(shape, {})->type_name(), "exact-direct");
 }
 
 // CpuOps whose attention is left out of the count: its body belongs to the attention driver.
-class CountingOutsideAttention : public model::CpuOps {
+class CountingOutsideAttention : public backend::CpuOps {
  public:
   using CpuOps::CpuOps;
   void attention(const kv::KvStore& kv, const model::AttentionConfig& config, const float* q,
@@ -116,7 +116,7 @@ TEST(Backend, DecodeAfterWarmUpAllocatesNothingOutsideAttention) {
     const std::vector<int32_t> prompt = {1, 2, 3, 4};
     const std::vector<int32_t> prompt_positions = {0, 1, 2, 3};
     m->forward(ops, *kv, prompt, prompt_positions, model::LogitRows::Last, out.data());
-    model::CpuOps single_thread;  // a worker warms its scratch with the kernels on one thread
+    backend::CpuOps single_thread;  // a worker warms its scratch with the kernels on one thread
     single_thread.prepare(m->weights());
     for (int32_t pos = 4; pos < 12; ++pos) {
       const int32_t token = 5 + pos;

@@ -14,15 +14,17 @@
 #include "format/gguf.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
-#include "model/cpu_ops.hpp"
+#include "backend/cpu_ops.hpp"
 #include "model/evaluate.hpp"
-#include "model/exact_ops.hpp"
+#include "backend/exact_ops.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
 #include "support/random_data.hpp"
 
-namespace okapi::model {
+namespace okapi::backend {
 namespace {
+
+using namespace okapi::model;  // the Ops vocabulary the backends implement
 
 using test::gaussian;
 
@@ -162,4 +164,4 @@ TEST(ExactAttention, PerLayerKlOfFloatAgainstExactAttentionOnStories260K) {
 }
 
 }  // namespace
-}  // namespace okapi::model
+}  // namespace okapi::backend

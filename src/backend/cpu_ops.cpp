@@ -1,50 +1,68 @@
-#include "model/cpu_ops.hpp"
+#include "backend/cpu_ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
+#include "backend/attention_driver.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/gelu_table.hpp"
-#include "model/attention_driver.hpp"
 #include "kv/kv_store.hpp"
 #include "quant/quant.hpp"
 
-namespace okapi::model {
+namespace okapi::backend {
 
-void CpuOps::prepare(const WeightSet& weights) {
-  packs_.push_back(std::make_unique<kernels::WeightPacks>(weights.file, weights.file_is_mapped));
-  for (const Weight& w : weights.matmul) kernels::prepare_weight(w.type, w.data, w.n_in, w.n_out, pool_);
+CpuOps::CpuOps(ThreadPool* pool, Isa tier) : pool_(pool), tier_(tier), vector_(kernels::vector_kernels(tier)) {
+  (void)quant::format(DType::F32, tier);  // refuses a tier that is not available here
+}
+
+void CpuOps::prepare(const model::WeightSet& weights) {
+  packed_.clear();
+  packed_.resize(weights.matmul.size());
+  if (weights.file_is_mapped) kernels::avoid_huge_pages(weights.file);
+  const auto in_file = [&](const model::Weight& w) {
+    const auto* b = static_cast<const uint8_t*>(w.data);
+    const auto bytes = tensor_bytes(w.type, std::array<int64_t, 2>{w.n_in, w.n_out});
+    return bytes && b >= weights.file.data() && *bytes <= static_cast<size_t>(weights.file.data() + weights.file.size() - b);
+  };
+  for (size_t i = 0; i < weights.matmul.size(); ++i) {
+    const model::Weight& w = weights.matmul[i];
+    if (w.matmul_index != static_cast<int32_t>(i)) {
+      throw_error("prepare: weight '{}' is at {} of the set but says {}", w.name, i, w.matmul_index);
+    }
+    packed_[i] = kernels::pack_weight(tier_, w.type, w.data, w.n_in, w.n_out, pool_, weights.file_is_mapped && in_file(w));
+  }
 }
 
 size_t CpuOps::prepared_bytes() const {
   size_t total = 0;
-  for (const auto& packs : packs_) total += packs->packed_bytes();
+  for (const kernels::PackedWeight& p : packed_) total += p.bytes();
   return total;
 }
 
-std::unique_ptr<kv::KvStore> CpuOps::make_kv(const kv::KvShape& shape, const KvTypes& types) {
+std::unique_ptr<kv::KvStore> CpuOps::make_kv(const kv::KvShape& shape, const model::KvTypes& types) {
   return kv::make_store(shape, types.k, types.v, types.store);
 }
 
-void CpuOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
-  kernels::matmul(w.type, w.data, w.n_in, w.n_out, x, n_tokens, y, pool_);
+void CpuOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {
+  kernels::matmul(tier_, w.type, w.data, w.n_in, w.n_out, x, n_tokens, y, pool_, packed(w));
 }
 
-void CpuOps::matmul_group(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens) {
+void CpuOps::matmul_group(std::span<const model::MatmulTarget> targets, const float* x, int64_t n_tokens) {
   constexpr size_t kMaxGroup = 8;  // Q/K/V, gate/up: a group is small
   if (targets.empty()) return;
-  if (targets.size() > kMaxGroup) return Ops::matmul_group(targets, x, n_tokens);
+  if (targets.size() > kMaxGroup) return model::Ops::matmul_group(targets, x, n_tokens);
   kernels::MatmulOutput outputs[kMaxGroup];
   for (size_t i = 0; i < targets.size(); ++i) {
-    const Weight& w = *targets[i].w;
+    const model::Weight& w = *targets[i].w;
     if (w.n_in != targets.front().w->n_in) throw_error("matmul_group: '{}' takes {} inputs, '{}' {}", w.name, w.n_in,
                                                        targets.front().w->name, targets.front().w->n_in);
-    outputs[i] = {w.type, w.data, w.n_out, targets[i].y};
+    outputs[i] = output(w, targets[i].y);
   }
-  kernels::matmul_group(std::span<const kernels::MatmulOutput>(outputs, targets.size()), targets.front().w->n_in, x,
-                        n_tokens, pool_);
+  kernels::matmul_group(tier_, std::span<const kernels::MatmulOutput>(outputs, targets.size()), targets.front().w->n_in,
+                        x, n_tokens, pool_);
 }
 
 namespace {
@@ -53,36 +71,37 @@ void gelu_f32_glu(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = kernels::detail::gelu_tanh_exact(gate[i]) * up[i];
 }
 
-kernels::GluKernel glu_kernel(Activation act) {
+}  // namespace
+
+kernels::GluKernel CpuOps::glu_kernel(model::Activation act) const {
   switch (act) {
-    case Activation::SiLU: return kernels::swiglu;
-    case Activation::GELU: return kernels::geglu_tanh;
-    case Activation::ReLU2: return kernels::relu2_glu;
-    case Activation::GELUF32: return gelu_f32_glu;
+    case model::Activation::SiLU: return vector_.swiglu;
+    case model::Activation::GELU: return vector_.geglu_tanh;
+    case model::Activation::ReLU2: return vector_.relu2_glu;
+    case model::Activation::GELUF32: return gelu_f32_glu;
   }
   throw_error("unknown FFN activation");
 }
 
-}  // namespace
-
-void CpuOps::matmul_glu(Activation act, const Weight& gate, const Weight& up, const float* x, int64_t n_tokens,
+void CpuOps::matmul_glu(model::Activation act, const model::Weight& gate, const model::Weight& up, const float* x, int64_t n_tokens,
                         float* gate_y, float* up_y) {
   if (gate.n_in != up.n_in) throw_error("matmul_glu: '{}' takes {} inputs, '{}' {}", gate.name, gate.n_in, up.name, up.n_in);
-  const kernels::MatmulOutput g{gate.type, gate.data, gate.n_out, gate_y}, u{up.type, up.data, up.n_out, up_y};
-  if (kernels::matmul_glu(g, u, gate.n_in, x, n_tokens, glu_kernel(act), gate_y, pool_)) return;
-  Ops::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
+  if (kernels::matmul_glu(tier_, output(gate, gate_y), output(up, up_y), gate.n_in, x, n_tokens, glu_kernel(act), gate_y,
+                          pool_))
+    return;
+  model::Ops::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
 }
 
-void CpuOps::add_bias(const Weight& bias, float* x, int64_t n_tokens) {
+void CpuOps::add_bias(const model::Weight& bias, float* x, int64_t n_tokens) {
   const int64_t n = bias.n_in;
   const float* b = bias.f32();
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];
 }
 
-void CpuOps::rmsnorm(const float* x, const Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
+void CpuOps::rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
   parallel(n_rows, n_rows * n * 4, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) kernels::rmsnorm(x + r * n, weight ? weight.f32() : nullptr, n, eps, y + r * n);
+    for (int64_t r = begin; r < end; ++r) vector_.rmsnorm(x + r * n, weight ? weight.f32() : nullptr, n, eps, y + r * n);
   });
 }
 
@@ -99,27 +118,23 @@ void CpuOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const floa
   kv.append_tokens(layer, positions, k, v);
 }
 
-void CpuOps::attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q,
+void CpuOps::attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q,
                        std::span<const int32_t> positions, float* out) {
-  tiled_attention(kv, c, q, positions, out, pool_);
+  tiled_attention(kv, c, q, positions, out, tier_, pool_);
 }
 
-void CpuOps::attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& c) {
-  tiled_attention(runs, c, pool_);
+void CpuOps::attention_runs(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c) {
+  tiled_attention(runs, c, tier_, pool_);
 }
 
-void CpuOps::glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
+void CpuOps::glu(model::Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
   // Split into runs of 8 elements counted from the start, so the SIMD kernels' vector/tail split
   // (and so every element's value) is the same whatever the thread count.
+  const kernels::GluKernel kernel = glu_kernel(act);
   const int64_t total = n_rows * n, kLanes = 8;
   parallel((total + kLanes - 1) / kLanes, total * 8, [&](int64_t begin, int64_t end) {
     const int64_t first = begin * kLanes, count = std::min(total, end * kLanes) - first;
-    switch (act) {
-      case Activation::SiLU: kernels::swiglu(gate + first, up + first, count, out + first); return;
-      case Activation::GELU: kernels::geglu_tanh(gate + first, up + first, count, out + first); return;
-      case Activation::ReLU2: kernels::relu2_glu(gate + first, up + first, count, out + first); return;
-      case Activation::GELUF32: gelu_f32_glu(gate + first, up + first, count, out + first); return;
-    }
+    kernel(gate + first, up + first, count, out + first);
   });
 }
 
@@ -141,8 +156,8 @@ void CpuOps::scale(const float* a, float s, int64_t n, float* out) {
   });
 }
 
-void CpuOps::get_rows(const Weight& table, std::span<const int32_t> ids, float* out) {
-  const quant::Format& format = quant::format(table.type);
+void CpuOps::get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) {
+  const quant::Format& format = quant::format(table.type, tier_);
   const auto row = row_bytes(table.type, table.n_in);
   if (!row) throw_error("get_rows: '{}' rows of {} do not fit {} blocks", table.name, table.n_in, dtype_name(table.type));
   const int64_t shape[2] = {table.n_in, table.n_out};
@@ -160,4 +175,4 @@ void CpuOps::get_rows(const Weight& table, std::span<const int32_t> ids, float* 
   }
 }
 
-}  // namespace okapi::model
+}  // namespace okapi::backend

@@ -1,17 +1,17 @@
-#include "model/attention_driver.hpp"
+#include "backend/attention_driver.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "backend/exact_islands.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/online_softmax.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
-#include "model/exact_islands.hpp"
 
-namespace okapi::model {
+namespace okapi::backend {
 
 namespace {
 
@@ -19,12 +19,12 @@ namespace {
 constexpr int64_t kBlockTokens = 8;
 
 // The cells position `pos` sees: [first_visible, pos + 1).
-int64_t first_visible(const AttentionConfig& c, int64_t pos) {
+int64_t first_visible(const model::AttentionConfig& c, int64_t pos) {
   return c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
 }
 
 // Float operations of the whole call, for the decision to go parallel.
-int64_t attention_work(const AttentionConfig& c, std::span<const int32_t> positions) {
+int64_t attention_work(const model::AttentionConfig& c, std::span<const int32_t> positions) {
   int64_t cells = 0;
   for (const int32_t pos : positions) cells += pos + 1 - first_visible(c, pos);
   return cells * c.n_head * (c.head_dim_k + c.head_dim_v) * 2;
@@ -56,8 +56,8 @@ struct TileScratch {
 // kBlockTokens tokens of a run with one kv head. Units are numbered run by run.
 class TiledAttention {
  public:
-  TiledAttention(std::span<const AttentionRun> runs, const AttentionConfig& c)
-      : runs_(runs), c_(c), group_(c.n_head / c.n_head_kv) {
+  TiledAttention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, Isa tier)
+      : runs_(runs), c_(c), tier_(tier), group_(c.n_head / c.n_head_kv) {
     if (runs.size() > kSmallRuns) large_.resize(runs.size() + 1);
     int64_t* first = first_unit();
     first[0] = 0;
@@ -76,7 +76,7 @@ class TiledAttention {
   void rows_of(int64_t unit, QueryRows& rows) const {
     const int64_t* first_of = first_unit();
     const auto r = static_cast<size_t>(std::upper_bound(first_of, first_of + runs_.size() + 1, unit) - first_of - 1);
-    const AttentionRun& run = runs_[r];
+    const model::AttentionRun& run = runs_[r];
     const int64_t u = unit - first_of[r];
     const auto n_tokens = static_cast<int64_t>(run.positions.size());
     const int64_t n_blocks = (n_tokens + kBlockTokens - 1) / kBlockTokens;
@@ -142,7 +142,7 @@ class TiledAttention {
       } else {
         for (int64_t j = 0; j < count; ++j) x[j] *= c_.scale;
       }
-      m[r] = kernels::softmax_tile(x, count, &l[r]);
+      m[r] = kernels::softmax_tile(tier_, x, count, &l[r]);
     }
     std::fill(acc, acc + n * c_.head_dim_v, 0.0f);
     rows.kv->tile_accumulate(c_.layer, rows.kv_head, qs, c0, s.scores.data(), kAttentionTile, acc);
@@ -160,8 +160,9 @@ class TiledAttention {
   int64_t* first_unit() { return large_.empty() ? small_ : large_.data(); }
   const int64_t* first_unit() const { return large_.empty() ? small_ : large_.data(); }
 
-  std::span<const AttentionRun> runs_;
-  const AttentionConfig& c_;
+  std::span<const model::AttentionRun> runs_;
+  const model::AttentionConfig& c_;
+  Isa tier_;
   int64_t group_;
   int max_rows_ = 0;
   int64_t small_[kSmallRuns + 1] = {};
@@ -186,20 +187,21 @@ struct RunningState {
 
 }  // namespace
 
-void tiled_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
-                     float* out, ThreadPool* pool) {
-  const AttentionRun run{&kv, q, positions, out};
-  tiled_attention(std::span<const AttentionRun>(&run, 1), c, pool);
+void tiled_attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q, std::span<const int32_t> positions,
+                     float* out, Isa tier, ThreadPool* pool) {
+  const model::AttentionRun run{&kv, q, positions, out};
+  tiled_attention(std::span<const model::AttentionRun>(&run, 1), c, tier, pool);
 }
 
-void tiled_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool) {
+void tiled_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, Isa tier,
+                     ThreadPool* pool) {
   int64_t work = 0, max_pos = 0;
-  for (const AttentionRun& run : runs) {
+  for (const model::AttentionRun& run : runs) {
     work += attention_work(c, run.positions);
     for (const int32_t pos : run.positions) max_pos = std::max<int64_t>(max_pos, pos);
   }
   if (work == 0) return;  // no tokens
-  const TiledAttention attn(runs, c);
+  const TiledAttention attn(runs, c, tier);
   const int64_t dim = c.head_dim_v;
   const int rows_max = attn.max_rows();
   const int64_t n_units = attn.n_units();
@@ -261,15 +263,15 @@ void tiled_attention(std::span<const AttentionRun> runs, const AttentionConfig& 
   });
 }
 
-void exact_attention(const kv::KvStore& kv, const AttentionConfig& c, const float* q, std::span<const int32_t> positions,
+void exact_attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q, std::span<const int32_t> positions,
                      float* out, ThreadPool* pool) {
-  const AttentionRun run{&kv, q, positions, out};
-  exact_attention(std::span<const AttentionRun>(&run, 1), c, pool);
+  const model::AttentionRun run{&kv, q, positions, out};
+  exact_attention(std::span<const model::AttentionRun>(&run, 1), c, pool);
 }
 
-void exact_attention(std::span<const AttentionRun> runs, const AttentionConfig& c, ThreadPool* pool) {
+void exact_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, ThreadPool* pool) {
   int64_t n_tasks = 0, work = 0;
-  for (const AttentionRun& run : runs) {
+  for (const model::AttentionRun& run : runs) {
     if (!kv::is_exact_store(*run.kv))
       throw_error("exact mode: attention needs an exact KV store (exact-ntt or exact-direct), got '{}'",
                   run.kv->type_name());
@@ -289,7 +291,7 @@ void exact_attention(std::span<const AttentionRun> runs, const AttentionConfig& 
         run_first += static_cast<int64_t>(runs[r].positions.size()) * c.n_head;
         ++r;
       }
-      const AttentionRun& run = runs[r];
+      const model::AttentionRun& run = runs[r];
       const auto n_tokens = static_cast<int64_t>(run.positions.size());
       const int64_t local = task - run_first;
       const int64_t t = zigzag(local / c.n_head, n_tokens), h = local % c.n_head;
@@ -304,4 +306,4 @@ void exact_attention(std::span<const AttentionRun> runs, const AttentionConfig& 
   });
 }
 
-}  // namespace okapi::model
+}  // namespace okapi::backend
