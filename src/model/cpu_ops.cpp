@@ -8,7 +8,7 @@
 #include "core/thread_pool.hpp"
 #include "kernels/gelu_table.hpp"
 #include "model/attention_driver.hpp"
-#include "kv/kv_store.hpp"
+#include "kv/cache_type.hpp"
 #include "quant/quant.hpp"
 
 namespace okapi::model {
@@ -25,7 +25,7 @@ size_t CpuOps::prepared_bytes() const {
 }
 
 std::unique_ptr<kv::KvStore> CpuOps::make_kv(const kv::KvShape& shape, const KvTypes& types) {
-  return kv::make_store(shape, types.k, types.v, types.store);
+  return kv::make_store(shape, types.cache);
 }
 
 void CpuOps::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {

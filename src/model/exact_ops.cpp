@@ -61,15 +61,6 @@ class RowReader {
 
 }  // namespace
 
-ExactRing parse_exact_ring(std::string_view name, unsigned frobenius) {
-  if (name == "integer") {
-    if (frobenius != 0) throw_error("--frobenius {} needs --exact-ring zomega", frobenius);
-    return {};
-  }
-  if (name == "zomega") return {true, frobenius};
-  throw_error("--exact-ring must be 'integer' or 'zomega', got '{}'", name);
-}
-
 struct ExactOps::State {
   ThreadPool* pool = nullptr;
   ExactRing ring;
@@ -129,7 +120,8 @@ struct ExactOps::State {
         try {
           e.z_blocks[static_cast<size_t>(b)] = exact::frobenius_shim(m, exact::FrobeniusPrime::split41, ring.frobenius);
         } catch (const Error& err) {
-          throw_error("--frobenius {} on weight '{}': {}", ring.frobenius, name, err.what());
+          throw_error_for(Setting::Frobenius, "the Frobenius shim pi^{} on weight '{}': {}", ring.frobenius, name,
+                          err.what());
         }
       }
     });
@@ -137,6 +129,8 @@ struct ExactOps::State {
 };
 
 ExactOps::ExactOps(ThreadPool* pool, exact::IntKernel kernel, ExactRing ring) : state_(std::make_unique<State>()) {
+  if (ring.frobenius != 0 && !ring.zomega)
+    throw_error_for(Setting::ExactRing, "the Frobenius shim pi^{} needs the Z[w] ring", ring.frobenius);
   state_->pool = pool;
   state_->ring = ring;
   state_->matmul_rows = exact::int16_matmul_rows_kernel(kernel);  // an impossible choice fails here

@@ -36,13 +36,11 @@ struct ExactRing {
   bool zomega = false;
   unsigned frobenius = 0;
 };
-// "integer" | "zomega"; --frobenius needs zomega. Throws okapi::Error naming the valid values.
-ExactRing parse_exact_ring(std::string_view name, unsigned frobenius);
 
 class ExactOps : public Ops {
  public:
   // `kernel` picks the int16 matmul kernel (tests compare scalar and AVX2 in one process; the
-  // result is the same integer either way).
+  // result is the same integer either way). A Frobenius shim outside Z[w] throws okapi::Error.
   explicit ExactOps(ThreadPool* pool = nullptr, exact::IntKernel kernel = exact::IntKernel::automatic,
                     ExactRing ring = {});
   ~ExactOps() override;

@@ -12,7 +12,7 @@
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
 #include "format/llama2c.hpp"
-#include "kv/kv_store.hpp"
+#include "kv/cache_type.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
@@ -37,7 +37,7 @@ std::vector<float> engine_logits(const gguf::File& file, const std::vector<int32
   ThreadPool pool(2);
   model::CpuOps ops(&pool);
   auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
-                            static_cast<int64_t>(tokens.size())}, "f32", "f32");
+                            static_cast<int64_t>(tokens.size())}, kv::CacheTypes{});
   return model::evaluate_all(*model, ops, *kv, tokens, 512);
 }
 

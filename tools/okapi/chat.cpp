@@ -178,7 +178,7 @@ void register_chat(CLI::App& app, VerbResult& result) {
   add_batch_flag(cmd, args->batch_size, "prompt tokens per forward pass");
   add_sampling_flags(cmd, args->sampling);
   add_seed_flag(cmd, args->seed);
-  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
+  add_cache_type_flags(cmd, args->engine.cache);
   cmd->callback([args, &result] {
     if (result.dry_run) return;
     result.exit_code = chat(*args);
