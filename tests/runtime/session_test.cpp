@@ -21,7 +21,7 @@ using test::read_file;
 
 GenerationResult generate(const std::filesystem::path& model, const std::string& prompt, sample::SamplerConfig config,
                           int64_t n_predict, int threads = 1, int64_t n_ctx = 512) {
-  const auto engine = Engine::load(model, {threads, "f32", "f32"});
+  const auto engine = Engine::load(model, {threads});
   const auto kv = engine->make_kv(n_ctx);
   Session session(*engine, *kv);
   sample::Sampler sampler(config);
@@ -96,8 +96,8 @@ TEST(Session, PromptLongerThanContextIsAnError) {
 
 TEST(Engine, MissingModelAndBadOptionsAreErrors) {
   EXPECT_THROW(Engine::load("/nonexistent/model.gguf", {}), Error);
-  EXPECT_THROW(Engine::load(kRepoModel, {0, "f32", "f32"}), Error);
-  EXPECT_THROW(Engine::load(kRepoModel, {1, "q3", "f32"}), Error);
+  EXPECT_THROW(Engine::load(kRepoModel, {0}), Error);
+  EXPECT_THROW((void)kv::CacheType::parse("q3"), Error);  // where a cache type's name comes in
 }
 
 TEST(Engine, DefaultModelIsFound) {
