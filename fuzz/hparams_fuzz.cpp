@@ -72,8 +72,7 @@ double check_estimates(const File& file, const HParams& hp) {
       run.logit_rows = n_ctx == 1 ? 1 : n_ctx;
       run.exact = exact;
       run.exact_scores = exact && n_ctx > 1 ? okapi::kv::ExactScores::Ntt : okapi::kv::ExactScores::Direct;
-      run.cache_type_k = "f32";
-      run.cache_type_v = n_ctx == 1 ? "f32" : "f16";
+      run.cache = {okapi::kv::CacheType::f32(), n_ctx == 1 ? okapi::kv::CacheType::f32() : okapi::kv::CacheType::f16()};
       const okapi::model::MemoryEstimate m = okapi::model::estimate_memory(file, hp, run);
       for (const double part : {m.mapped, m.weights, m.kv, m.scratch})
         if (!std::isfinite(part) || part < 0) fail("estimate not finite and non-negative");

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/gelu_table.hpp"
+#include "kv/cache_type.hpp"
 #include "kv/kv_store.hpp"
 #include "quant/quant.hpp"
 
@@ -43,7 +44,7 @@ size_t CpuOps::prepared_bytes() const {
 }
 
 std::unique_ptr<kv::KvStore> CpuOps::make_kv(const kv::KvShape& shape, const model::KvTypes& types) {
-  return kv::make_store(shape, types.k, types.v, types.store);
+  return kv::make_store(shape, types.cache);
 }
 
 void CpuOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {

@@ -62,15 +62,6 @@ class RowReader {
 
 }  // namespace
 
-ExactRing parse_exact_ring(std::string_view name, unsigned frobenius) {
-  if (name == "integer") {
-    if (frobenius != 0) throw_error("--frobenius {} needs --exact-ring zomega", frobenius);
-    return {};
-  }
-  if (name == "zomega") return {true, frobenius};
-  throw_error("--exact-ring must be 'integer' or 'zomega', got '{}'", name);
-}
-
 struct ExactOps::State {
   ThreadPool* pool = nullptr;
   ExactRing ring;
@@ -130,7 +121,8 @@ struct ExactOps::State {
         try {
           e.z_blocks[static_cast<size_t>(b)] = exact::frobenius_shim(m, exact::FrobeniusPrime::split41, ring.frobenius);
         } catch (const Error& err) {
-          throw_error("--frobenius {} on weight '{}': {}", ring.frobenius, name, err.what());
+          throw_error_for(Setting::Frobenius, "the Frobenius shim pi^{} on weight '{}': {}", ring.frobenius, name,
+                          err.what());
         }
       }
     });
@@ -138,6 +130,8 @@ struct ExactOps::State {
 };
 
 ExactOps::ExactOps(ThreadPool* pool, Isa tier, ExactRing ring) : state_(std::make_unique<State>()) {
+  if (ring.frobenius != 0 && !ring.zomega)
+    throw_error_for(Setting::ExactRing, "the Frobenius shim pi^{} needs the Z[w] ring", ring.frobenius);
   const exact::IntKernel kernel = tier >= Isa::avx2 ? exact::IntKernel::avx2 : exact::IntKernel::scalar;
   state_->pool = pool;
   state_->ring = ring;

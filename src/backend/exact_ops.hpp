@@ -36,14 +36,12 @@ struct ExactRing {
   bool zomega = false;
   unsigned frobenius = 0;
 };
-// "integer" | "zomega"; --frobenius needs zomega. Throws okapi::Error naming the valid values.
-ExactRing parse_exact_ring(std::string_view name, unsigned frobenius);
 
 class ExactOps : public model::Ops {
  public:
   // `tier` picks the int16 matmul kernel: AVX2 from the avx2 tier up, else scalar (tests compare
   // them in one process; the result is the same integer either way). A tier this CPU does not
-  // allow is an okapi::Error.
+  // allow is an okapi::Error, and so is a Frobenius shim outside Z[w].
   explicit ExactOps(ThreadPool* pool = nullptr, Isa tier = isa(), ExactRing ring = {});
   ~ExactOps() override;
 

@@ -1,7 +1,6 @@
 #include "kv/codec_store.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -12,85 +11,25 @@
 
 namespace okapi::kv {
 
-namespace {
-
-struct NamedType {
-  std::string_view name;
-  DType type;
-};
-// llama.cpp's -ctk / -ctv names.
-constexpr std::array<NamedType, 9> kCacheTypes = {{
-    {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},  {"q8_0", DType::Q8_0},   {"q4_0", DType::Q4_0},
-    {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
-}};
-
-// The quant-table entry of a checked, non-tbq cache type name.
-const NamedType* block_type(std::string_view type) {
-  return std::find_if(kCacheTypes.begin(), kCacheTypes.end(), [&](const NamedType& t) { return t.name == type; });
-}
-
-std::string valid_names() {
-  std::string out;
-  for (const std::string_view name : cache_type_names()) out += (out.empty() ? "" : ", ") + std::string(name);
-  return out;
-}
-}  // namespace
-
-std::span<const std::string_view> cache_type_names() {
-  static const std::vector<std::string_view> names = [] {
-    std::vector<std::string_view> n;
-    for (const auto& t : kCacheTypes) n.push_back(t.name);
-    for (const TbqSpec& t : tbq_specs()) n.push_back(t.name);
-    for (const SpSpec& t : sp_specs()) n.push_back(t.name);
-    return n;
-  }();
-  return names;
-}
-
-void check_cache_type(std::string_view which, std::string_view type) {
-  for (const std::string_view name : cache_type_names()) {
-    if (name == type) return;
-  }
-  throw_error("unsupported KV cache type '{}' for {} (supported: {})", type, which, valid_names());
-}
-
-RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim) {
-  check_cache_type(which, type);
-  if (const TbqSpec* tbq = find_tbq(type)) {
-    if (dim <= 0 || dim > tile::kMaxDim) throw_error("KV cache type '{}': {} heads of {} are not supported", type, which, dim);
+RowCodec row_codec(std::string_view which, CacheType type, int64_t dim) {
+  if (const TbqSpec* tbq = type.tbq()) {
+    if (dim <= 0 || dim > tile::kMaxDim)
+      throw_error("KV cache type '{}': {} heads of {} are not supported", type.name(), which, dim);
     return {DType::F32, tbq, nullptr, dim, tbq_row_bytes(*tbq, dim)};
   }
-  if (const SpSpec* sp = find_sp(type)) return {DType::F32, nullptr, sp, dim, sp_layout(*sp, dim, which).row_bytes};
-  const NamedType* named = block_type(type);
-  const int64_t block = layout(named->type).block_size;
+  if (const SpSpec* sp = type.sp()) return {DType::F32, nullptr, sp, dim, sp_layout(*sp, dim, which).row_bytes};
+  const int64_t block = layout(type.dtype()).block_size;
   if (dim <= 0 || dim % block != 0) {
-    throw_error("KV cache type '{}' for {} stores blocks of {} values; this model's {} heads are {} wide", type, which,
-                block, which, dim);
+    throw_error("KV cache type '{}' for {} stores blocks of {} values; this model's {} heads are {} wide", type.name(),
+                which, block, which, dim);
   }
-  if (dim > tile::kMaxDim) throw_error("KV cache type '{}': heads wider than {} are not supported", type, tile::kMaxDim);
-  return {named->type, nullptr, nullptr, dim, *row_bytes(named->type, dim)};
+  if (dim > tile::kMaxDim)
+    throw_error("KV cache type '{}': heads wider than {} are not supported", type.name(), tile::kMaxDim);
+  return {type.dtype(), nullptr, nullptr, dim, *row_bytes(type.dtype(), dim)};
 }
 
-double bits_per_value(std::string_view type, int64_t dim, std::string_view which, int64_t n_ctx) {
-  check_cache_type(which, type);
-  if (const SpSpec* sp = find_sp(type)) {
-    if (dim <= 0) return 62.0 * 8.0 / 128.0;  // the seed's width
-    const double row = static_cast<double>(row_codec(which, type, dim).row_bytes) * 8.0;
-    const double metadata = n_ctx > 0 ? sp_metadata_bits(*sp, dim) / static_cast<double>(n_ctx) : 0.0;
-    return (row + metadata) / static_cast<double>(dim);
-  }
-  if (const TbqSpec* tbq = find_tbq(type)) {
-    if (dim <= 0) return (tbq->bits_hi + tbq->bits_lo) / 2.0;
-    return static_cast<double>(row_codec(which, type, dim).row_bytes) * 8.0 / static_cast<double>(dim);
-  }
-  const NamedType* named = block_type(type);
-  const DTypeLayout l = layout(named->type);
-  if (dim > 0 && dim % l.block_size != 0) (void)row_codec(which, type, dim);  // the clear error
-  return static_cast<double>(l.block_bytes) * 8.0 / static_cast<double>(l.block_size);
-}
-
-CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view which, std::string_view type,
-                                       int64_t dim, const StoreOptions& options, uint64_t salt) {
+CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view which, CacheType type, int64_t dim,
+                                       KvRotation rotation, uint64_t seed, uint64_t salt) {
   Side side;
   side.codec = row_codec(which, type, dim);
   side.rows.resize(static_cast<size_t>(shape.n_layer * shape.n_head_kv * shape.n_ctx) * side.codec.row_bytes);
@@ -100,23 +39,23 @@ CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view wh
       side.rotations.push_back(HadamardRotation::plain(dim));
       side.sp_heads.emplace_back(*side.codec.sp, dim);
     }
-  } else if (options.rotation == KvRotation::Hadamard || side.codec.tbq != nullptr) {
+  } else if (rotation == KvRotation::Hadamard || side.codec.tbq != nullptr) {
     for (int64_t i = 0; i < shape.n_layer * shape.n_head_kv; ++i) {
-      side.rotations.emplace_back(dim, options.seed * 0x100000001B3ull + salt * 0x9E3779B97F4A7C15ull +
+      side.rotations.emplace_back(dim, seed * 0x100000001B3ull + salt * 0x9E3779B97F4A7C15ull +
                                            static_cast<uint64_t>(i));
     }
   }
   return side;
 }
 
-CodecStore::CodecStore(const KvShape& shape, std::string_view k_type, std::string_view v_type,
-                       const StoreOptions& options)
+CodecStore::CodecStore(const KvShape& shape, const CacheTypes& types, uint64_t seed)
     : KvStore(shape),
-      k_(make_side(shape, "K", k_type, shape.head_dim_k, options, 1)),
-      v_(make_side(shape, "V", v_type, shape.head_dim_v, options, 2)) {
-  const bool rotated = options.rotation == KvRotation::Hadamard || k_.codec.tbq != nullptr || v_.codec.tbq != nullptr;
+      k_(make_side(shape, "K", types.k, shape.head_dim_k, types.rotation, seed, 1)),
+      v_(make_side(shape, "V", types.v, shape.head_dim_v, types.rotation, seed, 2)) {
+  const bool rotated = types.rotation == KvRotation::Hadamard || k_.codec.tbq != nullptr || v_.codec.tbq != nullptr;
   const bool sp = k_.codec.sp != nullptr || v_.codec.sp != nullptr;
-  name_ = fmt::format("k {} / v {}{}{}", k_type, v_type, rotated ? " (hadamard)" : "", sp ? " (vht2)" : "");
+  name_ = fmt::format("k {} / v {}{}{}", types.k.name(), types.v.name(), rotated ? " (hadamard)" : "",
+                      sp ? " (vht2)" : "");
   bytes_ = k_.rows.size() + v_.rows.size();
   // sp keeps a calibration (W and lane indices) per (layer, kv head) beside its rows.
   for (const Side* side : {&k_, &v_}) {
@@ -251,11 +190,6 @@ void CodecStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Que
                                  const float* probs, int64_t p_stride, float* acc) const {
   const TileRows rows{this, layer, kv_head, true};
   tile::kernels().accumulate_decoded(qs, {decode_for_tiles, &rows, v_.codec.dim}, first, probs, p_stride, acc);
-}
-
-std::unique_ptr<KvStore> make_codec_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,
-                                          const StoreOptions& options) {
-  return std::make_unique<CodecStore>(shape, k_type, v_type, options);
 }
 
 }  // namespace okapi::kv

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kv/cache_type.hpp"
 #include "kv/kv_store.hpp"
 #include "kv/lloyd_max.hpp"
 #include "kv/rotation.hpp"
@@ -29,13 +30,14 @@ struct RowCodec {
   int64_t dim = 0;
   size_t row_bytes = 0;
 };
-// The codec of cache type `type` for rows of `dim`. Throws okapi::Error for an unknown type
-// (listing the valid ones) or a head width the type's blocks do not divide.
-RowCodec row_codec(std::string_view which, std::string_view type, int64_t dim);
+// The codec of cache type `type` for rows of `dim` of side `which` ("K" or "V"). Throws
+// okapi::Error for a head width the type's blocks do not divide.
+RowCodec row_codec(std::string_view which, CacheType type, int64_t dim);
 
 class CodecStore final : public KvStore {
  public:
-  CodecStore(const KvShape& shape, std::string_view k_type, std::string_view v_type, const StoreOptions& options);
+  // `seed` seeds the rotations' random signs.
+  CodecStore(const KvShape& shape, const CacheTypes& types, uint64_t seed);
   std::string_view type_name() const override { return name_; }
   void append(int64_t layer, int64_t position, const float* k, const float* v) override;
   void append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v) override;
@@ -62,8 +64,8 @@ class CodecStore final : public KvStore {
       return rotations.empty() ? nullptr : &rotations[static_cast<size_t>(layer * s.n_head_kv + head)];
     }
   };
-  static Side make_side(const KvShape& shape, std::string_view which, std::string_view type, int64_t dim,
-                        const StoreOptions& options, uint64_t salt);
+  static Side make_side(const KvShape& shape, std::string_view which, CacheType type, int64_t dim,
+                        KvRotation rotation, uint64_t seed, uint64_t salt);
   // Rows [c0, c1) of one head decoded into `out` (row-major, codec.dim floats each).
   static void decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
                           float* out);

@@ -34,7 +34,7 @@ enum class ExactScores { Ntt, Direct, NttCrt };
 // store larger than the memory left (check_store_fits).
 std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores);
 
-// The bytes make_exact_store(shape, scores) allocates, computed without allocating (see store_bytes).
+// The bytes make_exact_store(shape, scores) allocates, computed without allocating (as CacheTypes::bytes).
 double exact_store_bytes(const KvShape& shape, ExactScores scores);
 
 // True for the stores above (ExactOps refuses any other store: float stores are not exact).

@@ -74,40 +74,6 @@ class KvStore {
   size_t bytes_ = 0;
 };
 
-// --kv-rotate: none, or a seeded randomized Hadamard rotation per layer and kv head
-// (kv/rotation.hpp) applied to K and V rows before they are encoded.
-enum class KvRotation { None, Hadamard };
-// "none" | "hadamard"; throws okapi::Error naming the valid values otherwise.
-KvRotation parse_kv_rotation(std::string_view name);
-struct StoreOptions {
-  KvRotation rotation = KvRotation::None;
-  uint64_t seed = 0;  // of the rotations' random signs
-};
-
-// Cache types as llama.cpp's --cache-type-k/-v: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
-// iq4_nl, and okapi's tbq2.5 / tbq3 / tbq3.5 / tbq4 (kv/lloyd_max.hpp) and sp / sp-full; K
-// and V may differ. f32 and f16 without rotation are the dense stores (plain_store.hpp, ggml's
-// numerics); every other combination is a CodecStore (codec_store.hpp). Throws on an unknown name,
-// a head width the type's blocks do not divide, a non-positive shape, or a store larger than the
-// memory left (check_store_fits).
-std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,
-                                    const StoreOptions& options = {});
-std::unique_ptr<KvStore> make_codec_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,
-                                          const StoreOptions& options);
-
-// The cache type names, in the order above.
-std::span<const std::string_view> cache_type_names();
-// Throws okapi::Error (naming `which`, "K" or "V", and the valid names) for an unknown cache type.
-void check_cache_type(std::string_view which, std::string_view type);
-// True for "f16", false for "f32"; anything else throws naming `which` ("K" or "V").
-bool is_f16_cache_type(std::string_view which, std::string_view type);
-// The stored bits per value of cache type `type` for rows of `dim` values, block scales included
-// (throws like make_store for a width the type cannot serve). With n_ctx > 0, a type's per-head
-// calibration (sp) is added, amortized over n_ctx rows.
-double bits_per_value(std::string_view type, int64_t dim, std::string_view which = "K", int64_t n_ctx = 0);
-// The bytes make_store(shape, k_type, v_type) allocates, computed without allocating. A double, so
-// that no claimed shape or context can overflow it (memory estimates only compare and print it).
-double store_bytes(const KvShape& shape, std::string_view k_type, std::string_view v_type);
 // Throws okapi::Error ("KV cache ... needs X, this machine has Y available") when `bytes` for
 // `shape` exceed what available_memory() reports.
 void check_store_fits(double bytes, const KvShape& shape);

@@ -67,8 +67,9 @@ void KvStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Querie
 void KvStore::check_position(int64_t layer, int64_t position) const {
   if (layer < 0 || layer >= shape_.n_layer) throw_error("KV store: layer {} out of range ({} layers)", layer, shape_.n_layer);
   if (position < 0 || position >= shape_.n_ctx)
-    throw_error("KV store: position {} does not fit the context of {} tokens; use a larger context (-c)", position,
-                shape_.n_ctx);
+    throw_error_for(Setting::ContextLength,
+                    "KV store: position {} does not fit the context of {} tokens; use a larger context", position,
+                    shape_.n_ctx);
 }
 
 template <typename KElem, typename VElem>
@@ -163,19 +164,5 @@ template class PlainStore<float, float>;
 template class PlainStore<uint16_t, uint16_t>;
 template class PlainStore<float, uint16_t>;
 template class PlainStore<uint16_t, float>;
-
-std::unique_ptr<KvStore> make_store(const KvShape& shape, std::string_view k_type, std::string_view v_type,
-                                    const StoreOptions& options) {
-  check_cache_type("K", k_type);
-  check_cache_type("V", v_type);
-  check_store_fits(store_bytes(shape, k_type, v_type), shape);
-  const auto dense = [](std::string_view t) { return t == "f32" || t == "f16"; };
-  if (!dense(k_type) || !dense(v_type) || options.rotation != KvRotation::None) {
-    return make_codec_store(shape, k_type, v_type, options);
-  }
-  const bool k16 = k_type == "f16", v16 = v_type == "f16";
-  if (!k16 && !v16) return make_f32_store(shape);
-  return make_f16_store(shape, k16, v16);
-}
 
 }  // namespace okapi::kv

@@ -1,7 +1,7 @@
-// What the KV stores will allocate, computed before they allocate it, and the check that refuses a
-// store the machine cannot hold (instead of std::bad_alloc or the OOM killer). The layouts are
-// those of plain_store.cpp and exact_store.cpp; tests/kv/store_bytes_test.cpp checks that they
-// agree with KvStore::bytes() of real stores.
+// What the exact stores will allocate, computed before they allocate it (the float stores' is
+// CacheTypes::bytes), and the check that refuses a store the machine cannot hold (instead of
+// std::bad_alloc or the OOM killer). The layouts are those of exact_store.cpp;
+// tests/kv/store_bytes_test.cpp checks that they agree with KvStore::bytes() of real stores.
 #include <bit>
 #include <cstdint>
 
@@ -14,7 +14,7 @@ namespace okapi::kv {
 
 namespace {
 
-// Rows (layer, cell, kv head) of a store, as a double: see store_bytes().
+// Rows (layer, cell, kv head) of a store, as a double: see CacheTypes::bytes().
 double row_count(const KvShape& s) {
   return static_cast<double>(s.n_layer) * static_cast<double>(s.n_ctx) * static_cast<double>(s.n_head_kv);
 }
@@ -30,27 +30,6 @@ double ntt_size(int64_t head_dim) {
 
 }  // namespace
 
-bool is_f16_cache_type(std::string_view which, std::string_view type) {
-  check_cache_type(which, type);
-  if (type == "f32") return false;
-  if (type == "f16") return true;
-  throw_error("KV cache type '{}' for {} is not a dense float type", type, which);
-}
-
-double store_bytes(const KvShape& shape, std::string_view k_type, std::string_view v_type) {
-  // Bits per value of a whole row, exact for the block formats (row_codec in codec_store.cpp).
-  const double k_bits = bits_per_value(k_type, shape.head_dim_k, "K", shape.n_ctx),
-               v_bits = bits_per_value(v_type, shape.head_dim_v, "V", shape.n_ctx);
-  return row_count(shape) *
-         (static_cast<double>(shape.head_dim_k) * k_bits + static_cast<double>(shape.head_dim_v) * v_bits) / 8.0;
-}
-
-KvRotation parse_kv_rotation(std::string_view name) {
-  if (name == "none") return KvRotation::None;
-  if (name == "hadamard") return KvRotation::Hadamard;
-  throw_error("unknown KV rotation '{}' (expected none or hadamard)", name);
-}
-
 double exact_store_bytes(const KvShape& shape, ExactScores scores) {
   const double k_row = scores == ExactScores::Ntt      ? ntt_size(shape.head_dim_k) * 8.0
                        : scores == ExactScores::NttCrt ? 2.0 * ntt_size(shape.head_dim_k) * 8.0
@@ -62,9 +41,10 @@ double exact_store_bytes(const KvShape& shape, ExactScores scores) {
 void check_store_fits(double bytes, const KvShape& shape) {
   const MemoryBudget budget = available_memory();
   if (bytes <= static_cast<double>(budget.bytes)) return;
-  throw_error(
+  throw_error_for(
+      Setting::ContextLength,
       "the KV cache for a context of {} tokens needs {} ({} layers x {} KV heads x head dims {}/{}), this machine "
-      "has {} available ({}); use a smaller context (-c)",
+      "has {} available ({}); use a smaller context",
       shape.n_ctx, format_bytes(bytes), shape.n_layer, shape.n_head_kv, shape.head_dim_k, shape.head_dim_v,
       format_bytes(static_cast<double>(budget.bytes)), budget.source);
 }

@@ -47,8 +47,7 @@ MemoryEstimate estimate_memory(const gguf::File& file, const HParams& hp, const 
   if (run.exact) m.weights = exact_weight_copies(file);
 
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, run.n_ctx};
-  m.kv = run.exact ? kv::exact_store_bytes(shape, run.exact_scores)
-                   : kv::store_bytes(shape, run.cache_type_k, run.cache_type_v);
+  m.kv = run.exact ? kv::exact_store_bytes(shape, run.exact_scores) : run.cache.bytes(shape);
 
   // One batch of activations (model/blocks.hpp's Scratch): x, h, o, q, k, v, attention output and
   // the two FFN halves, T rows each.

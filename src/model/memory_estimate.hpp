@@ -4,9 +4,9 @@
 // are doubles: the inputs come from files and flags, and no claimed size may overflow them.
 #pragma once
 #include <cstdint>
-#include <string>
 
 #include "format/gguf.hpp"
+#include "kv/cache_type.hpp"
 #include "kv/exact_store.hpp"
 #include "model/hparams.hpp"
 
@@ -18,8 +18,7 @@ struct RunShape {
   int64_t batch = 512;     // tokens per forward pass (at most n_ctx are ever passed)
   int64_t logit_rows = 1;  // rows of n_vocab logits kept at once (perplexity: a whole chunk)
   int threads = 1;
-  std::string cache_type_k = "f32";
-  std::string cache_type_v = "f32";
+  kv::CacheTypes cache;
   bool exact = false;  // ExactOps and an exact KV store (the cache types are then not used)
   kv::ExactScores exact_scores = kv::ExactScores::Direct;
 };
@@ -32,7 +31,7 @@ struct MemoryEstimate {
   double total() const { return weights + kv + scratch; }
 };
 
-// Throws okapi::Error for an unknown cache type. `hp` must come from HParams::from_gguf(file).
+// Throws okapi::Error for a head width a cache type cannot serve. `hp` must come from HParams::from_gguf(file).
 MemoryEstimate estimate_memory(const gguf::File& file, const HParams& hp, const RunShape& run);
 
 }  // namespace okapi::model

@@ -92,8 +92,9 @@ void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, 
     if (tokens[t] < 0 || tokens[t] >= hparams_.n_vocab)
       throw_error("forward: token id {} at index {} is out of range (n_vocab {})", tokens[t], t, hparams_.n_vocab);
     if (positions[t] < 0 || positions[t] >= n_ctx)
-      throw_error("forward: position {} (token index {}) does not fit the context of {} tokens; use a larger context (-c)",
-                  positions[t], t, n_ctx);
+      throw_error_for(Setting::ContextLength,
+                      "forward: position {} (token index {}) does not fit the context of {} tokens; use a larger context",
+                      positions[t], t, n_ctx);
   }
   forward_batch(ops, kv, tokens, positions, rows, logits);
 }

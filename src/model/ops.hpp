@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kv/cache_type.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
 
@@ -43,12 +44,11 @@ struct WeightSet {
   std::vector<Weight> matmul;     // each once, matmul[i].matmul_index == i
 };
 
-// The KV cache a backend is asked for: plain stores by cache type ("f32" / "f16"), or in exact
-// mode the exact store that computes q.k as `exact_scores` says (the cache types then unused).
+// The KV cache a backend is asked for: the store of the cache types, or in exact mode the exact
+// store that computes q.k as `exact_scores` says (the cache types then unused).
 struct KvTypes {
-  std::string k = "f32", v = "f32";
+  kv::CacheTypes cache;
   kv::ExactScores exact_scores = kv::ExactScores::Direct;
-  kv::StoreOptions store;  // rotation of the float stores (not used by exact stores)
 };
 
 // One weight of a group of matmuls that share their input (Q/K/V, gate/up): y = W·x.

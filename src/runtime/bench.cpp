@@ -101,9 +101,10 @@ BenchSample run_bench_case(Engine& engine, const BenchCase& test, int64_t batch_
   if (test.n_prompt < 0 || test.n_gen < 0 || test.n_prompt + test.n_gen <= 0)
     throw_error("bench: a test needs prompt or generated tokens (pp {}, tg {})", test.n_prompt, test.n_gen);
   const int64_t n = test.n_prompt + test.n_gen;
-  if (test.n_depth < 0) throw_error("bench: -d must be at least 0, got {}", test.n_depth);
-  if (repetitions < 1) throw_error("bench: -r must be at least 1, got {}", repetitions);
-  if (batch_size < 1) throw_error("bench: -b must be at least 1, got {}", batch_size);
+  if (test.n_depth < 0) throw_error_for(Setting::BenchDepth, "bench: the depth must be at least 0, got {}", test.n_depth);
+  if (repetitions < 1)
+    throw_error_for(Setting::Repetitions, "bench: the repetitions must be at least 1, got {}", repetitions);
+  if (batch_size < 1) throw_error_for(Setting::BatchSize, "bench: the batch size must be at least 1, got {}", batch_size);
   // The cache holds the whole test: depth + N cells, checked against the memory left before it
   // exists.
   const bool batched = test.n_prompt > 0 || test.n_depth > 0;

@@ -132,7 +132,7 @@ std::vector<DraftToken> ModelDrafter::draft(std::span<const TokenId> context, in
 DrafterFactory::DrafterFactory(const DrafterOptions& options, Engine& target, const EngineOptions& engine_options)
     : options_(options), target_(target) {
   if (options_.draft_min > options_.draft_max)
-    throw_error("at least {} drafts a round were asked for, but at most {}", options_.draft_min, options_.draft_max);
+    throw_error_for(Setting::DraftLength, "at least {} drafts a round were asked for, but at most {}", options_.draft_min, options_.draft_max);
   if (options_.lookup > 0) {
     name_ = "lookup";
   } else if (!options_.draft_model.empty()) {
@@ -142,7 +142,7 @@ DrafterFactory::DrafterFactory(const DrafterOptions& options, Engine& target, co
   } else if (!options_.skip_layers.empty()) {
     skip_layers_ = parse_layer_list(options_.skip_layers, target.hparams().n_layer);
     if (!target.model().can_skip_layers())
-      throw_error("the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)", target.hparams().arch);
+      throw_error_for(Setting::DraftSkip, "the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)", target.hparams().arch);
     name_ = "layer skip " + options_.skip_layers;
   }
 }
@@ -183,9 +183,9 @@ std::vector<uint8_t> parse_layer_list(const std::string& list, int64_t n_layer) 
   std::vector<uint8_t> skip(static_cast<size_t>(n_layer), 0);
   const auto number = [&](const std::string& text) {
     if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      throw_error("the layer list '{}': '{}' is not a layer number (a list like 1,3,5-7)", list, text);
+      throw_error_for(Setting::DraftSkip, "the layer list '{}': '{}' is not a layer number (a list like 1,3,5-7)", list, text);
     const int64_t v = std::stoll(text);
-    if (v >= n_layer) throw_error("the layer list '{}': layer {} does not exist (the model has layers 0-{})", list, v, n_layer - 1);
+    if (v >= n_layer) throw_error_for(Setting::DraftSkip, "the layer list '{}': layer {} does not exist (the model has layers 0-{})", list, v, n_layer - 1);
     return v;
   };
   size_t start = 0;
@@ -195,12 +195,12 @@ std::vector<uint8_t> parse_layer_list(const std::string& list, int64_t n_layer) 
     const size_t dash = item.find('-');
     const int64_t lo = number(dash == std::string::npos ? item : item.substr(0, dash));
     const int64_t hi = dash == std::string::npos ? lo : number(item.substr(dash + 1));
-    if (hi < lo) throw_error("the layer list '{}': the range {} runs backwards", list, item);
+    if (hi < lo) throw_error_for(Setting::DraftSkip, "the layer list '{}': the range {} runs backwards", list, item);
     for (int64_t l = lo; l <= hi; ++l) skip[static_cast<size_t>(l)] = 1;
     start = comma + 1;
   }
   if (std::all_of(skip.begin(), skip.end(), [](uint8_t s) { return s != 0; }))
-    throw_error("the layer list '{}': every layer would be skipped", list);
+    throw_error_for(Setting::DraftSkip, "the layer list '{}': every layer would be skipped", list);
   return skip;
 }
 

@@ -26,7 +26,8 @@ std::string advice(const model::MemoryEstimate& need, const EngineOptions& optio
   const double share = 0.25 * need.total();
   if (need.kv >= share || (work.logit_rows > 1 && need.scratch >= share)) {
     tips.push_back(fmt::format("a smaller {}", work.flag));
-    if (!options.exact && need.kv >= share && (options.cache_type_k == "f32" || options.cache_type_v == "f32"))
+    const kv::CacheType f32 = kv::CacheType::f32();
+    if (!options.exact && need.kv >= share && (options.cache.k == f32 || options.cache.v == f32))
       tips.emplace_back("a -ctk/-ctv f16 cache");
   }
   if (need.scratch >= share && work.batch > 1) tips.emplace_back("a smaller -b");
@@ -43,14 +44,16 @@ int64_t resolve_context(int64_t n_ctx, const model::HParams& hp) {
   const int64_t trained = hp.n_ctx_train;
   if (n_ctx == kContextNotGiven) return trained > 0 ? std::min(trained, kDefaultContextCap) : kDefaultContextCap;
   if (n_ctx < 0)
-    throw_usage_error("-c must be 0 (the model's trained context{}) or a positive number of tokens, got {}",
-                      trained > 0 ? fmt::format(", {}", trained) : std::string(), n_ctx);
+    throw_usage_error_for(Setting::ContextLength,
+                          "the context length must be 0 (the model's trained context{}) or a positive number of "
+                          "tokens, got {}",
+                          trained > 0 ? fmt::format(", {}", trained) : std::string(), n_ctx);
   // Token positions are int32 (as in llama.cpp).
   const int64_t resolved = n_ctx == 0 ? (trained > 0 ? trained : kDefaultContextCap) : n_ctx;
   if (resolved > std::numeric_limits<int32_t>::max())
-    throw_usage_error("-c {}{} is beyond the largest context positions can address ({})", n_ctx,
-                      n_ctx == 0 ? fmt::format(" (the model's trained context, {})", resolved) : std::string(),
-                      std::numeric_limits<int32_t>::max());
+    throw_usage_error_for(Setting::ContextLength, "a context of {} tokens{} is beyond the largest positions can address ({})",
+                          resolved, n_ctx == 0 ? " (the model's trained context)" : "",
+                          std::numeric_limits<int32_t>::max());
   return resolved;
 }
 
@@ -70,10 +73,9 @@ model::RunShape run_shape(const EngineOptions& options, int threads, int64_t n_c
   run.batch = work.batch;
   run.logit_rows = work.logit_rows;
   run.threads = threads;
-  run.cache_type_k = options.cache_type_k;
-  run.cache_type_v = options.cache_type_v;
+  run.cache = options.cache;
   run.exact = options.exact;
-  if (options.exact) run.exact_scores = exact_scores(options.exact_attention);
+  run.exact_scores = options.exact_attention;
   return run;
 }
 
@@ -111,9 +113,7 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::O
   check_memory(model, options, threads, n_ctx, work, weights_loaded);
   const model::HParams& hp = model.hparams();
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
-  model::KvTypes types{options.cache_type_k, options.cache_type_v, kv::ExactScores::Direct,
-                       {kv::parse_kv_rotation(options.kv_rotate), 0}};
-  if (options.exact) types.exact_scores = exact_scores(options.exact_attention);
+  const model::KvTypes types{options.cache, options.exact_attention};
   try {
     return ops.make_kv(shape, types);
   } catch (const std::bad_alloc&) {
@@ -126,7 +126,7 @@ std::unique_ptr<model::Ops> make_backend(const EngineOptions& options, ThreadPoo
   backend::BackendOptions backend_options;
   backend_options.pool = pool;
   backend_options.exact = options.exact;
-  if (options.exact) backend_options.exact_ring = backend::parse_exact_ring(options.exact_ring, options.frobenius);
+  if (options.exact) backend_options.exact_ring = options.exact_ring;
   return backend::make_backend(backend_options);
 }
 
@@ -135,7 +135,7 @@ double now_seconds() {
 }
 
 std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, const EngineOptions& options) {
-  if (options.threads < 1) throw_error("-t must be at least 1, got {}", options.threads);
+  if (options.threads < 1) throw_error_for(Setting::Threads, "the thread count must be at least 1, got {}", options.threads);
   return load_on(model_path, options, std::make_shared<ThreadPool>(options.threads));
 }
 
@@ -146,15 +146,6 @@ std::unique_ptr<Engine> Engine::load_sharing_threads(const std::filesystem::path
 
 std::unique_ptr<Engine> Engine::load_on(const std::filesystem::path& model_path, const EngineOptions& options,
                                         std::shared_ptr<ThreadPool> pool) {
-  // Validate the cache types before the (possibly long) load.
-  if (options.exact) {
-    (void)exact_scores(options.exact_attention);
-    (void)backend::parse_exact_ring(options.exact_ring, options.frobenius);
-  } else {
-    kv::check_cache_type("K", options.cache_type_k);
-    kv::check_cache_type("V", options.cache_type_v);
-    (void)kv::parse_kv_rotation(options.kv_rotate);
-  }
   return out_of_memory_as_error("loading the model", [&] {
     const double start = now_seconds();
     gguf::File file = gguf::open_model(model_path);
@@ -197,13 +188,6 @@ std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work
   auto kv = make_checked_kv(*model_, *ops_, options_, threads(), cells, work, /*weights_loaded=*/true);
   if (!warned_context_) warned_context_ = warn_beyond_trained_context(cells, hparams(), work.flag);
   return kv;
-}
-
-kv::ExactScores exact_scores(std::string_view name) {
-  if (name == "ntt") return kv::ExactScores::Ntt;
-  if (name == "ntt-crt") return kv::ExactScores::NttCrt;
-  if (name == "direct") return kv::ExactScores::Direct;
-  throw_error("--exact-attention must be 'direct', 'ntt' or 'ntt-crt', got '{}'", name);
 }
 
 }  // namespace okapi::runtime

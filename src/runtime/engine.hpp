@@ -10,7 +10,9 @@
 
 #include "core/thread_pool.hpp"
 #include "kv/exact_store.hpp"
+#include "kv/cache_type.hpp"
 #include "kv/kv_store.hpp"
+#include "backend/exact_ops.hpp"
 #include "model/model.hpp"
 #include "model/ops.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -19,17 +21,15 @@ namespace okapi::runtime {
 
 struct EngineOptions {
   int threads = 1;
-  std::string cache_type_k = "f32";
-  std::string cache_type_v = "f32";
+  kv::CacheTypes cache{};  // K's and V's types and their rotation
   // Exact mode (docs/exact-mode.md): ExactOps and an exact KV store; the cache types above are
   // then not used (the exact store keeps K/V as int16 with one scale per token and head).
   bool exact = false;
-  std::string exact_attention = "direct";  // "direct" | "ntt": how the exact store computes q.k (same bits; direct is 2-3x faster)
-  std::string kv_rotate = "none";          // --kv-rotate: "none" | "hadamard" (kv/rotation.hpp)
-  // Exact mode's weight products (backend/exact_ops.hpp): "integer" (int16 dot products) or
-  // "zomega" (seed 000's Z[w] matvec with the Frobenius shim pi^frobenius; the same integers).
-  std::string exact_ring = "integer";
-  unsigned frobenius = 0;
+  // How the exact store computes q.k (the same bits; direct is 2-3x faster than the NTT).
+  kv::ExactScores exact_attention = kv::ExactScores::Direct;
+  // Exact mode's weight products (backend/exact_ops.hpp): int16 dot products, or seed 000's Z[w]
+  // matvec with the Frobenius shim pi^frobenius (the same integers).
+  backend::ExactRing exact_ring{};
 };
 
 // -c as the verbs take it, llama.cpp's habit: 0 is the model's trained context; not given, a
@@ -68,7 +68,7 @@ class Engine {
  public:
   // Maps and loads the model and its vocabulary, and has the backend prepare the weights (CpuOps
   // repacks them, ExactOps encodes them to int16). Throws okapi::Error (missing file, bad GGUF,
-  // unknown architecture, threads < 1, unknown cache type, unknown exact_attention).
+  // unknown architecture, threads < 1).
   static std::unique_ptr<Engine> load(const std::filesystem::path& model_path, const EngineOptions& options);
   // The same, running on `pool_owner`'s thread pool (a draft model beside its target: the two run
   // in turn, and a second pool's idle workers would spin against the first's).
@@ -109,8 +109,5 @@ class Engine {
 
 // Seconds elapsed on a monotonic clock since `start` (a value from now_seconds()).
 double now_seconds();
-
-// "ntt" -> Ntt, "direct" -> Direct; anything else throws okapi::Error naming the value.
-kv::ExactScores exact_scores(std::string_view name);
 
 }  // namespace okapi::runtime

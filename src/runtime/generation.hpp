@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.hpp"
 #include "sample/sampler.hpp"
 #include "tokenizer/vocab.hpp"
 
@@ -51,6 +52,7 @@ struct SequenceEvent {
   std::vector<TokenLogprob> logprobs;  // the tokens sampled since the previous event
   std::optional<StopReason> stop;      // set on the last event
   std::string error;                   // stop == Error
+  Setting error_setting = Setting::None;  // ... the setting the error blames (core/error.hpp)
   // report_progress: prompt tokens whose K/V the cache holds, of prompt_total (-1: not a progress event).
   int64_t prompt_done = -1;
   int64_t prompt_total = 0;

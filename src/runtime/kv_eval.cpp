@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
-#include "kv/kv_store.hpp"
 #include "runtime/bench.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/perplexity.hpp"
@@ -32,49 +31,40 @@ struct TempFile {
 };
 
 // Per-head calibration (sp) is amortized over the evaluated context.
-double row_bits(const KvEvalType& t, int64_t dim_k, int64_t dim_v, int64_t n_ctx) {
-  const double k = kv::bits_per_value(t.k, dim_k, "K", n_ctx) * static_cast<double>(dim_k);
-  const double v = kv::bits_per_value(t.v, dim_v, "V", n_ctx) * static_cast<double>(dim_v);
+double row_bits(const kv::CacheTypes& t, int64_t dim_k, int64_t dim_v, int64_t n_ctx) {
+  const double k = t.k.bits_per_value(dim_k, "K", n_ctx) * static_cast<double>(dim_k);
+  const double v = t.v.bits_per_value(dim_v, "V", n_ctx) * static_cast<double>(dim_v);
   return (k + v) / static_cast<double>(dim_k + dim_v);
 }
 
 }  // namespace
 
-std::string KvEvalType::name() const {
-  std::string out = k == v ? k : k + "/" + v;
-  if (rotate != "none") out += "+" + rotate;
-  return out;
-}
-
-KvEvalType parse_kv_eval_type(std::string_view spec) {
-  KvEvalType t;
+kv::CacheTypes parse_kv_eval_type(std::string_view spec) {
+  kv::CacheTypes t;
   const size_t plus = spec.find('+');
   if (plus != std::string_view::npos) {
-    t.rotate = std::string(spec.substr(plus + 1));
-    (void)kv::parse_kv_rotation(t.rotate);
+    t.rotation = kv::parse_kv_rotation(spec.substr(plus + 1));
     spec = spec.substr(0, plus);
   }
   const size_t slash = spec.find('/');
-  t.k = std::string(spec.substr(0, slash));
-  t.v = slash == std::string_view::npos ? t.k : std::string(spec.substr(slash + 1));
-  kv::check_cache_type("K", t.k);
-  kv::check_cache_type("V", t.v);
+  t.k = kv::CacheType::parse(spec.substr(0, slash));
+  t.v = slash == std::string_view::npos ? t.k : kv::CacheType::parse(spec.substr(slash + 1));
   return t;
 }
 
-std::vector<KvEvalType> all_kv_eval_types() {
-  std::vector<KvEvalType> types;
-  for (const std::string_view name : kv::cache_type_names()) types.push_back({std::string(name), std::string(name)});
-  for (const std::string_view name : kv::cache_type_names()) {
+std::vector<kv::CacheTypes> all_kv_eval_types() {
+  std::vector<kv::CacheTypes> types;
+  for (const kv::CacheType type : kv::CacheType::all()) types.push_back({type, type});
+  for (const kv::CacheType type : kv::CacheType::all()) {
     // The block formats once more rotated (the tbq types always are; the float ones gain nothing).
-    if (name.starts_with("q") || name == "iq4_nl") types.push_back({std::string(name), std::string(name), "hadamard"});
+    if (type.is_quantized_block()) types.push_back({type, type, kv::KvRotation::Hadamard});
   }
   return types;
 }
 
-std::vector<KvEvalType> parse_kv_eval_types(std::string_view list) {
+std::vector<kv::CacheTypes> parse_kv_eval_types(std::string_view list) {
   if (list == "all") return all_kv_eval_types();
-  std::vector<KvEvalType> types;
+  std::vector<kv::CacheTypes> types;
   size_t start = 0;
   while (start <= list.size()) {
     const size_t comma = std::min(list.find(',', start), list.size());
@@ -87,7 +77,7 @@ std::vector<KvEvalType> parse_kv_eval_types(std::string_view list) {
 }
 
 KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::string& text,
-                               const std::vector<KvEvalType>& types, const KvEvalOptions& options,
+                               const std::vector<kv::CacheTypes>& types, const KvEvalOptions& options,
                                const std::function<void(const KvEvalRow&)>& on_row) {
   if (types.empty()) throw_error("kv-eval: no cache types to evaluate");
   TempFile reference_logits;
@@ -99,7 +89,7 @@ KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::st
   int64_t dim_k = 0, dim_v = 0;
   {
     ppl.save_logits = reference_logits.path;
-    const auto engine = Engine::load(model, {options.threads, "f32", "f32"});
+    const auto engine = Engine::load(model, {options.threads});
     const PerplexityResult r = compute_perplexity(*engine, text, ppl);
     report.ppl_f32 = r.ppl;
     report.scored = r.scored;
@@ -109,7 +99,7 @@ KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::st
     ppl.save_logits.clear();
   }
   ppl.kl_divergence = reference_logits.path;
-  for (const KvEvalType& type : types) {
+  for (const kv::CacheTypes& type : types) {
     KvEvalRow row;
     row.type = type;
     try {
@@ -120,9 +110,7 @@ KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::st
       report.rows.push_back(std::move(row));
       continue;
     }
-    EngineOptions engine_options{options.threads, type.k, type.v};
-    engine_options.kv_rotate = type.rotate;
-    const auto engine = Engine::load(model, engine_options);
+    const auto engine = Engine::load(model, {options.threads, type});
     const PerplexityResult r = compute_perplexity(*engine, text, ppl);
     row.ratio_vs_f16 = 16.0 / row.bits_per_value;
     row.kld_mean = r.kl->kld_mean;

@@ -12,20 +12,17 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/cache_type.hpp"
+
 namespace okapi::runtime {
 
-// A cache configuration: "q4_0" (K and V), "q8_0/q4_0" (K/V), "+hadamard" to rotate: "q4_0+hadamard".
-struct KvEvalType {
-  std::string k, v;
-  std::string rotate = "none";
-  std::string name() const;
-};
-// Throws okapi::Error for an unknown cache type or rotation in `spec`.
-KvEvalType parse_kv_eval_type(std::string_view spec);
+// A cache configuration as kv::CacheTypes::name() spells it: "q4_0" (K and V), "q8_0/q4_0" (K/V),
+// "+hadamard" to rotate: "q4_0+hadamard". Throws okapi::Error for an unknown cache type or rotation.
+kv::CacheTypes parse_kv_eval_type(std::string_view spec);
 // "all": every cache type for K and V alike, then the q* block formats again with +hadamard.
-std::vector<KvEvalType> all_kv_eval_types();
+std::vector<kv::CacheTypes> all_kv_eval_types();
 // A comma-separated list, or "all".
-std::vector<KvEvalType> parse_kv_eval_types(std::string_view list);
+std::vector<kv::CacheTypes> parse_kv_eval_types(std::string_view list);
 
 struct KvEvalOptions {
   int threads = 1;
@@ -39,7 +36,7 @@ struct KvEvalOptions {
 };
 
 struct KvEvalRow {
-  KvEvalType type;
+  kv::CacheTypes type;
   double bits_per_value = 0;  // K and V together, block scales included
   double ratio_vs_f16 = 0;
   double kld_mean = 0, kld_p99 = 0;
@@ -58,7 +55,7 @@ struct KvEvalReport {
 
 // Runs the evaluation; `on_row` sees each type's row as soon as it is measured.
 KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::string& text,
-                               const std::vector<KvEvalType>& types, const KvEvalOptions& options,
+                               const std::vector<kv::CacheTypes>& types, const KvEvalOptions& options,
                                const std::function<void(const KvEvalRow&)>& on_row = {});
 
 }  // namespace okapi::runtime

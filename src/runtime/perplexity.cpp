@@ -195,14 +195,16 @@ PerplexityResult perplexity_of(Engine& engine, const std::string& text, const Pe
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   result.n_ctx = n_ctx;
   result.n_tokens_text = n_tokens;
-  if (n_ctx < 4) throw_error("perplexity: -c must be at least 4, got {}", n_ctx);
+  if (n_ctx < 4) throw_error_for(Setting::ContextLength, "perplexity: the context must hold at least 4 tokens, got {}", n_ctx);
   if (n_tokens < 2 * n_ctx)
-    throw_error("perplexity: the text has {} tokens; at least 2 * n_ctx = {} are needed (lower -c)", n_tokens,
-                2 * n_ctx);
-  if (options.batch_size < 1) throw_error("perplexity: -b must be at least 1, got {}", options.batch_size);
+    throw_error_for(Setting::ContextLength,
+                    "perplexity: the text has {} tokens; a context of {} needs at least {}; use a smaller context",
+                    n_tokens, n_ctx, 2 * n_ctx);
+  if (options.batch_size < 1)
+    throw_error_for(Setting::BatchSize, "perplexity: the batch size must be at least 1, got {}", options.batch_size);
   const int64_t n_chunk_max = n_tokens / n_ctx;
   const int64_t n_chunk = options.n_chunks < 0 ? n_chunk_max : std::min(options.n_chunks, n_chunk_max);
-  if (n_chunk < 1) throw_error("perplexity: --chunks must be at least 1, got {}", options.n_chunks);
+  if (n_chunk < 1) throw_error_for(Setting::Chunks, "perplexity: the chunk count must be at least 1, got {}", options.n_chunks);
   const int64_t n_batch = std::min(options.batch_size, n_ctx);
   const int64_t first = n_ctx / 2;
   const int64_t n_vocab = engine.model().n_vocab();

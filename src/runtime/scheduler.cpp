@@ -18,10 +18,10 @@ size_t common_prefix(const std::vector<TokenId>& a, const std::vector<TokenId>& 
 }  // namespace
 
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options) : engine_(engine), options_(options) {
-  if (options_.n_slots < 1) throw_error("a scheduler needs at least one slot, got {}", options_.n_slots);
-  if (options_.batch_size < 1) throw_error("a batch holds at least one token, got {}", options_.batch_size);
+  if (options_.n_slots < 1) throw_error_for(Setting::Slots, "a scheduler needs at least one slot, got {}", options_.n_slots);
+  if (options_.batch_size < 1) throw_error_for(Setting::BatchSize, "a batch holds at least one token, got {}", options_.batch_size);
   if (options_.drafters && options_.drafters->options().draft_min > options_.drafters->options().draft_max)
-    throw_error("at least {} drafts a round were asked for, but at most {}", options_.drafters->options().draft_min,
+    throw_error_for(Setting::DraftLength, "at least {} drafts a round were asked for, but at most {}", options_.drafters->options().draft_min,
                 options_.drafters->options().draft_max);
   slots_.resize(static_cast<size_t>(options_.n_slots));
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -61,7 +61,7 @@ Scheduler::~Scheduler() {
 std::shared_ptr<Job> Scheduler::submit(SequenceRequest request) {
   if (request.prompt.empty()) throw_error("the prompt has no tokens");
   if (static_cast<int64_t>(request.prompt.size()) > options_.n_ctx_per_slot)
-    throw_error("the prompt has {} tokens but the context holds {}", request.prompt.size(), options_.n_ctx_per_slot);
+    throw_error_for(Setting::ContextLength, "the prompt has {} tokens but the context holds {}", request.prompt.size(), options_.n_ctx_per_slot);
   for (const TokenId id : request.prompt)
     if (id < 0 || id >= engine_.model().n_vocab())
       throw_error("token id {} is out of range [0, {})", id, engine_.model().n_vocab());
@@ -269,8 +269,12 @@ void Scheduler::step() {
 
   const double start = now_seconds();
   std::string error;
+  Setting error_setting = Setting::None;
   try {
     engine_.model().forward_sequences(engine_.ops(), stores, tokens, positions, want, logits_.data());
+  } catch (const Error& e) {
+    error = e.what();
+    error_setting = e.setting();
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -287,7 +291,7 @@ void Scheduler::step() {
   for (const Part& part : parts) {
     Slot& slot = *part.slot;
     if (!error.empty()) {
-      slot.sequence->stop(StopReason::Error, slot.events, error);
+      slot.sequence->stop(StopReason::Error, slot.events, error, error_setting);
     } else {
       slot.sequence->accept(logits_.data() + row * n_vocab, seconds, slot.events);
       row += part.rows;
@@ -313,7 +317,7 @@ GenerationResult generate(Scheduler& scheduler, SequenceRequest request,
       result.text += event.text;
       if (on_event) on_event(event);
       if (!event.stop) continue;
-      if (*event.stop == StopReason::Error) throw Error(event.error);
+      if (*event.stop == StopReason::Error) throw Error(event.error, event.error_setting);
       result.stop = *event.stop;
       going = false;
     }

@@ -204,7 +204,8 @@ bool Sequence::emit(TokenId id, const float* logits, std::vector<SequenceEvent>&
   return true;
 }
 
-void Sequence::stop(StopReason reason, std::vector<SequenceEvent>& events, const std::string& error) {
+void Sequence::stop(StopReason reason, std::vector<SequenceEvent>& events, const std::string& error,
+                    Setting error_setting) {
   if (state_ == State::Finished) return;
   SequenceEvent last;
   if (reason != StopReason::Error) {
@@ -214,6 +215,7 @@ void Sequence::stop(StopReason reason, std::vector<SequenceEvent>& events, const
   }
   last.stop = reason;
   last.error = error;
+  last.error_setting = error_setting;
   if (prompt_end_ > 0) stats_.generation_seconds = now_seconds() - prompt_end_;
   events.push_back(std::move(last));
   state_ = State::Finished;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kv/kv_store.hpp"
 #include "runtime/generation.hpp"
 #include "runtime/speculative.hpp"
@@ -68,7 +69,8 @@ class Sequence {
   // each). Appends this round's events; the last one carries the stop.
   void accept(const float* rows, double pass_seconds, std::vector<SequenceEvent>& events);
   // Ends the sequence now (Interrupted, or Error with `error`): the final event.
-  void stop(StopReason reason, std::vector<SequenceEvent>& events, const std::string& error = {});
+  void stop(StopReason reason, std::vector<SequenceEvent>& events, const std::string& error = {},
+            Setting error_setting = Setting::None);
 
  private:
   enum class State { Prompt, Decode, Finished };

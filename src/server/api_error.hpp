@@ -34,6 +34,10 @@ template <typename... Args>
   throw ApiError(400, "invalid_request_error", fmt::format(format, std::forward<Args>(args)...), param);
 }
 
+// What an API client is told of a library error (core/error.hpp): the fact, and the server flag
+// behind the setting it blames, which the client cannot change but the operator can.
+std::string client_message(const std::exception& e);
+
 nlohmann::ordered_json error_body(int status, const std::string& type, const std::string& message,
                                   const std::string& param = {}, const std::string& code = {});
 

@@ -75,7 +75,8 @@ class ServerState {
     const int64_t total = engine_->resolve_ctx(options_.n_ctx);
     const int64_t per_slot = total / options_.n_slots;
     if (per_slot < 1)
-      throw_error("-c {} cannot be shared by {} slots (-np): each needs at least one cell", total, options_.n_slots);
+      throw_error_for(Setting::Slots, "a context of {} tokens cannot be shared by {} slots: each needs at least one cell",
+                      total, options_.n_slots);
     chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
                                                   options_.allow_special_in_content);
     if (options_.drafting.enabled()) drafters_.emplace(options_.drafting, *engine_, options_.engine);
@@ -319,7 +320,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
       const char* finish = nullptr;
       if (event.stop) {
         if (*event.stop == runtime::StopReason::Error) {
-          const Json error = error_body(500, "server_error", event.error);
+          const Json error = error_body(500, "server_error", client_message(Error(event.error, event.error_setting)));
           if (stream) {
             write(error);
           } else {
@@ -478,6 +479,8 @@ void ServerState::dispatch(const Request& req, Response& res) const {
     route->handler(req, res);
   } catch (const ApiError& e) {
     send_error(res, e);
+  } catch (const Error& e) {  // a library error: the server's fault, with the server flag it blames
+    send_error(res, ApiError(500, status_type(500), client_message(e)));
   }
 }
 
@@ -556,7 +559,7 @@ void ServerState::build_routes() {
 }  // namespace
 
 int serve(const ServeOptions& options) {
-  if (options.n_slots < 1) throw_usage_error("-np must be at least 1, got {}", options.n_slots);
+  if (options.n_slots < 1) throw_usage_error_for(Setting::Slots, "the server needs at least one slot, got {}", options.n_slots);
   g_signals.store(0);
   install_stop_handlers();
   // glibc gives each thread that allocates an arena of its own and keeps freed memory in it;

@@ -125,7 +125,6 @@ ExportSummary export_gguf(const ModelConfig& config, std::span<const float> para
 EngineEval evaluate_gguf(const std::filesystem::path& model, const EvalWindows& windows, int threads) {
   runtime::EngineOptions options;  // F32 KV cache: the trainer's attention is float32 throughout
   options.threads = threads;
-  options.cache_type_k = options.cache_type_v = "f32";
   const auto engine = runtime::Engine::load(model, options);
   const int64_t n_vocab = engine->hparams().n_vocab;
   const int64_t seq = windows.seq;

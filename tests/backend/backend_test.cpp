@@ -21,6 +21,7 @@
 #include "quant/quant.hpp"
 #include "support/paths.hpp"
 #include "synth/synth.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::test {
 namespace {
@@ -84,11 +85,11 @@ TEST(Backend, EachBackendMakesItsOwnKvStores) {
   const auto m = model::Model::load(gguf::File::open(quantized_model()));
   const kv::KvShape shape = kv_shape(m->hparams(), 8);
   backend::CpuOps cpu;
-  EXPECT_EQ(cpu.make_kv(shape, {"f16", "f32", kv::ExactScores::Direct, {}})->type_name(), "k f16 / v f32");
+  EXPECT_EQ(cpu.make_kv(shape, {test::cache_types("f16", "f32"), kv::ExactScores::Direct})->type_name(), "k f16 / v f32");
   EXPECT_EQ(cpu.make_kv(shape, {})->type_name(), "k f32 / v f32");
-  EXPECT_THROW((void)cpu.make_kv(shape, {"q4_k", "f32", kv::ExactScores::Direct, {}}), Error);
+  EXPECT_THROW((void)kv::CacheType::parse("q4_k"), Error);  // an unknown type is refused where its name comes in
   backend::ExactOps exact;
-  EXPECT_EQ(exact.make_kv(shape, {"f16", "f16", kv::ExactScores::Ntt, {}})->type_name(), "exact-ntt");
+  EXPECT_EQ(exact.make_kv(shape, {test::cache_types("f16", "f16"), kv::ExactScores::Ntt})->type_name(), "exact-ntt");
   EXPECT_EQ(exact.make_kv(shape, {})->type_name(), "exact-direct");
 }
 

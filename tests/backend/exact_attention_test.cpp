@@ -20,6 +20,7 @@
 #include "model/model.hpp"
 #include "support/paths.hpp"
 #include "support/random_data.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::backend {
 namespace {
@@ -87,7 +88,7 @@ TEST(ExactAttention, RefusesAFloatStore) {
   const AttentionCase c;
   ExactOps ops;
   for (const char* type : {"f32", "f16"}) {
-    const auto store = kv::make_store(shape_of(c), type, type);
+    const auto store = kv::make_store(shape_of(c), test::cache_types(type, type));
     try {
       run_attention(ops, *store, c);
       FAIL() << "no error for " << type;

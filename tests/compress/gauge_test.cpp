@@ -38,7 +38,7 @@ TEST(Gauge, RotatedModelIsTheSameFunction) {
   runtime::PerplexityOptions ppl;
   ppl.n_ctx = 64;
   const auto run = [&](const fs::path& m) {
-    const auto engine = runtime::Engine::load(m, {1, "f32", "f32"});
+    const auto engine = runtime::Engine::load(m, {1});
     return runtime::compute_perplexity(*engine, text, ppl).ppl;
   };
   EXPECT_NEAR(run(dir / "g.gguf") / run(model), 1.0, 1e-4);

@@ -108,7 +108,7 @@ TEST(LowRank, EngineRunsTheFactorsAsTheirProduct) {
   runtime::PerplexityOptions ppl;
   ppl.n_ctx = 64;
   const auto run = [&](const fs::path& model) {
-    const auto engine = runtime::Engine::load(model, {1, "f32", "f32"});
+    const auto engine = runtime::Engine::load(model, {1});
     return runtime::compute_perplexity(*engine, text, ppl).ppl;
   };
   const double low_rank = run(dir / "c.gguf"), dense = run(dir / "dense.gguf"), original = run(stories260k());
@@ -133,7 +133,7 @@ TEST(LowRank, EveryMethodRunsAsItsProduct) {
   runtime::PerplexityOptions ppl;
   ppl.n_ctx = 64;
   const auto run = [&](const fs::path& model) {
-    const auto engine = runtime::Engine::load(model, {1, "f32", "f32"});
+    const auto engine = runtime::Engine::load(model, {1});
     return runtime::compute_perplexity(*engine, text, ppl).ppl;
   };
   for (const std::string& method : compress_methods()) {

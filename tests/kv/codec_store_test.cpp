@@ -17,6 +17,7 @@
 #include "kv/kv_store.hpp"
 #include "kv/lloyd_max.hpp"
 #include "kv/rotation.hpp"
+#include "support/cache_types.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::kv {
@@ -65,7 +66,7 @@ struct Filled {
 };
 
 Filled filled(const KvShape& s, const char* k_type, const char* v_type, KvRotation rotation, uint32_t seed) {
-  Filled f{make_store(s, k_type, v_type, {rotation, 5}), {}, {}};
+  Filled f{make_store(s, test::cache_types(k_type, v_type, rotation), 5), {}, {}};
   f.k = gaussian(static_cast<size_t>(s.n_ctx * s.n_head_kv * s.head_dim_k), seed);
   f.v = gaussian(static_cast<size_t>(s.n_ctx * s.n_head_kv * s.head_dim_v), seed + 1);
   for (int64_t layer = 0; layer < s.n_layer; ++layer) {
@@ -158,36 +159,37 @@ TEST(CodecStore, ErrorsStayWithinTheFormats) {
 }
 
 TEST(CodecStore, BitsPerValueAreTheFormatsSizes) {
-  EXPECT_EQ(bits_per_value("f32", 64), 32.0);
-  EXPECT_EQ(bits_per_value("f16", 64), 16.0);
-  EXPECT_EQ(bits_per_value("bf16", 64), 16.0);
-  EXPECT_EQ(bits_per_value("q8_0", 64), 8.5);
-  EXPECT_EQ(bits_per_value("q5_1", 64), 6.0);
-  EXPECT_EQ(bits_per_value("q5_0", 64), 5.5);
-  EXPECT_EQ(bits_per_value("q4_1", 64), 5.0);
-  EXPECT_EQ(bits_per_value("q4_0", 64), 4.5);
+  EXPECT_EQ(CacheType::parse("f32").bits_per_value(64), 32.0);
+  EXPECT_EQ(CacheType::parse("f16").bits_per_value(64), 16.0);
+  EXPECT_EQ(CacheType::parse("bf16").bits_per_value(64), 16.0);
+  EXPECT_EQ(CacheType::parse("q8_0").bits_per_value(64), 8.5);
+  EXPECT_EQ(CacheType::parse("q5_1").bits_per_value(64), 6.0);
+  EXPECT_EQ(CacheType::parse("q5_0").bits_per_value(64), 5.5);
+  EXPECT_EQ(CacheType::parse("q4_1").bits_per_value(64), 5.0);
+  EXPECT_EQ(CacheType::parse("q4_0").bits_per_value(64), 4.5);
   const KvShape s{2, 3, 64, 32, 10};
-  EXPECT_EQ(store_bytes(s, "q4_0", "q8_0"), static_cast<double>(make_store(s, "q4_0", "q8_0")->bytes()));
-  EXPECT_EQ(store_bytes(s, "q4_0", "q8_0"), 2.0 * 3 * 10 * (64 * 4.5 + 32 * 8.5) / 8);
+  const CacheTypes q4_q8 = test::cache_types("q4_0", "q8_0");
+  EXPECT_EQ(q4_q8.bytes(s), static_cast<double>(make_store(s, q4_q8)->bytes()));
+  EXPECT_EQ(q4_q8.bytes(s), 2.0 * 3 * 10 * (64 * 4.5 + 32 * 8.5) / 8);
 }
 
 TEST(CodecStore, ClearErrors) {
   const KvShape narrow{1, 1, 8, 8, 4};  // stories260K's heads
   try {
-    (void)make_store(narrow, "q4_0", "f16");
+    (void)make_store(narrow, test::cache_types("q4_0", "f16"));
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'q4_0' for K stores blocks of 32 values; this model's K heads are 8 wide"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW((void)make_store(narrow, "f16", "q8_0"), Error);
-  EXPECT_NO_THROW((void)make_store(narrow, "bf16", "f16", {KvRotation::Hadamard, 1}));
+  EXPECT_THROW((void)make_store(narrow, test::cache_types("f16", "q8_0")), Error);
+  EXPECT_NO_THROW((void)make_store(narrow, test::cache_types("bf16", "f16", KvRotation::Hadamard), 1));
   try {
-    check_cache_type("V", "q4_k");
+    (void)CacheType::parse("q4_k");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported KV cache type 'q4_k' for V (supported: f32, f16, bf16, q8_0"),
+    EXPECT_NE(std::string(e.what()).find("unsupported KV cache type 'q4_k' (supported: f32, f16, bf16, q8_0"),
               std::string::npos)
         << e.what();
   }
@@ -232,8 +234,8 @@ TEST(TbqRows, SizesAndZeroRows) {
   EXPECT_EQ(tbq_row_bytes(*find_tbq("tbq4"), 64), 2u + 4 * 8);
   EXPECT_EQ(tbq_row_bytes(*find_tbq("tbq3.5"), 64), 2u + 3 * 8 + 4);
   EXPECT_EQ(tbq_row_bytes(*find_tbq("tbq2.5"), 8), 2u + 2 * 1 + 1);
-  EXPECT_EQ(bits_per_value("tbq3.5", 64), 3.75);
-  EXPECT_EQ(bits_per_value("tbq2.5", 32), 3.0);
+  EXPECT_EQ(CacheType::parse("tbq3.5").bits_per_value(64), 3.75);
+  EXPECT_EQ(CacheType::parse("tbq2.5").bits_per_value(32), 3.0);
   EXPECT_EQ(find_tbq("tbq5"), nullptr);
   for (const TbqSpec& spec : tbq_specs()) {
     for (const int64_t dim : {8, 24, 64, 100}) {
@@ -288,7 +290,7 @@ TEST(TbqRows, StoresRotateAndServeAnyWidth) {
   const KvShape s{1, 2, 8, 24, 20};  // widths the block formats cannot take
   const Filled f = filled(s, "tbq4", "tbq3", KvRotation::None, 9);
   EXPECT_EQ(f.store->type_name(), "k tbq4 / v tbq3 (hadamard)");
-  EXPECT_EQ(store_bytes(s, "tbq4", "tbq3"), static_cast<double>(f.store->bytes()));
+  EXPECT_EQ(test::cache_types("tbq4", "tbq3").bytes(s), static_cast<double>(f.store->bytes()));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "kv/kv_store.hpp"
 #include "kv/sp_codec.hpp"
 #include "support/random_data.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::kv {
 namespace {
@@ -45,9 +46,9 @@ TEST(SpCodec, SizesAreTheSeedsAtWidth128) {
   EXPECT_EQ(sp.skeleton, 14);
   EXPECT_EQ(sp.residual, 60);
   EXPECT_EQ(sp.row_bytes, 28u + 30u + 4u);  // the seed counts 63 (31 residual bytes for 240 bits)
-  EXPECT_EQ(bits_per_value("sp", 128), 62.0 * 8 / 128);
+  EXPECT_EQ(CacheType::parse("sp").bits_per_value(128), 62.0 * 8 / 128);
   EXPECT_EQ(sp_metadata_bits(*find_sp("sp"), 128), 60.0 * 14 * 32 + 74 * 16);
-  EXPECT_EQ(bits_per_value("sp", 128, "K", 512), (62.0 * 8 + (60.0 * 14 * 32 + 74 * 16) / 512) / 128);
+  EXPECT_EQ(CacheType::parse("sp").bits_per_value(128, "K", 512), (62.0 * 8 + (60.0 * 14 * 32 + 74 * 16) / 512) / 128);
   const SpLayout full = sp_layout(*find_sp("sp-full"), 128);
   EXPECT_EQ(full.residual, 114);
   EXPECT_EQ(full.row_bytes, 28u + 57u + 4u);
@@ -59,7 +60,7 @@ TEST(SpCodec, SizesAreTheSeedsAtWidth128) {
     EXPECT_THROW((void)sp_layout(*find_sp("sp"), bad), Error);
   }
   try {
-    (void)make_store({1, 1, 80, 80, 4}, "sp", "f16");
+    (void)make_store({1, 1, 80, 80, 4}, test::cache_types("sp", "f16"));
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'sp' (seed 000's VHT2 layout) needs K heads whose width is a power of two"),
@@ -145,9 +146,10 @@ TEST(SpCodec, FullVariantEncodesEveryLane) {
 
 // Relative RMS error of one store's scores on Gaussian rows, K of type `k_type`, V f32.
 double score_error(const KvShape& s, const char* k_type) {
-  auto store = make_store(s, k_type, "f32");
+  const CacheTypes types = test::cache_types(k_type, "f32");
+  auto store = make_store(s, types);
   EXPECT_EQ(store->type_name(), fmt::format("k {} / v f32 (vht2)", k_type));
-  EXPECT_NEAR(store_bytes(s, k_type, "f32"), static_cast<double>(store->bytes()), 1.0);  // calibration counted
+  EXPECT_NEAR(types.bytes(s), static_cast<double>(store->bytes()), 1.0);  // calibration counted
   const auto k = gaussian(static_cast<size_t>(s.n_ctx * s.n_head_kv * s.head_dim_k), 11);
   const auto v = gaussian(static_cast<size_t>(s.n_ctx * s.n_head_kv * s.head_dim_v), 12);
   std::vector<int32_t> positions(static_cast<size_t>(s.n_ctx));

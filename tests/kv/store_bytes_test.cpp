@@ -1,4 +1,4 @@
-// store_bytes / exact_store_bytes (what a store will allocate, computed before allocating) agree
+// CacheTypes::bytes / exact_store_bytes (what a store will allocate, computed before allocating) agree
 // with KvStore::bytes() of the real stores over random shapes, do not overflow for absurd ones,
 // and a store larger than the memory left is refused before it is allocated.
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/kv_store.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::kv {
 namespace {
@@ -24,7 +25,8 @@ TEST(StoreBytes, MatchTheStoresAllocations) {
     const KvShape s = random_shape(rng);
     for (const char* k : {"f32", "f16"}) {
       for (const char* v : {"f32", "f16"}) {
-        EXPECT_EQ(store_bytes(s, k, v), static_cast<double>(make_store(s, k, v)->bytes())) << k << "/" << v;
+        const CacheTypes types = test::cache_types(k, v);
+        EXPECT_EQ(types.bytes(s), static_cast<double>(make_store(s, types)->bytes())) << k << "/" << v;
       }
     }
     for (const ExactScores scores : {ExactScores::Direct, ExactScores::Ntt, ExactScores::NttCrt}) {
@@ -36,10 +38,10 @@ TEST(StoreBytes, MatchTheStoresAllocations) {
 
 TEST(StoreBytes, AbsurdShapesNeitherOverflowNorAllocate) {
   const KvShape huge{1 << 20, 1 << 20, 1 << 20, 1 << 20, int64_t{1} << 40};
-  EXPECT_GT(store_bytes(huge, "f32", "f32"), 1e30);
+  EXPECT_GT(CacheTypes{}.bytes(huge), 1e30);
   EXPECT_GT(exact_store_bytes(huge, ExactScores::Ntt), 1e30);
   try {
-    (void)make_store({4, 4, 64, 64, int64_t{1} << 40}, "f16", "f16");
+    (void)make_store({4, 4, 64, 64, int64_t{1} << 40}, test::cache_types("f16", "f16"));
     FAIL() << "a 2^40-cell cache was allocated";
   } catch (const Error& e) {
     const std::string msg = e.what();

@@ -13,6 +13,7 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "kv/kv_store.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::kv {
 namespace {
@@ -157,7 +158,7 @@ TEST(TileKernels, StoreTileMethodsMatchThePerHeadDefaults) {
   for (const char* type : {"f32", "f16"}) {
     SCOPED_TRACE(type);
     const KvShape shape{2, 2, 64, 64, 400};
-    auto store = make_store(shape, type, type);
+    auto store = make_store(shape, test::cache_types(type, type));
     std::mt19937 rng(7);
     std::normal_distribution<float> g(0.0f, 1.0f);
     std::vector<float> k(128), v(128);

@@ -16,6 +16,7 @@
 #include "support/isa_under_test.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/perplexity.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::test {
 namespace {
@@ -109,7 +110,7 @@ TEST(Bitnet, RealModelPerplexityIsTheSameInEveryTernaryFormat) {
                         f32, {});
   const std::string text = runtime::read_text_file(okapi::shared_dir() / "text/tinystories-valid-head.txt");
   const auto perplexity = [&](const std::filesystem::path& path) {
-    const auto engine = runtime::Engine::load(path, {2, "f16", "f16"});
+    const auto engine = runtime::Engine::load(path, {2, test::cache_types("f16", "f16")});
     runtime::PerplexityOptions options;
     options.n_ctx = 256;
     options.batch_size = 256;

@@ -33,6 +33,7 @@
 #include "model/model.hpp"
 #include "support/paths.hpp"
 #include "support/tiny_models.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::test {
 namespace {
@@ -164,8 +165,7 @@ std::function<std::unique_ptr<kv::KvStore>()> float_kv(model::Ops& ops, const kv
                                                        const char* v) {
   return [&ops, shape, k, v] {
     model::KvTypes types;
-    types.k = k;
-    types.v = v;
+    types.cache = test::cache_types(k, v);
     return ops.make_kv(shape, types);
   };
 }

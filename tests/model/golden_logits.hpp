@@ -22,6 +22,7 @@
 #include "model/model.hpp"
 #include "support/paths.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::test {
 
@@ -155,7 +156,7 @@ class LoadedModel {
     const model::HParams& hp = model_->hparams();
     auto kv = ops_.make_kv({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
                             static_cast<int64_t>(tokens.size())},
-                           {k_type, v_type, kv::ExactScores::Direct, {}});
+                           {test::cache_types(k_type, v_type), kv::ExactScores::Direct});
     return model::evaluate_all(*model_, ops_, *kv, tokens, batch_size);
   }
 

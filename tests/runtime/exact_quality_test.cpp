@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "runtime/engine.hpp"
 #include "runtime/perplexity.hpp"
@@ -13,7 +14,7 @@
 namespace okapi::test {
 namespace {
 
-double perplexity(bool exact, const std::string& attention, const std::string& text, int64_t n_ctx, int64_t chunks) {
+double perplexity(bool exact, kv::ExactScores attention, const std::string& text, int64_t n_ctx, int64_t chunks) {
   runtime::EngineOptions options;
   options.threads = 2;
   options.exact = exact;
@@ -26,13 +27,14 @@ double perplexity(bool exact, const std::string& attention, const std::string& t
 }
 
 void expect_within_a_tenth_of_a_percent(const std::string& text, int64_t n_ctx, int64_t chunks, const char* name) {
-  const double float_ppl = perplexity(false, "ntt", text, n_ctx, chunks);
-  for (const char* attention : {"ntt", "direct"}) {
+  const double float_ppl = perplexity(false, kv::ExactScores::Ntt, text, n_ctx, chunks);
+  for (const auto& [attention, attention_name] :
+       {std::pair{kv::ExactScores::Ntt, "ntt"}, std::pair{kv::ExactScores::Direct, "direct"}}) {
     const double exact_ppl = perplexity(true, attention, text, n_ctx, chunks);
     const double relative = (exact_ppl - float_ppl) / float_ppl;
     std::printf("%s -c %lld: float PPL %.6f, exact (%s) PPL %.6f, relative difference %+.2e\n", name,
-                static_cast<long long>(n_ctx), float_ppl, attention, exact_ppl, relative);
-    EXPECT_LT(std::fabs(relative), 1e-3) << name << " " << attention;
+                static_cast<long long>(n_ctx), float_ppl, attention_name, exact_ppl, relative);
+    EXPECT_LT(std::fabs(relative), 1e-3) << name << " " << attention_name;
   }
 }
 

@@ -21,7 +21,7 @@ using test::read_file;
 
 GenerationResult generate(const std::filesystem::path& model, const std::string& prompt, sample::SamplerConfig config,
                           int64_t n_predict, int threads = 1, int64_t n_ctx = 512) {
-  const auto engine = Engine::load(model, {threads, "f32", "f32"});
+  const auto engine = Engine::load(model, {threads});
   SchedulerOptions options;
   options.n_ctx_per_slot = n_ctx;
   options.worker_thread = false;
@@ -102,8 +102,8 @@ TEST(Generate, PromptLongerThanContextIsAnError) {
 
 TEST(Engine, MissingModelAndBadOptionsAreErrors) {
   EXPECT_THROW(Engine::load("/nonexistent/model.gguf", {}), Error);
-  EXPECT_THROW(Engine::load(kRepoModel, {0, "f32", "f32"}), Error);
-  EXPECT_THROW(Engine::load(kRepoModel, {1, "q3", "f32"}), Error);
+  EXPECT_THROW(Engine::load(kRepoModel, {0}), Error);
+  EXPECT_THROW((void)kv::CacheType::parse("q3"), Error);  // where a cache type's name comes in
 }
 
 TEST(Engine, DefaultModelIsFound) {

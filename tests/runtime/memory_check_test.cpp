@@ -49,7 +49,9 @@ TEST(ContextFlag, NegativeIsAUsageErrorStatingTheRange) {
     (void)resolve_context(-5, trained_on(2048));
     FAIL() << "-c -5 was accepted";
   } catch (const UsageError& e) {
-    EXPECT_TRUE(contains(e.what(), "-c must be 0 (the model's trained context, 2048) or a positive")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "the context length must be 0 (the model's trained context, 2048) or a positive"))
+        << e.what();
+    EXPECT_EQ(e.setting(), Setting::ContextLength);  // the CLI adds "(-c)"
   }
   EXPECT_THROW((void)resolve_context(int64_t{1} << 31, trained_on(2048)), UsageError);  // int32 positions
   EXPECT_THROW((void)resolve_context(0, trained_on(int64_t{1} << 40)), UsageError);
@@ -66,7 +68,7 @@ TEST(MemoryEstimate, GrowsWithContextBatchAndExactCopies) {
   EXPECT_GT(base.kv, 0.0);
   run.n_ctx = 1000;
   EXPECT_DOUBLE_EQ(model::estimate_memory(file, hp, run).kv, 10 * base.kv);
-  run.cache_type_k = run.cache_type_v = "f16";
+  run.cache = {kv::CacheType::f16(), kv::CacheType::f16()};
   EXPECT_DOUBLE_EQ(model::estimate_memory(file, hp, run).kv, 5 * base.kv);
   run.n_ctx = 100;
   run.batch = 1;

@@ -24,6 +24,7 @@
 #include "support/cli.hpp"
 #include "support/paths.hpp"
 #include "support/tiny_models.hpp"
+#include "support/cache_types.hpp"
 
 namespace okapi::runtime {
 namespace {
@@ -75,7 +76,7 @@ struct Rig {
 enum class Kind { None, Lookup, DraftModel, LayerSkip };
 
 Rig make_rig(Kind kind, bool exact, const std::string& cache = "f32", int draft_max = 6) {
-  EngineOptions options{1, cache, cache};
+  EngineOptions options{1, test::cache_types(cache, cache)};
   options.exact = exact;
   Rig s;
   s.target = Engine::load(kModel, options);

@@ -12,8 +12,9 @@
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
 #include "format/llama2c.hpp"
-#include "kv/kv_store.hpp"
 #include "backend/cpu_ops.hpp"
+#include "kv/cache_type.hpp"
+#include "kv/kv_store.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
 #include "support/paths.hpp"
@@ -37,7 +38,7 @@ std::vector<float> engine_logits(const gguf::File& file, const std::vector<int32
   ThreadPool pool(2);
   backend::CpuOps ops(&pool);
   auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
-                            static_cast<int64_t>(tokens.size())}, "f32", "f32");
+                            static_cast<int64_t>(tokens.size())}, kv::CacheTypes{});
   return model::evaluate_all(*model, ops, *kv, tokens, 512);
 }
 

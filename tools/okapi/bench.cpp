@@ -39,13 +39,11 @@ struct BenchArgs {
   std::vector<int> threads{default_threads()};
   int repetitions = 5;
   int64_t batch_size = 512;
-  std::string cache_type_k = "f16";  // llama-bench's default: the numbers compare as they stand
-  std::string kv_rotate = "none";
-  std::string cache_type_v = "f16";
+  // llama-bench's default: the numbers compare as they stand.
+  kv::CacheTypes cache{kv::CacheType::f16(), kv::CacheType::f16()};
   bool exact = false;
-  std::string exact_attention = "direct";
-  std::string exact_ring = "integer";
-  unsigned frobenius = 0;
+  kv::ExactScores exact_attention = kv::ExactScores::Direct;
+  backend::ExactRing exact_ring;
   std::string output = "md";
   bool json = false;  // --json: the older spelling of -o jsonl
 };
@@ -79,14 +77,15 @@ nlohmann::ordered_json record(const BenchArgs& args, const runtime::Engine& engi
   for (const double ts : s.samples) samples_ns.push_back(static_cast<int64_t>(1e9 * tokens / ts));
   const double avg_ns = s.mean > 0 ? 1e9 * tokens / s.mean : 0.0;
   const double stddev_ns = s.mean > 0 ? avg_ns * s.stddev / s.mean : 0.0;
-  const std::string cache_k = args.exact ? "exact-" + args.exact_attention : args.cache_type_k;
-  const std::string cache_v = args.exact ? "exact-" + args.exact_attention : args.cache_type_v;
+  const std::string exact_type = fmt::format("exact-{}", exact_attention_name(args.exact_attention));
+  const std::string cache_k = args.exact ? exact_type : std::string(args.cache.k.name());
+  const std::string cache_v = args.exact ? exact_type : std::string(args.cache.v.name());
   nlohmann::ordered_json j;
   j["model_filename"] = args.model;
   j["model_type"] = fmt::format("{} {}", engine.hparams().arch, human_count(engine.parameter_count()));
   j["model_size"] = engine.file_bytes();
   j["model_n_params"] = engine.parameter_count();
-  j["backends"] = args.exact ? "CPU exact-" + args.exact_attention : "CPU";
+  j["backends"] = args.exact ? "CPU " + exact_type : "CPU";
   j["n_batch"] = args.batch_size;
   j["n_threads"] = threads;
   j["type_k"] = cache_k;
@@ -223,13 +222,10 @@ int run(const BenchArgs& args) {
   for (const int t : args.threads) {
     runtime::EngineOptions options;
     options.threads = t;
-    options.cache_type_k = args.cache_type_k;
-    options.kv_rotate = args.kv_rotate;
-    options.cache_type_v = args.cache_type_v;
+    options.cache = args.cache;
     options.exact = args.exact;
     options.exact_attention = args.exact_attention;
     options.exact_ring = args.exact_ring;
-    options.frobenius = args.frobenius;
     const auto engine = runtime::Engine::load(args.model, options);
     for (const auto& test : cases) {
       const std::string time = utc_now();
@@ -270,8 +266,8 @@ void register_bench(CLI::App& app, VerbResult& result) {
   cmd->add_option("-r,--repetitions", args->repetitions, "timed runs per test")->capture_default_str()
       ->check(in_range(1, 1000000));
   add_batch_flag(cmd, args->batch_size, "prefill tokens per forward pass");
-  add_cache_type_flags(cmd, args->cache_type_k, args->cache_type_v, args->kv_rotate);
-  add_exact_flags(cmd, args->exact, args->exact_attention, args->exact_ring, args->frobenius);
+  add_cache_type_flags(cmd, args->cache);
+  add_exact_flags(cmd, args->exact, args->exact_attention, args->exact_ring);
   auto* output = cmd->add_option("-o,--output", args->output, "output format: md, csv, json (one array) or jsonl")
                      ->capture_default_str()
                      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));

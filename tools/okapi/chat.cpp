@@ -181,7 +181,7 @@ void register_chat(CLI::App& app, VerbResult& result) {
   add_batch_flag(cmd, args->batch_size, "prompt tokens per forward pass");
   add_sampling_flags(cmd, args->sampling);
   add_seed_flag(cmd, args->seed);
-  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
+  add_cache_type_flags(cmd, args->engine.cache);
   add_drafting_flags(cmd, args->drafting);
   cmd->callback([args, &result] {
     check_drafting_flags(args->drafting);

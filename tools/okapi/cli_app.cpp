@@ -116,6 +116,36 @@ std::string describe_parse_error(const CLI::ParseError& e, const CLI::App& verb)
   return fmt::format("{}: {}{}", name, e.what(), help);
 }
 
+// The flag that sets what a library error blames (core/error.hpp): the library states the fact,
+// the command line names the flag to change.
+std::string_view flag_of(Setting setting) {
+  switch (setting) {
+    case Setting::None: return {};
+    case Setting::ContextLength: return "-c";
+    case Setting::BatchSize: return "-b";
+    case Setting::Threads: return "-t";
+    case Setting::Slots: return "-np";
+    case Setting::CacheTypeK: return "-ctk";
+    case Setting::CacheTypeV: return "-ctv";
+    case Setting::KvRotation: return "--kv-rotate";
+    case Setting::ExactAttention: return "--exact-attention";
+    case Setting::ExactRing: return "--exact-ring";
+    case Setting::Frobenius: return "--frobenius";
+    case Setting::Chunks: return "--chunks";
+    case Setting::BenchDepth: return "-d";
+    case Setting::Repetitions: return "-r";
+    case Setting::DraftSkip: return "--draft-skip";
+    case Setting::DraftLength: return "--draft-min/--draft-max";
+  }
+  return {};
+}
+
+// "the context holds only 512 tokens" + " (-c)".
+std::string with_flag(const Error& e) {
+  const std::string_view flag = flag_of(e.setting());
+  return flag.empty() ? std::string(e.what()) : fmt::format("{} ({})", e.what(), flag);
+}
+
 void print_error(const std::string& message) { std::fprintf(stderr, "okapi: error: %s\n", message.c_str()); }
 
 int usage_error(const std::string& message) {
@@ -198,9 +228,9 @@ Outcome run_verb(const std::vector<std::string>& args, const CliMode& mode) {
     if (verb == nullptr) return usage_error(fmt::format("{}; see 'okapi --help'", e.what()));
     return usage_error(describe_parse_error(e, *verb));
   } catch (const UsageError& e) {
-    return usage_error(e.what());
+    return usage_error(with_flag(e));
   } catch (const Error& e) {
-    print_error(e.what());
+    print_error(with_flag(e));
     return kExitError;
   } catch (const std::bad_alloc&) {
     print_error("out of memory; try a smaller context (-c), batch (-b) or model");

@@ -16,7 +16,6 @@
 
 #include "cli_app.hpp"
 #include "core/error.hpp"
-#include "kv/kv_store.hpp"
 #include "runtime/drafters.hpp"
 
 namespace okapi::cli {
@@ -263,29 +262,37 @@ void add_seed_flag(CLI::App* cmd, int64_t& seed) {
   cmd->add_option("-s,--seed", seed, "RNG seed (-1: random)")->capture_default_str()->check(in_range(-1, 4294967295.0));
 }
 
-void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v, std::string& kv_rotate) {
-  // The store factory's list is the one list of types.
+void add_cache_type_flags(CLI::App* cmd, kv::CacheTypes& cache) {
+  // kv::CacheType's table is the one list of types: the validator reports its error, the callback
+  // (run once the value is valid) stores the parsed type.
   const auto known_type = CLI::Validator(
       [](std::string& value) {
         try {
-          kv::check_cache_type("the cache", value);
+          (void)kv::CacheType::parse(value);
           return std::string();
         } catch (const Error& e) {
           return std::string(e.what());
         }
       },
       "");
-  const std::string names = fmt::format("{}", fmt::join(kv::cache_type_names(), ", "));
-  cmd->add_option("--cache-type-k", type_k, "K cache type: " + names + " (also -ctk)")
-      ->capture_default_str()
+  std::vector<std::string_view> names;
+  for (const kv::CacheType type : kv::CacheType::all()) names.push_back(type.name());
+  const std::string name_list = fmt::format("{}", fmt::join(names, ", "));
+  cmd->add_option_function<std::string>(
+         "--cache-type-k", [&cache](const std::string& name) { cache.k = kv::CacheType::parse(name); },
+         "K cache type: " + name_list + " (also -ctk)")
+      ->default_str(std::string(cache.k.name()))
       ->check(known_type);
-  cmd->add_option("--cache-type-v", type_v, "V cache type: " + names + " (also -ctv)")
-      ->capture_default_str()
+  cmd->add_option_function<std::string>(
+         "--cache-type-v", [&cache](const std::string& name) { cache.v = kv::CacheType::parse(name); },
+         "V cache type: " + name_list + " (also -ctv)")
+      ->default_str(std::string(cache.v.name()))
       ->check(known_type);
-  cmd->add_option("--kv-rotate", kv_rotate,
-                  "rotate K and V rows before storing them: none, or hadamard (seeded randomized Hadamard per layer "
-                  "and head; any head width)")
-      ->capture_default_str()
+  cmd->add_option_function<std::string>(
+         "--kv-rotate", [&cache](const std::string& name) { cache.rotation = kv::parse_kv_rotation(name); },
+         "rotate K and V rows before storing them: none, or hadamard (seeded randomized Hadamard per layer and "
+         "head; any head width)")
+      ->default_str(std::string(kv::kv_rotation_name(cache.rotation)))
       ->check(CLI::IsMember({"none", "hadamard"}));
 }
 

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/cache_type.hpp"
+
 namespace okapi::sample {
 struct SamplerConfig;
 }
@@ -35,8 +37,9 @@ void add_ctx_flag(CLI::App* cmd, int64_t& n_ctx, const std::string& description)
 void add_batch_flag(CLI::App* cmd, int64_t& batch_size, const std::string& description);
 // -s,--seed N in [-1, 2^32): -1 asks for a random seed.
 void add_seed_flag(CLI::App* cmd, int64_t& seed);
-// --cache-type-k / --cache-type-v (also -ctk / -ctv), checked against the KV store types.
-void add_cache_type_flags(CLI::App* cmd, std::string& type_k, std::string& type_v, std::string& kv_rotate);
+// --cache-type-k / --cache-type-v (also -ctk / -ctv) and --kv-rotate, parsed into `cache` (an
+// unknown name is a usage error listing the types); its values at the call are the defaults shown.
+void add_cache_type_flags(CLI::App* cmd, kv::CacheTypes& cache);
 
 // --temp, --top-k, --top-p, --min-p, --typical, --repeat-penalty, --repeat-last-n,
 // --frequency-penalty, --presence-penalty (llama.cpp's sampling flags).

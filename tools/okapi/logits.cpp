@@ -48,13 +48,10 @@ struct LogitsArgs {
   int threads = default_threads();
   int64_t batch_size = 512;
   int64_t n_ctx = runtime::kContextNotGiven;
-  std::string cache_k = "f32";
-  std::string kv_rotate = "none";
-  std::string cache_v = "f32";
+  kv::CacheTypes cache;
   bool exact = false;
-  std::string exact_attention = "direct";
-  std::string exact_ring = "integer";
-  unsigned frobenius = 0;
+  kv::ExactScores exact_attention = kv::ExactScores::Direct;
+  backend::ExactRing exact_ring;
   bool force = false;
 };
 
@@ -125,7 +122,6 @@ void run(const LogitsArgs& args) {
   if (sidecar) paths.sidecars = {{json_path_of(args.output), "the JSON written beside -o"}};
   paths.force = args.force || is_own_sidecar(json_path_of(args.output), args.output);
   check_output_plan(paths);
-  if (args.exact) (void)runtime::exact_scores(args.exact_attention);
   const std::string prompt = args.prompt_file.empty() ? args.prompt : read_input_file(args.prompt_file, "prompt file");
   gguf::File file = gguf::open_model(args.model);
   const std::string sha = sha256_hex(file.bytes().data(), file.bytes().size());
@@ -145,9 +141,7 @@ void run(const LogitsArgs& args) {
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   const int64_t n_ctx = args.n_ctx == runtime::kContextNotGiven ? n_tokens : runtime::resolve_context(args.n_ctx, hp);
   if (n_tokens > n_ctx) throw_error("logits: the prompt has {} tokens but the context is {} (-c)", n_tokens, n_ctx);
-  const runtime::EngineOptions engine{args.threads,   args.cache_k,    args.cache_v,
-                                      args.exact,     args.exact_attention, args.kv_rotate,
-                                      args.exact_ring, args.frobenius};
+  const runtime::EngineOptions engine{args.threads, args.cache, args.exact, args.exact_attention, args.exact_ring};
   const runtime::Workload work{.batch = args.batch_size, .logit_rows = n_tokens};
   runtime::check_memory(*model, engine, args.threads, n_ctx, work, /*weights_loaded=*/false);
   ThreadPool pool(args.threads);
@@ -170,8 +164,8 @@ void run(const LogitsArgs& args) {
   json["n_ctx"] = n_ctx;
   json["batch_size"] = args.batch_size;
   json["threads"] = args.threads;
-  json["cache_type_k"] = args.exact ? std::string(kv->type_name()) : args.cache_k;
-  json["cache_type_v"] = args.exact ? std::string(kv->type_name()) : args.cache_v;
+  json["cache_type_k"] = std::string(args.exact ? kv->type_name() : args.cache.k.name());
+  json["cache_type_v"] = std::string(args.exact ? kv->type_name() : args.cache.v.name());
   json["exact"] = args.exact;
   json["logits_sha256"] = sha256_hex(logits.data(), logits.size() * sizeof(float));
   json["logits_file"] = out_path.filename().string();
@@ -203,8 +197,8 @@ void register_logits(CLI::App& app, VerbResult& result) {
   add_threads_flag(cmd, args->threads);
   add_batch_flag(cmd, args->batch_size, "tokens per forward pass (1 = token by token)");
   add_ctx_flag(cmd, args->n_ctx, "context length of the KV cache (default: the prompt length; 0: the model's trained context)");
-  add_cache_type_flags(cmd, args->cache_k, args->cache_v, args->kv_rotate);
-  add_exact_flags(cmd, args->exact, args->exact_attention, args->exact_ring, args->frobenius);
+  add_cache_type_flags(cmd, args->cache);
+  add_exact_flags(cmd, args->exact, args->exact_attention, args->exact_ring);
   cmd->add_flag("--force", args->force, "replace an existing OUT.json");
   cmd->callback([args, cmd, prompt, prompt_file, tokens, &result] {
     check_exact_flags(cmd, args->exact);

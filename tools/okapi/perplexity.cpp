@@ -27,7 +27,8 @@ struct PerplexityArgs {
   std::string model;
   std::string text_file;
   runtime::PerplexityOptions options;
-  runtime::EngineOptions engine{default_threads(), "f16", "f16"};  // llama-perplexity's default cache types
+  // llama-perplexity's default cache types.
+  runtime::EngineOptions engine{default_threads(), {kv::CacheType::f16(), kv::CacheType::f16()}};
   std::string save_logits;
   std::string kl_divergence;
 };
@@ -101,9 +102,8 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
       ->check(in_range(-1, kUnbounded));
   add_batch_flag(cmd, o.batch_size, "tokens per forward pass");
   add_threads_flag(cmd, args->engine.threads);
-  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
-  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring,
-                  args->engine.frobenius);
+  add_cache_type_flags(cmd, args->engine.cache);
+  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring);
   cmd->add_option("--save-logits", args->save_logits, "write this run's log-probs (okapi format) to FILE")
                    ->check(non_empty());
   cmd->add_option("--kl-divergence", args->kl_divergence, "compare with log-probs saved by --save-logits")

@@ -157,8 +157,8 @@ int run(RunArgs args) {
     json["n_ctx"] = n_ctx;
     json["threads"] = engine->threads();
     json["seed"] = args.sampling.seed;
-    json["cache_type_k"] = args.engine.exact ? std::string(scheduler.slot_kv_type_name()) : args.engine.cache_type_k;
-    json["cache_type_v"] = args.engine.exact ? std::string(scheduler.slot_kv_type_name()) : args.engine.cache_type_v;
+    json["cache_type_k"] = std::string(args.engine.exact ? scheduler.slot_kv_type_name() : args.engine.cache.k.name());
+    json["cache_type_v"] = std::string(args.engine.exact ? scheduler.slot_kv_type_name() : args.engine.cache.v.name());
     json["exact"] = args.engine.exact;
     json["load_ms"] = engine->load_seconds() * 1e3;
     json["prompt_ms"] = t.prompt_seconds * 1e3;
@@ -205,9 +205,8 @@ void register_run(CLI::App& app, VerbResult& result) {
   add_batch_flag(cmd, args->batch_size, "prompt tokens per forward pass");
   add_sampling_flags(cmd, args->sampling);
   add_seed_flag(cmd, args->seed);
-  add_cache_type_flags(cmd, args->engine.cache_type_k, args->engine.cache_type_v, args->engine.kv_rotate);
-  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring,
-                  args->engine.frobenius);
+  add_cache_type_flags(cmd, args->engine.cache);
+  add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring);
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");

@@ -105,8 +105,8 @@ void register_serve(CLI::App& app, VerbResult& result) {
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
-  add_cache_type_flags(cmd, o.engine.cache_type_k, o.engine.cache_type_v, o.engine.kv_rotate);
-  add_exact_flags(cmd, o.engine.exact, o.engine.exact_attention, o.engine.exact_ring, o.engine.frobenius);
+  add_cache_type_flags(cmd, o.engine.cache);
+  add_exact_flags(cmd, o.engine.exact, o.engine.exact_attention, o.engine.exact_ring);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->options.engine.exact);
     check_drafting_flags(args->options.drafting);
