@@ -16,7 +16,7 @@
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
 #include "model/blocks.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::compress {
 

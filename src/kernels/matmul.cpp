@@ -27,7 +27,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/matmul_plan.hpp"
 #include "kernels/weight_packs.hpp"
-#include "quant/blocks.hpp"
+#include "kernels/blocks.hpp"
 
 namespace okapi::kernels {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/thread_pool.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::kernels {
 namespace {

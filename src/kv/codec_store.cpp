@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 #include "kernels/kernels.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::kv {
 

@@ -9,7 +9,7 @@
 #include "kernels/gelu_table.hpp"
 #include "model/attention_driver.hpp"
 #include "kv/kv_store.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::model {
 

@@ -17,7 +17,7 @@
 #include "kv/exact_store.hpp"
 #include "model/attention_driver.hpp"
 #include "model/exact_islands.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::model {
 

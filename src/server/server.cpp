@@ -13,7 +13,7 @@
 #include <memory>
 #include <thread>
 
-#include "chat/chat_template.hpp"
+#include "jinja/chat_template.hpp"
 #include "core/error.hpp"
 #include "runtime/chat_prompt.hpp"
 #include "runtime/drafters.hpp"
@@ -222,8 +222,8 @@ std::vector<TokenId> ServerState::completion_prompt(const Json& body) const {
 
 namespace {
 
-chat::RenderInputs render_inputs(const ChatInput& input) {
-  chat::RenderInputs render;
+jinja::RenderInputs render_inputs(const ChatInput& input) {
+  jinja::RenderInputs render;
   render.messages = input.messages;
   render.tools = input.tools;
   render.add_generation_prompt = input.add_generation_prompt;
@@ -236,9 +236,9 @@ template <typename F>
 auto rendering(F&& f) {
   try {
     return f();
-  } catch (const chat::TemplateRaised& e) {
+  } catch (const jinja::TemplateRaised& e) {
     throw_bad_request("messages", "{}", e.what());
-  } catch (const chat::TemplateError& e) {
+  } catch (const jinja::TemplateError& e) {
     throw_bad_request("messages", "the chat template cannot render these messages: {}", e.what());
   }
 }

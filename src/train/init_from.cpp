@@ -9,7 +9,7 @@
 
 #include "core/error.hpp"
 #include "model/hparams.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::train {
 namespace {

@@ -11,7 +11,7 @@
 #include "core/thread_pool.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/weight_packs.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::kernels {

@@ -17,7 +17,7 @@
 #include "core/half.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/kernels.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::kernels {

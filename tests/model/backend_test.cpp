@@ -18,7 +18,7 @@
 #include "model/cpu_ops.hpp"
 #include "model/exact_ops.hpp"
 #include "model/model.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "support/paths.hpp"
 #include "synth/synth.hpp"
 

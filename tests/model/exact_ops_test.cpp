@@ -17,7 +17,7 @@
 #include "model/cpu_ops.hpp"
 #include "model/exact_islands.hpp"
 #include "model/exact_ops.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::model {

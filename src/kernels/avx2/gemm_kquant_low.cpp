@@ -2,7 +2,7 @@
 #include "kernels/avx2/gemm_kquant_low.hpp"
 
 #include "kernels/avx2/token_groups.hpp"
-#include "quant/avx2/kquant_low_unpack.hpp"
+#include "kernels/avx2/kquant_low_unpack.hpp"
 
 namespace okapi::kernels::avx2 {
 namespace {

@@ -2,7 +2,7 @@
 #include "kernels/avx2/gemm_legacy.hpp"
 
 #include "kernels/avx2/token_groups.hpp"
-#include "quant/avx2/legacy_unpack.hpp"
+#include "kernels/avx2/legacy_unpack.hpp"
 
 namespace okapi::kernels::avx2 {
 namespace {

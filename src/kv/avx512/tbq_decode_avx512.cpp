@@ -7,7 +7,7 @@
 
 #include "core/half.hpp"
 #include "kv/lloyd_max.hpp"
-#include "quant/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
+#include "kernels/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
 
 namespace okapi::kv::avx512 {
 

@@ -10,7 +10,7 @@
 #include <climits>
 
 #include "kv/tile_kernels.hpp"
-#include "quant/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
+#include "kernels/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
 
 namespace okapi::kv::tile {
 namespace {

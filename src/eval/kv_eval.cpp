@@ -1,0 +1,147 @@
+#include "eval/kv_eval.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "kv/kv_store.hpp"
+#include "eval/bench.hpp"
+#include "runtime/engine.hpp"
+#include "eval/perplexity.hpp"
+
+namespace okapi::eval {
+
+namespace {
+
+// The reference run's log-probs, removed when the evaluation ends however it ends.
+struct TempFile {
+  std::filesystem::path path;
+  TempFile() {
+    static std::atomic<int> counter{0};
+    path = std::filesystem::temp_directory_path() /
+           fmt::format("okapi-kv-eval-{}-{}.logits", static_cast<long>(::getpid()), counter++);
+  }
+  ~TempFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+};
+
+// Per-head calibration (sp) is amortized over the evaluated context.
+double row_bits(const KvEvalType& t, int64_t dim_k, int64_t dim_v, int64_t n_ctx) {
+  const double k = kv::bits_per_value(t.k, dim_k, "K", n_ctx) * static_cast<double>(dim_k);
+  const double v = kv::bits_per_value(t.v, dim_v, "V", n_ctx) * static_cast<double>(dim_v);
+  return (k + v) / static_cast<double>(dim_k + dim_v);
+}
+
+}  // namespace
+
+std::string KvEvalType::name() const {
+  std::string out = k == v ? k : k + "/" + v;
+  if (rotate != "none") out += "+" + rotate;
+  return out;
+}
+
+KvEvalType parse_kv_eval_type(std::string_view spec) {
+  KvEvalType t;
+  const size_t plus = spec.find('+');
+  if (plus != std::string_view::npos) {
+    t.rotate = std::string(spec.substr(plus + 1));
+    (void)kv::parse_kv_rotation(t.rotate);
+    spec = spec.substr(0, plus);
+  }
+  const size_t slash = spec.find('/');
+  t.k = std::string(spec.substr(0, slash));
+  t.v = slash == std::string_view::npos ? t.k : std::string(spec.substr(slash + 1));
+  kv::check_cache_type("K", t.k);
+  kv::check_cache_type("V", t.v);
+  return t;
+}
+
+std::vector<KvEvalType> all_kv_eval_types() {
+  std::vector<KvEvalType> types;
+  for (const std::string_view name : kv::cache_type_names()) types.push_back({std::string(name), std::string(name)});
+  for (const std::string_view name : kv::cache_type_names()) {
+    // The block formats once more rotated (the tbq types always are; the float ones gain nothing).
+    if (name.starts_with("q") || name == "iq4_nl") types.push_back({std::string(name), std::string(name), "hadamard"});
+  }
+  return types;
+}
+
+std::vector<KvEvalType> parse_kv_eval_types(std::string_view list) {
+  if (list == "all") return all_kv_eval_types();
+  std::vector<KvEvalType> types;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string_view item = list.substr(start, comma - start);
+    if (item.empty()) throw_error("--types: empty entry in '{}'", list);
+    types.push_back(parse_kv_eval_type(item));
+    start = comma + 1;
+  }
+  return types;
+}
+
+KvEvalReport evaluate_kv_types(const std::filesystem::path& model, const std::string& text,
+                               const std::vector<KvEvalType>& types, const KvEvalOptions& options,
+                               const std::function<void(const KvEvalRow&)>& on_row) {
+  if (types.empty()) throw_error("kv-eval: no cache types to evaluate");
+  TempFile reference_logits;
+  PerplexityOptions ppl;
+  ppl.n_ctx = options.n_ctx;
+  ppl.n_chunks = options.n_chunks;
+  ppl.batch_size = options.batch_size;
+  KvEvalReport report;
+  int64_t dim_k = 0, dim_v = 0;
+  {
+    ppl.save_logits = reference_logits.path;
+    const auto engine = runtime::Engine::load(model, {options.threads, "f32", "f32"});
+    const PerplexityResult r = compute_perplexity(*engine, text, ppl);
+    report.ppl_f32 = r.ppl;
+    report.scored = r.scored;
+    report.n_ctx = r.n_ctx;
+    dim_k = engine->hparams().head_dim_k;
+    dim_v = engine->hparams().head_dim_v;
+    ppl.save_logits.clear();
+  }
+  ppl.kl_divergence = reference_logits.path;
+  for (const KvEvalType& type : types) {
+    KvEvalRow row;
+    row.type = type;
+    try {
+      row.bits_per_value = row_bits(type, dim_k, dim_v, report.n_ctx);
+    } catch (const Error& e) {
+      row.error = e.what();
+      if (on_row) on_row(row);
+      report.rows.push_back(std::move(row));
+      continue;
+    }
+    runtime::EngineOptions engine_options{options.threads, type.k, type.v};
+    engine_options.kv_rotate = type.rotate;
+    const auto engine = runtime::Engine::load(model, engine_options);
+    const PerplexityResult r = compute_perplexity(*engine, text, ppl);
+    row.ratio_vs_f16 = 16.0 / row.bits_per_value;
+    row.kld_mean = r.kl->kld_mean;
+    row.kld_p99 = r.kl->kld_p99;
+    row.top1 = r.kl->same_top_fraction;
+    row.ppl = r.ppl;
+    row.ppl_delta_rel = r.ppl / report.ppl_f32 - 1.0;
+    for (const int64_t depth : options.speed_depths) {
+      if (!options.speed) {
+        row.tg.emplace_back();
+        continue;
+      }
+      const BenchSample s = run_bench_case(*engine, {0, options.n_gen, depth}, options.batch_size, options.repetitions);
+      row.tg.emplace_back(s.mean);
+    }
+    if (on_row) on_row(row);
+    report.rows.push_back(std::move(row));
+  }
+  return report;
+}
+
+}  // namespace okapi::eval
