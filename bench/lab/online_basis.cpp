@@ -145,9 +145,9 @@ OnlineBasis::OnlineBasis(const gguf::File& compressed, const model::Model& dense
 
 void OnlineBasis::rebuild(size_t u) {
   const OnlineBasisUnit& unit = units_[u];
-  use_blas_threads_for(0);
+  compress::use_blas_threads_for(0);
   for (size_t k = 0; k < unit.weights.size(); ++k) {
-    ObservingOps::Replacement& r = replacements_[unit.weights[k]];
+    compress::ObservingOps::Replacement& r = replacements_[unit.weights[k]];
     const int64_t n_out = static_cast<int64_t>(unit.dense[k].size()) / unit.n_in;
     r.rank = unit.rank;
     r.in = unit.basis;

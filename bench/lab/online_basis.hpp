@@ -65,7 +65,7 @@ class OnlineBasis {
 
   const std::vector<OnlineBasisUnit>& units() const { return units_; }
   // Replacements for ObservingOps, by dense weight name; updated in place by apply_pending().
-  const std::map<std::string, ObservingOps::Replacement>& replacements() const { return replacements_; }
+  const std::map<std::string, compress::ObservingOps::Replacement>& replacements() const { return replacements_; }
   // The name of the weight whose mat-mul input is unit u's x (its first weight).
   const std::string& input_name(size_t u) const { return units_[u].weights.front(); }
 
@@ -80,7 +80,7 @@ class OnlineBasis {
   std::vector<OnlineBasisUnit> units_;
   OnlineBasisOptions options_;
   std::deque<std::vector<std::vector<float>>> queue_;
-  std::map<std::string, ObservingOps::Replacement> replacements_;
+  std::map<std::string, compress::ObservingOps::Replacement> replacements_;
   OnlineBasisStats stats_;
 };
 

@@ -132,7 +132,7 @@ TEST(OnlineBasis, GateQueueAndRecomputedFactors) {
   EXPECT_EQ(ob.apply_pending(), 0u);  // the queue is empty again
   // The replacement is (W·Vᵀ, V) for the moved basis.
   const OnlineBasisUnit& unit = ob.units()[0];
-  const ObservingOps::Replacement& r = ob.replacements().at("w");
+  const compress::ObservingOps::Replacement& r = ob.replacements().at("w");
   EXPECT_EQ(r.in, unit.basis);
   for (int64_t o = 0; o < 3; ++o) {
     for (int64_t k = 0; k < 2; ++k) {
@@ -163,10 +163,10 @@ TEST(OnlineBasis, FromACompressedFileReplacesEachWeightByTheStoredProduct) {
   const auto dense = model::Model::load(gguf::File::open(original));
   for (const std::string method : {"svd", "grc"}) {
     SCOPED_TRACE(method);
-    CompressOptions options;
+    compress::CompressOptions options;
     options.method = method;
     options.ratio = 0.1;
-    compress_model(dense_file, dir / (method + ".gguf"), options);
+    compress::compress_model(dense_file, dir / (method + ".gguf"), options);
     const auto compressed = gguf::File::open(dir / (method + ".gguf"));
     const OnlineBasis ob(compressed, *dense);
     size_t factored = 0;

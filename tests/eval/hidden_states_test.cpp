@@ -45,7 +45,7 @@ TEST(HiddenStates, RowsLineUpWithTokensAndTheHeadGivesTheEngineLogits) {
   EXPECT_EQ(s.positions[149], 24);
 
   // Layer 0 is the residual before any block: the token's embedding row.
-  const std::vector<float> embd = dequantized_matrix(model->file().tensor("token_embd.weight"), "test");
+  const std::vector<float> embd = compress::dequantized_matrix(model->file().tensor("token_embd.weight"), "test");
   for (const int64_t t : {int64_t{0}, int64_t{70}, int64_t{149}}) {
     const float* row = embd.data() + s.token_ids[static_cast<size_t>(t)] * d;
     for (int64_t i = 0; i < d; ++i) ASSERT_FLOAT_EQ(s.row(0, t)[i], row[i]) << "token " << t;

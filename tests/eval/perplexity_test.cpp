@@ -21,7 +21,7 @@ using test::read_file;
 void check_against_golden(int64_t n_ctx) {
   const auto golden = shared_dir() / "golden/public";
   const auto expected = nlohmann::json::parse(read_file(golden / fmt::format("ppl/stories260K__c{}.json", n_ctx)));
-  const auto engine = Engine::load(golden / "models/stories260K.gguf", {2, "f16", "f16"});  // llama.cpp's cache
+  const auto engine = runtime::Engine::load(golden / "models/stories260K.gguf", {2, "f16", "f16"});  // llama.cpp's cache
   PerplexityOptions options;
   options.n_ctx = n_ctx;
   options.batch_size = n_ctx;
@@ -60,7 +60,7 @@ std::string repo_text() {
 
 TEST(Perplexity, SavedLogitsCompareToThemselvesWithZeroDivergence) {
   const auto dir = test::make_temp_dir("ppl");
-  const auto engine = Engine::load(test::repo_dir() / "models/stories260K.gguf", {1, "f32", "f32"});
+  const auto engine = runtime::Engine::load(test::repo_dir() / "models/stories260K.gguf", {1, "f32", "f32"});
   PerplexityOptions options;
   options.n_ctx = 32;
   options.batch_size = 16;  // two batches per chunk
@@ -86,7 +86,7 @@ TEST(Perplexity, SavedLogitsCompareToThemselvesWithZeroDivergence) {
 }
 
 TEST(Perplexity, TextShorterThanTwoContextsIsAnError) {
-  const auto engine = Engine::load(test::repo_dir() / "models/stories260K.gguf", {});
+  const auto engine = runtime::Engine::load(test::repo_dir() / "models/stories260K.gguf", {});
   PerplexityOptions options;
   options.n_ctx = 512;
   EXPECT_THROW(compute_perplexity(*engine, "Once upon a time", options), Error);
