@@ -1,8 +1,8 @@
 // okapi kv-eval: how much each KV cache type costs in quality and speed, against an f32 cache.
 // For a model and a text: one llama-perplexity run with an f32 cache saves its log-probs, then
-// each type runs the same chunks with --kl-divergence against them (runtime/perplexity.hpp):
+// each type runs the same chunks with --kl-divergence against them (eval/perplexity.hpp):
 // mean and 99th-percentile KL divergence, top-1 agreement, perplexity and its change, and decode
-// speed at two context depths (tg N @ d512 and @ d8192, runtime/bench.hpp).
+// speed at two context depths (tg N @ d512 and @ d8192, eval/bench.hpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -1,5 +1,5 @@
 // Whole-model quantization, like llama-quantize: read a GGUF, choose each tensor's type with a
-// mix (quant/mix.hpp), convert tensor by tensor with the format table's quantizers, and write a
+// mix (quantize/mix.hpp), convert tensor by tensor with the format table's quantizers, and write a
 // GGUF atomically. The input is memory-mapped and the output streamed, so memory stays at about
 // one tensor in float32 plus its quantized copy. The output does not depend on the thread count.
 #pragma once

@@ -4,9 +4,9 @@
 // markdown table, or with --json one object per matrix and line (with every singular value);
 // --svg DIR writes spectra-KIND.svg per matrix kind and effective-rank.svg.
 // And the geometry of its hidden states over a text: the intrinsic dimension of the residual
-// stream per layer (TwoNN and PCA, compress/intrinsic_dim.hpp) and how well a cache of stored
+// stream per layer (TwoNN and PCA, eval/intrinsic_dim.hpp) and how well a cache of stored
 // trajectories with a linear correction predicts the next layer and the logits (seed 003's GTC,
-// compress/trajectory_cache.hpp); --svg adds intrinsic-dimension.svg, gtc-hit-rate.svg and
+// eval/trajectory_cache.hpp); --svg adds intrinsic-dimension.svg, gtc-hit-rate.svg and
 // gtc-logits.svg.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

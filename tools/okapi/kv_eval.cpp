@@ -1,5 +1,5 @@
 // okapi kv-eval -m MODEL -f TEXT [-c CTX] [--chunks N] [--types LIST|all] [-t T] [--no-speed] [--json]
-// Each KV cache type against an f32 cache on the same model and text (runtime/kv_eval.hpp): bits
+// Each KV cache type against an f32 cache on the same model and text (eval/kv_eval.hpp): bits
 // per value, ratio vs f16, mean / p99 KL divergence, top-1 agreement, perplexity and its change,
 // decode tok/s at 512 and 8192 tokens of context. A markdown table, or with --json one object per
 // type and line.

@@ -1,6 +1,6 @@
 // okapi perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [-b BATCH] [-t T] [-ctk/-ctv]
 //                  [--save-logits FILE] [--kl-divergence FILE] [--exact [--exact-attention ntt|direct]]
-// llama-perplexity's method (runtime/perplexity.hpp): running "[chunk]ppl," values on stdout,
+// llama-perplexity's method (eval/perplexity.hpp): running "[chunk]ppl," values on stdout,
 // then "Final estimate: PPL = X +/- Y". --save-logits writes this run's log-probs; a later run
 // with --kl-divergence FILE (same text and -c) reports KL divergence, top-1 agreement and Δp.
 // The KV cache is F16 by default, as llama-perplexity's, so the numbers compare directly.

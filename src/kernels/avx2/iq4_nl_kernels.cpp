@@ -9,7 +9,7 @@ namespace okapi::quant::avx2 {
 
 namespace {
 constexpr int kBlock = 32;
-// ggml's kvalues_iq4nl (quant/scalar/iq4_nl.cpp).
+// ggml's kvalues_iq4nl (kernels/scalar/iq4_nl.cpp).
 alignas(16) constexpr int8_t kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 constexpr size_t kBlockBytes = 2 + kBlock / 2;
 }  // namespace
