@@ -10,8 +10,8 @@
 
 #include "compress/linalg.hpp"
 #include "core/error.hpp"
-#include "model/blocks.hpp"
 #include "kernels/format_table.hpp"
+#include "model/blocks.hpp"
 
 namespace okapi::lab {
 namespace {

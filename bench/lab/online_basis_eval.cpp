@@ -28,13 +28,13 @@
 #include <vector>
 
 #include "compress/calibration.hpp"
-#include "lab/online_basis.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "eval/perplexity.hpp"
 #include "format/gguf.hpp"
 #include "kv/kv_store.hpp"
+#include "lab/online_basis.hpp"
 #include "runtime/engine.hpp"
-#include "eval/perplexity.hpp"
 
 namespace {
 

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "compress/low_rank.hpp"
-#include "lab/online_basis.hpp"
 #include "core/error.hpp"
 #include "format/gguf.hpp"
-#include "model/model.hpp"
 #include "kernels/format_table.hpp"
+#include "lab/online_basis.hpp"
+#include "model/model.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::lab {

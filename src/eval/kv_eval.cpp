@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
-#include "kv/kv_store.hpp"
 #include "eval/bench.hpp"
-#include "runtime/engine.hpp"
 #include "eval/perplexity.hpp"
+#include "kv/kv_store.hpp"
+#include "runtime/engine.hpp"
 
 namespace okapi::eval {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "eval/intrinsic_dim.hpp"
 #include "core/error.hpp"
+#include "eval/intrinsic_dim.hpp"
 #include "model/hparams.hpp"
 
 namespace okapi::eval {

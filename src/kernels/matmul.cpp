@@ -24,10 +24,10 @@
 #include "kernels/avx2/gemm_kquant_low.hpp"
 #include "kernels/avx2/gemm_legacy.hpp"
 #include "kernels/avx2/gemm_q8_0.hpp"
+#include "kernels/blocks.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/matmul_plan.hpp"
 #include "kernels/weight_packs.hpp"
-#include "kernels/blocks.hpp"
 
 namespace okapi::kernels {
 namespace {

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "kernels/kernels.hpp"
 #include "kernels/format_table.hpp"
+#include "kernels/kernels.hpp"
 
 namespace okapi::kv {
 

@@ -7,8 +7,8 @@
 #include <type_traits>
 
 #include "core/error.hpp"
-#include "kernels/kernels.hpp"
 #include "kernels/format_table.hpp"
+#include "kernels/kernels.hpp"
 
 namespace okapi::kv {
 

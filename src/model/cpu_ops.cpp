@@ -6,10 +6,10 @@
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/gelu_table.hpp"
-#include "model/attention_driver.hpp"
-#include "kv/kv_store.hpp"
 #include "kernels/format_table.hpp"
+#include "kernels/gelu_table.hpp"
+#include "kv/kv_store.hpp"
+#include "model/attention_driver.hpp"
 
 namespace okapi::model {
 

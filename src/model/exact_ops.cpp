@@ -14,10 +14,10 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "exact/frobenius.hpp"
+#include "kernels/format_table.hpp"
 #include "kv/exact_store.hpp"
 #include "model/attention_driver.hpp"
 #include "model/exact_islands.hpp"
-#include "kernels/format_table.hpp"
 
 namespace okapi::model {
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <thread>
 
-#include "jinja/chat_template.hpp"
 #include "core/error.hpp"
+#include "jinja/chat_template.hpp"
 #include "runtime/chat_prompt.hpp"
 #include "runtime/drafters.hpp"
 #include "server/api_error.hpp"

@@ -9,8 +9,8 @@
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
 #include "core/thread_pool.hpp"
-#include "quantize/mix.hpp"
 #include "kernels/format_table.hpp"
+#include "quantize/mix.hpp"
 #include "synth/vocab.hpp"
 
 namespace okapi::synth {

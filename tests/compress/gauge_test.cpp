@@ -11,9 +11,9 @@
 #include "compress/calibration.hpp"
 #include "compress/gauge.hpp"
 #include "core/error.hpp"
+#include "eval/perplexity.hpp"
 #include "format/gguf.hpp"
 #include "runtime/engine.hpp"
-#include "eval/perplexity.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::compress {

@@ -14,10 +14,10 @@
 #include "compress/calibration.hpp"
 #include "compress/low_rank.hpp"
 #include "core/error.hpp"
+#include "eval/perplexity.hpp"
 #include "format/gguf.hpp"
 #include "kernels/format_table.hpp"
 #include "runtime/engine.hpp"
-#include "eval/perplexity.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::compress {

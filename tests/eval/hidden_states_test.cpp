@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "eval/hidden_states.hpp"
 #include "compress/spectra.hpp"
-#include "eval/trajectory_cache.hpp"
 #include "core/error.hpp"
+#include "eval/hidden_states.hpp"
+#include "eval/perplexity.hpp"
+#include "eval/trajectory_cache.hpp"
 #include "format/model_file.hpp"
 #include "model/model.hpp"
-#include "eval/perplexity.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::eval {

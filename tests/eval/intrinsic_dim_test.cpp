@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "eval/intrinsic_dim.hpp"
 #include "core/error.hpp"
+#include "eval/intrinsic_dim.hpp"
 
 namespace okapi::eval {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "runtime/engine.hpp"
 #include "eval/perplexity.hpp"
+#include "runtime/engine.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::eval {

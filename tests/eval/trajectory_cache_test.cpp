@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "eval/trajectory_cache.hpp"
 #include "core/error.hpp"
+#include "eval/trajectory_cache.hpp"
 #include "model/hparams.hpp"
 
 namespace okapi::eval {

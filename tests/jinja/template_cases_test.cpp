@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "jinja/chat_template.hpp"
 #include "core/shared_dir.hpp"
+#include "jinja/chat_template.hpp"
 #include "support/paths.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// The AVX2 kernels (quant/avx2/) against the scalar reference rows of the format table:
+// The AVX2 kernels (kernels/avx2/) against the scalar reference rows of the format table:
 //  * dequantize: bit-identical output, including zero, negative, subnormal, inf and NaN scales;
 //  * activation quantizers (F16, Q8_0, Q8_1, Q8_K): byte-identical output, including rounding ties;
 //  * dot products: the integer parts are exact in both, but the float partial sums are combined

@@ -15,10 +15,10 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
+#include "kernels/format_table.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/exact_ops.hpp"
 #include "model/model.hpp"
-#include "kernels/format_table.hpp"
 #include "support/paths.hpp"
 #include "synth/synth.hpp"
 

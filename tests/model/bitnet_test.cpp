@@ -9,13 +9,13 @@
 // incremental 0.067-0.070 with argmax flips): top-1 >= 99% with near-ties, KL printed.
 #include <cmath>
 
+#include "eval/perplexity.hpp"
 #include "format/convert_llama2c.hpp"
 #include "quantize/mix.hpp"
 #include "quantize/model_quantizer.hpp"
 #include "reference_logits.hpp"
-#include "support/isa_under_test.hpp"
 #include "runtime/engine.hpp"
-#include "eval/perplexity.hpp"
+#include "support/isa_under_test.hpp"
 
 namespace okapi::test {
 namespace {

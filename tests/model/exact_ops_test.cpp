@@ -12,12 +12,12 @@
 #include "core/cpu.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/gelu_table.hpp"
 #include "kv/exact_store.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/exact_islands.hpp"
 #include "model/exact_ops.hpp"
-#include "kernels/format_table.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::model {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "jinja/chat_template.hpp"
 #include "core/shared_dir.hpp"
 #include "format/gguf.hpp"
+#include "jinja/chat_template.hpp"
 #include "runtime/chat_prompt.hpp"
 #include "runtime/engine.hpp"
 #include "support/paths.hpp"

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "runtime/engine.hpp"
 #include "eval/perplexity.hpp"
+#include "runtime/engine.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::test {

@@ -20,19 +20,19 @@
 #include <string>
 
 #include "common_flags.hpp"
-#include "eval/hidden_states.hpp"
-#include "eval/intrinsic_dim.hpp"
 #include "compress/spectra.hpp"
-#include "eval/trajectory_cache.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/json_output.hpp"
 #include "core/output_paths.hpp"
 #include "core/svg_chart.hpp"
+#include "eval/hidden_states.hpp"
+#include "eval/intrinsic_dim.hpp"
+#include "eval/perplexity.hpp"
+#include "eval/trajectory_cache.hpp"
 #include "format/model_file.hpp"
 #include "model/model.hpp"
-#include "eval/perplexity.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {

@@ -21,8 +21,8 @@
 #include "core/input_file.hpp"
 #include "core/output_paths.hpp"
 #include "core/progress.hpp"
-#include "format/model_file.hpp"
 #include "eval/perplexity.hpp"
+#include "format/model_file.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {

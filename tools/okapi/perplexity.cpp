@@ -10,14 +10,14 @@
 #include <memory>
 #include <string>
 
+#include "common_flags.hpp"
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
 #include "core/progress.hpp"
+#include "eval/perplexity.hpp"
+#include "exact_flags.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
-#include "common_flags.hpp"
-#include "exact_flags.hpp"
-#include "eval/perplexity.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {

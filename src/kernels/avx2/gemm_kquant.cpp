@@ -6,8 +6,8 @@
 // exactly, then acc += d*d_a*isum.
 #include "kernels/avx2/gemm_kquant.hpp"
 
-#include "kernels/avx2/simd.hpp"
 #include "kernels/avx2/kquant_unpack.hpp"
+#include "kernels/avx2/simd.hpp"
 #include "kernels/blocks.hpp"
 
 namespace okapi::kernels::avx2 {

@@ -1,6 +1,6 @@
 // Q4_K and Q6_K rows (256-element super-blocks) and the Q8_K activation quantizer.
-#include "kernels/avx2/row_kernels.hpp"
 #include "kernels/avx2/kquant_unpack.hpp"
+#include "kernels/avx2/row_kernels.hpp"
 #include "kernels/avx2/simd.hpp"
 #include "kernels/blocks.hpp"
 

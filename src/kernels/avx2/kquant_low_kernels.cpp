@@ -1,7 +1,7 @@
 // Q2_K, Q3_K and Q5_K rows against Q8_K activations (layouts and arithmetic in
 // kquant_low_unpack.hpp): dot_q*_K_tokens with one token, the code the multi-token GEMM runs too.
-#include "kernels/avx2/row_kernels.hpp"
 #include "kernels/avx2/kquant_low_unpack.hpp"
+#include "kernels/avx2/row_kernels.hpp"
 #include "kernels/blocks.hpp"
 
 namespace okapi::quant::avx2 {

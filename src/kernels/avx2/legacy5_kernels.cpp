@@ -3,8 +3,8 @@
 // Q4_1 / Q5_1 keep the reference dequantize: their q * d + m cannot be made bit-identical for
 // every NaN scale and min (which NaN an add returns depends on the operand order the compiler
 // picked for the reference), and matmul does not dequantize them.
-#include "kernels/avx2/row_kernels.hpp"
 #include "kernels/avx2/legacy_unpack.hpp"
+#include "kernels/avx2/row_kernels.hpp"
 #include "kernels/avx2/simd.hpp"
 #include "kernels/blocks.hpp"
 

@@ -1,5 +1,5 @@
 // Small AVX2 helpers shared by the kernels in this folder. Include ONLY from files under
-// quant/avx2/ (compiled with -mavx2 -mfma -mf16c): these inline functions contain AVX code, and
+// kernels/avx2/ (compiled with -mavx2 -mfma -mf16c): these inline functions contain AVX code, and
 // an out-of-line copy emitted elsewhere could be picked by the linker for a non-AVX caller.
 // For the same reason the avx2/ files avoid including headers with inline functions that other
 // code uses too (core/half.hpp): fp16 conversions here use the F16C instructions instead.
