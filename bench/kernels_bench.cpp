@@ -27,9 +27,9 @@
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/weight_packs.hpp"
-#include "quant/quant.hpp"
 
 namespace {
 

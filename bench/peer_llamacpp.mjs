@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Prefill / decode throughput of llama.cpp (through node-llama-cpp's prebuilt CPU binaries) with
-// the same definitions as `okapi bench` (src/runtime/bench.cpp), so both can run on one machine:
+// the same definitions as `okapi bench` (src/eval/bench.cpp), so both can run on one machine:
 //   pp P = P prompt tokens / seconds of one batched decode (BOS, then fixed pseudo-random ids),
 //   tg N = N tokens / seconds of N one-token decodes from an empty cache (greedy, EOS ignored),
 //   one untimed warm-up run, then R timed runs, each on an emptied KV cache; mean ± sd.

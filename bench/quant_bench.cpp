@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace {
 

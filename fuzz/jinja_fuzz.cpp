@@ -1,6 +1,6 @@
-// libFuzzer target for okapi's chat-template renderer (src/chat): any bytes as a template, parsed
+// libFuzzer target for okapi's chat-template renderer (src/jinja): any bytes as a template, parsed
 // and rendered over a small conversation with tools. Templates come from HTTP clients, so the only
-// allowed outcomes are a prompt or a chat::TemplateError (TemplateRaised included): a crash, a
+// allowed outcomes are a prompt or a jinja::TemplateError (TemplateRaised included): a crash, a
 // sanitizer report, another exception or a hang (libFuzzer's -timeout) is a finding; so is a
 // render_spans() whose spans do not join to render()'s text.
 #include <cstdint>
@@ -12,13 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/chat_template.hpp"
+#include "jinja/chat_template.hpp"
 
 namespace {
 
-const okapi::chat::RenderInputs& inputs() {
-  static const okapi::chat::RenderInputs value = [] {
-    okapi::chat::RenderInputs r;
+const okapi::jinja::RenderInputs& inputs() {
+  static const okapi::jinja::RenderInputs value = [] {
+    okapi::jinja::RenderInputs r;
     r.messages = nlohmann::ordered_json::parse(R"([
       {"role": "system", "content": "Be brief."},
       {"role": "user", "content": "Weather in Paris? \u00fc \ud83e\udd8a"},
@@ -42,7 +42,7 @@ const okapi::chat::RenderInputs& inputs() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view source(reinterpret_cast<const char*>(data), size);
   try {
-    const auto chat_template = okapi::chat::ChatTemplate::parse(source, "fuzz");
+    const auto chat_template = okapi::jinja::ChatTemplate::parse(source, "fuzz");
     const std::string prompt = chat_template.render(inputs());
     if (prompt.size() > (std::size_t{16} << 20)) {
       std::fprintf(stderr, "jinja_fuzz: output of %zu bytes passed the 16 MiB limit\n", prompt.size());
@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::fprintf(stderr, "jinja_fuzz: the spans do not join to the rendered text\n");
       std::abort();
     }
-  } catch (const okapi::chat::TemplateError&) {
+  } catch (const okapi::jinja::TemplateError&) {
     // a clean refusal
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jinja_fuzz: unexpected exception: %s\n", e.what());

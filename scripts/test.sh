@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
+cmake --build build -j "$(nproc)"  # everything else: tests, benchmarks, bench/lab
 ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -3,7 +3,7 @@
 // code must not be compiled for AVX-512 here and picked by the linker for other files).
 #include "avx512/vnni_throughput.hpp"
 
-#include "quant/avx512/simd.hpp"
+#include "kernels/avx512/simd.hpp"
 
 namespace okapi::bench::avx512 {
 namespace {

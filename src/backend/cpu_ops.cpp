@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "backend/attention_driver.hpp"
+#include "backend/attention_driver.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/gelu_table.hpp"
 #include "kv/cache_type.hpp"
 #include "kv/kv_store.hpp"
-#include "quant/quant.hpp"
 
 namespace okapi::backend {
 

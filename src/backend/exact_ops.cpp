@@ -17,8 +17,8 @@
 #include "core/thread_pool.hpp"
 #include "exact/frobenius.hpp"
 #include "exact/int_matmul.hpp"
+#include "kernels/format_table.hpp"
 #include "kv/exact_store.hpp"
-#include "quant/quant.hpp"
 
 namespace okapi::backend {
 

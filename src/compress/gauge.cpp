@@ -12,7 +12,7 @@
 #include "compress/linalg.hpp"
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::compress {
 

@@ -15,8 +15,8 @@
 #include "compress/sequential.hpp"
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
+#include "kernels/format_table.hpp"
 #include "model/blocks.hpp"
-#include "quant/quant.hpp"
 
 namespace okapi::compress {
 

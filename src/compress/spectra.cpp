@@ -11,7 +11,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/svg_chart.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::compress {
 

@@ -44,4 +44,10 @@ std::string read_input_file(const std::filesystem::path& path, std::string_view 
   return bytes;
 }
 
+std::string read_text_file(const std::filesystem::path& path) {
+  std::string text = read_input_file(path, "text file");
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 }  // namespace okapi

@@ -16,4 +16,8 @@ void require_input_file(const std::filesystem::path& path, std::string_view what
 std::string read_input_file(const std::filesystem::path& path, std::string_view what,
                             uint64_t max_bytes = uint64_t{1} << 32);
 
+// The text of a -f file as llama.cpp's argument parser reads it: the bytes, minus one trailing
+// newline (this changes the token count, so perplexity numbers depend on it).
+std::string read_text_file(const std::filesystem::path& path);
+
 }  // namespace okapi

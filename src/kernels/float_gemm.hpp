@@ -19,7 +19,7 @@
 
 #include "core/cpu.hpp"
 #include "core/dtype.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi {
 class ThreadPool;

@@ -20,10 +20,10 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/blocks.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/matmul_plan.hpp"
 #include "kernels/weight_packs.hpp"
-#include "quant/blocks.hpp"
 
 namespace okapi::kernels {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::kernels::detail {
 

@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::kernels {
 namespace {

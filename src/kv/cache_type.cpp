@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/format_table.hpp"
 #include "kv/codec_store.hpp"
 #include "kv/lloyd_max.hpp"
 #include "kv/sp_codec.hpp"
-#include "quant/quant.hpp"
 
 namespace okapi::kv {
 

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/kernels.hpp"
-#include "quant/quant.hpp"
 
 namespace okapi::kv {
 

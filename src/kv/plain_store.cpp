@@ -7,8 +7,8 @@
 #include <type_traits>
 
 #include "core/error.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/kernels.hpp"
-#include "quant/quant.hpp"
 
 namespace okapi::kv {
 

@@ -7,18 +7,18 @@ namespace okapi::runtime {
 
 namespace {
 
-chat::ChatTemplate pick_template(const Engine& engine, const std::string& file, std::string& origin) {
+jinja::ChatTemplate pick_template(const Engine& engine, const std::string& file, std::string& origin) {
   if (!file.empty()) {
     origin = "file";
-    return chat::ChatTemplate::parse(read_input_file(file, "chat template file"), file);
+    return jinja::ChatTemplate::parse(read_input_file(file, "chat template file"), file);
   }
   const gguf::Value* in_model = engine.model().file().find("tokenizer.chat_template");
   if (in_model && in_model->is_string() && !in_model->as_string().empty()) {
     origin = "model";
-    return chat::ChatTemplate::parse(in_model->as_string(), "tokenizer.chat_template");
+    return jinja::ChatTemplate::parse(in_model->as_string(), "tokenizer.chat_template");
   }
   origin = "chatml";
-  return chat::ChatTemplate::parse(chatml_template(), "chatml");
+  return jinja::ChatTemplate::parse(chatml_template(), "chatml");
 }
 
 std::string token_text(const tokenizer::Vocab& vocab, tokenizer::TokenId id) {
@@ -46,17 +46,17 @@ ChatPrompt::ChatPrompt(const Engine& engine, const std::string& template_file, b
   eos_ = token_text(vocab, vocab.eos);
 }
 
-std::string ChatPrompt::render(chat::RenderInputs inputs) const {
+std::string ChatPrompt::render(jinja::RenderInputs inputs) const {
   inputs.bos_token = bos_;
   inputs.eos_token = eos_;
   return template_.render(inputs);
 }
 
-std::vector<tokenizer::TokenId> ChatPrompt::tokens(chat::RenderInputs inputs) const {
+std::vector<tokenizer::TokenId> ChatPrompt::tokens(jinja::RenderInputs inputs) const {
   inputs.bos_token = bos_;
   inputs.eos_token = eos_;
   if (allow_special_in_content_) return tokenize(template_.render(inputs));
-  const std::vector<chat::PromptSpan> spans = template_.render_spans(inputs);
+  const std::vector<jinja::PromptSpan> spans = template_.render_spans(inputs);
   std::vector<tokenizer::TextPiece> pieces;
   pieces.reserve(spans.size());
   for (const auto& span : spans) pieces.push_back(tokenizer::TextPiece{span.text, !span.user});

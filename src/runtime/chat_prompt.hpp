@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/chat_template.hpp"
+#include "jinja/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace okapi::runtime {
@@ -18,12 +18,12 @@ class Engine;
 class ChatPrompt {
  public:
   // `template_file` non-empty: that file's template instead of the model's (throws okapi::Error
-  // for an unreadable file and chat::TemplateError for one that does not parse).
+  // for an unreadable file and jinja::TemplateError for one that does not parse).
   explicit ChatPrompt(const Engine& engine, const std::string& template_file = {}, bool allow_special_in_content = false);
 
-  // Renders with bos_token/eos_token set to the model's. Throws chat::TemplateRaised (the
-  // template refused the conversation) or chat::TemplateError.
-  std::string render(chat::RenderInputs inputs) const;
+  // Renders with bos_token/eos_token set to the model's. Throws jinja::TemplateRaised (the
+  // template refused the conversation) or jinja::TemplateError.
+  std::string render(jinja::RenderInputs inputs) const;
   // Tokens of a rendered prompt: special tokens parsed; BOS added when the vocabulary asks for it
   // and the text does not already start with it.
   std::vector<tokenizer::TokenId> tokenize(const std::string& rendered) const;
@@ -31,7 +31,7 @@ class ChatPrompt {
   // template's own text only (everywhere with allow_special_in_content), BOS as tokenize() adds it.
   // For a conversation without control-token text in it, the same tokens as tokenize(render(inputs)).
   // Throws as render() does.
-  std::vector<tokenizer::TokenId> tokens(chat::RenderInputs inputs) const;
+  std::vector<tokenizer::TokenId> tokens(jinja::RenderInputs inputs) const;
   bool allow_special_in_content() const { return allow_special_in_content_; }
 
   const std::string& source() const { return template_.source(); }
@@ -43,7 +43,7 @@ class ChatPrompt {
  private:
   const tokenizer::Tokenizer& tokenizer_;
   std::string origin_;  // before template_: pick_template() sets it while template_ is built
-  chat::ChatTemplate template_;
+  jinja::ChatTemplate template_;
   std::string bos_, eos_;
   bool allow_special_in_content_ = false;
 };

@@ -13,17 +13,17 @@
 #include <memory>
 #include <thread>
 
-#include "chat/chat_template.hpp"
 #include "core/error.hpp"
+#include "jinja/chat_template.hpp"
 #include "runtime/chat_prompt.hpp"
 #include "runtime/drafters.hpp"
+#include "runtime/scheduler.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
 #include "server/http_server.hpp"
 #include "server/metrics.hpp"
 #include "server/request_params.hpp"
 #include "server/responses.hpp"
-#include "runtime/scheduler.hpp"
 
 namespace okapi::server {
 
@@ -209,8 +209,8 @@ std::vector<TokenId> ServerState::completion_prompt(const Json& body) const {
 
 namespace {
 
-chat::RenderInputs render_inputs(const ChatInput& input) {
-  chat::RenderInputs render;
+jinja::RenderInputs render_inputs(const ChatInput& input) {
+  jinja::RenderInputs render;
   render.messages = input.messages;
   render.tools = input.tools;
   render.add_generation_prompt = input.add_generation_prompt;
@@ -223,9 +223,9 @@ template <typename F>
 auto rendering(F&& f) {
   try {
     return f();
-  } catch (const chat::TemplateRaised& e) {
+  } catch (const jinja::TemplateRaised& e) {
     throw_bad_request("messages", "{}", e.what());
-  } catch (const chat::TemplateError& e) {
+  } catch (const jinja::TemplateError& e) {
     throw_bad_request("messages", "the chat template cannot render these messages: {}", e.what());
   }
 }

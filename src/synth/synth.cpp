@@ -9,8 +9,8 @@
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
 #include "core/thread_pool.hpp"
-#include "quant/mix.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
+#include "quantize/mix.hpp"
 #include "synth/vocab.hpp"
 
 namespace okapi::synth {
@@ -206,17 +206,17 @@ SynthReport write_synth(const SynthOptions& options, const std::filesystem::path
   }
   if (options.vocab != 0) preset.n_vocab = options.vocab;
   const std::string arch = resolve_arch(preset, options.arch);
-  const quant::MixSpec& mix = quant::mix_by_name(options.type);
+  const quantize::MixSpec& mix = quantize::mix_by_name(options.type);
   if (options.layers < 0) throw_error("--layers {}: must be positive", options.layers);
   const int64_t n_layer = options.layers > 0 ? options.layers : preset.n_layer;
   const std::vector<TensorPlan> plan = plan_tensors(preset, n_layer);
 
-  std::vector<quant::TensorDesc> descs;
+  std::vector<quantize::TensorDesc> descs;
   for (const auto& t : plan) descs.push_back({t.name, DType::F32, t.shape});
-  quant::MixOptions mix_options;
+  quantize::MixOptions mix_options;
   mix_options.file_type = mix.file_type;
-  const quant::ModelFacts facts{arch, n_layer, preset.n_head, preset.n_head_kv, 0};
-  const auto choices = quant::choose_tensor_types(facts, descs, mix_options);
+  const quantize::ModelFacts facts{arch, n_layer, preset.n_head, preset.n_head_kv, 0};
+  const auto choices = quantize::choose_tensor_types(facts, descs, mix_options);
 
   gguf::Writer writer;
   set_metadata(writer, preset, arch, n_layer, static_cast<uint32_t>(mix.file_type), options.seed);

@@ -9,9 +9,9 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/mapped_file.hpp"
 #include "core/sha256.hpp"
-#include "runtime/perplexity.hpp"
 
 namespace okapi::train {
 namespace {
@@ -103,7 +103,7 @@ TrainingTokenizer load_training_tokenizer(const std::filesystem::path& path) {
 
 std::vector<int32_t> tokenize_cached(const std::filesystem::path& text_file, const TrainingTokenizer& tok,
                                      const std::filesystem::path& cache_dir, bool* cache_hit) {
-  const std::string text = runtime::read_text_file(text_file);
+  const std::string text = okapi::read_text_file(text_file);
   Sha256 key;
   key.update(kShardFormatTag.data(), kShardFormatTag.size());
   key.update(tok.file_sha256.data(), tok.file_sha256.size());

@@ -9,7 +9,7 @@
 #include "core/half.hpp"
 #include "format/convert_llama2c.hpp"
 #include "format/gguf.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "runtime/engine.hpp"
 
 namespace okapi::train {

@@ -8,8 +8,8 @@
 #include <system_error>
 
 #include "core/error.hpp"
+#include "kernels/format_table.hpp"
 #include "model/hparams.hpp"
-#include "quant/quant.hpp"
 
 namespace okapi::train {
 namespace {

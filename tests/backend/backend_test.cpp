@@ -12,16 +12,16 @@
 #include <vector>
 
 #include "alloc/allocation_counter.hpp"
+#include "backend/cpu_ops.hpp"
+#include "backend/exact_ops.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
-#include "backend/cpu_ops.hpp"
-#include "backend/exact_ops.hpp"
+#include "kernels/format_table.hpp"
 #include "model/model.hpp"
-#include "quant/quant.hpp"
+#include "support/cache_types.hpp"
 #include "support/paths.hpp"
 #include "synth/synth.hpp"
-#include "support/cache_types.hpp"
 
 namespace okapi::test {
 namespace {

@@ -9,15 +9,15 @@
 #include <random>
 #include <vector>
 
-#include "core/cpu.hpp"
-#include "core/error.hpp"
-#include "core/thread_pool.hpp"
-#include "kernels/gelu_table.hpp"
-#include "kv/exact_store.hpp"
 #include "backend/cpu_ops.hpp"
 #include "backend/exact_islands.hpp"
 #include "backend/exact_ops.hpp"
-#include "quant/quant.hpp"
+#include "core/cpu.hpp"
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/format_table.hpp"
+#include "kernels/gelu_table.hpp"
+#include "kv/exact_store.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::backend {

@@ -11,9 +11,9 @@
 #include "compress/calibration.hpp"
 #include "compress/gauge.hpp"
 #include "core/error.hpp"
+#include "eval/perplexity.hpp"
 #include "format/gguf.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/perplexity.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::compress {
@@ -25,7 +25,7 @@ TEST(Gauge, RotatedModelIsTheSameFunction) {
   const fs::path dir = fs::temp_directory_path() / ("okapi-gauge-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path model = test::repo_dir() / "models/stories260K.gguf";
-  const std::string text = runtime::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
+  const std::string text = okapi::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
   CalibrationOptions options;
   options.n_ctx = 64;
   const Calibration calibration = calibrate(model, text, options);
@@ -35,11 +35,11 @@ TEST(Gauge, RotatedModelIsTheSameFunction) {
   EXPECT_GT(report.top_energy, 0.1);  // PCA puts more than a uniform share in the first directions
   const auto gauged = gguf::File::open(dir / "g.gguf");
   EXPECT_NE(gauged.find("okapi.compress.gauge"), nullptr);
-  runtime::PerplexityOptions ppl;
+  eval::PerplexityOptions ppl;
   ppl.n_ctx = 64;
   const auto run = [&](const fs::path& m) {
     const auto engine = runtime::Engine::load(m, {1});
-    return runtime::compute_perplexity(*engine, text, ppl).ppl;
+    return eval::compute_perplexity(*engine, text, ppl).ppl;
   };
   EXPECT_NEAR(run(dir / "g.gguf") / run(model), 1.0, 1e-4);
   // A moment of the wrong size, and an architecture the transform does not know.

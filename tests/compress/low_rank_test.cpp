@@ -14,10 +14,10 @@
 #include "compress/calibration.hpp"
 #include "compress/low_rank.hpp"
 #include "core/error.hpp"
+#include "eval/perplexity.hpp"
 #include "format/gguf.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/perplexity.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::compress {
@@ -104,12 +104,12 @@ TEST(LowRank, EngineRunsTheFactorsAsTheirProduct) {
               r.bytes_after / r.bytes_before, 0.01);
   write_reconstructed(compressed, dir / "dense.gguf");
 
-  const std::string text = runtime::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
-  runtime::PerplexityOptions ppl;
+  const std::string text = okapi::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
+  eval::PerplexityOptions ppl;
   ppl.n_ctx = 64;
   const auto run = [&](const fs::path& model) {
     const auto engine = runtime::Engine::load(model, {1});
-    return runtime::compute_perplexity(*engine, text, ppl).ppl;
+    return eval::compute_perplexity(*engine, text, ppl).ppl;
   };
   const double low_rank = run(dir / "c.gguf"), dense = run(dir / "dense.gguf"), original = run(stories260k());
   EXPECT_NEAR(low_rank / dense, 1.0, 1e-4);
@@ -122,7 +122,7 @@ TEST(LowRank, EngineRunsTheFactorsAsTheirProduct) {
 TEST(LowRank, EveryMethodRunsAsItsProduct) {
   const fs::path dir = fs::temp_directory_path() / ("okapi-low-rank-all-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string text = runtime::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
+  const std::string text = okapi::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
   CalibrationOptions calib_options;
   calib_options.n_ctx = 64;
   const Calibration calibration = calibrate(stories260k(), text, calib_options);
@@ -130,11 +130,11 @@ TEST(LowRank, EveryMethodRunsAsItsProduct) {
   ASSERT_NE(calibration.input_of("blk.0.attn_k.weight"), nullptr);
   EXPECT_EQ(calibration.input_of("blk.0.attn_k.weight"), calibration.input_of("blk.0.attn_q.weight"));  // one x
   const auto file = gguf::File::open(stories260k());
-  runtime::PerplexityOptions ppl;
+  eval::PerplexityOptions ppl;
   ppl.n_ctx = 64;
   const auto run = [&](const fs::path& model) {
     const auto engine = runtime::Engine::load(model, {1});
-    return runtime::compute_perplexity(*engine, text, ppl).ppl;
+    return eval::compute_perplexity(*engine, text, ppl).ppl;
   };
   for (const std::string& method : compress_methods()) {
     CompressOptions options;

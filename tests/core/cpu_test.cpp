@@ -10,7 +10,7 @@
 
 #include "core/cpu.hpp"
 #include "core/error.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "support/cli.hpp"
 
 namespace okapi {

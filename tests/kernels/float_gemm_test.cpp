@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "core/thread_pool.hpp"
 #include "core/cpu.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/float_gemm.hpp"
 
 namespace okapi::test {

@@ -14,7 +14,7 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "kernels/float_gemm.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::kernels {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "core/thread_pool.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/weight_packs.hpp"
-#include "quant/quant.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::kernels {

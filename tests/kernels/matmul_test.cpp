@@ -16,8 +16,8 @@
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/kernels.hpp"
-#include "quant/quant.hpp"
 #include "support/random_data.hpp"
 
 namespace okapi::kernels {
@@ -216,8 +216,8 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulFormat, ::testing::ValuesIn(matmul_ty
 
 // Every format with a dot product (quantized activations Q8_0 / Q8_1 / Q8_K, or float ones for
 // F32 / F16 / BF16): its batched and single-token kernels share their code on every tier
-// (quant/avx2/legacy_unpack.hpp, kquant_unpack.hpp, kquant_low_unpack.hpp, gemm_q8_0.cpp's
-// operations, the row-group kernels of quant/avx512/ and of the float GEMM), so every token of a batch, whatever its place in the token groups and tiles,
+// (kernels/avx2/legacy_unpack.hpp, kquant_unpack.hpp, kquant_low_unpack.hpp, gemm_q8_0.cpp's
+// operations, the row-group kernels of kernels/avx512/ and of the float GEMM), so every token of a batch, whatever its place in the token groups and tiles,
 // equals that token alone (decode) bit for bit. On the scalar tier both paths are the
 // reference vec_dot, which holds trivially. Speculative decoding's verification relies on it.
 TEST(Matmul, BatchedTokensEqualTheSameTokenAlone) {

@@ -11,11 +11,11 @@
 
 #include "core/mapped_file.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/format_table.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/weight_packs.hpp"
-#include "quant/quant.hpp"
-#include "support/random_data.hpp"
 #include "support/paths.hpp"
+#include "support/random_data.hpp"
 
 namespace okapi::kernels {
 namespace {

@@ -8,8 +8,8 @@
 // IQ*_BN dot products while okapi dots dequantized rows with float activations (these formats
 // have no vec_dot), so compare top-1 (>= 99% with near-ties, >= 95% strict) and KL, against both
 // the IQ goldens and the exact-weight w512-F32 goldens.
-#include "quant/mix.hpp"
-#include "quant/model_quantizer.hpp"
+#include "quantize/mix.hpp"
+#include "quantize/model_quantizer.hpp"
 #include "reference_logits.hpp"
 #include "support/isa_under_test.hpp"
 
@@ -54,9 +54,9 @@ TEST(Bitnet25, EveryOkapiTernaryFormatMatchesIkIq2Bn) {
   for (const char* type : {"TQ2_0", "TQ1_0", "I2_S"}) {
     SCOPED_TRACE(type);
     const std::string file = std::string("golden-bitnet-25-w512-") + type + ".gguf";
-    quant::QuantizeOptions options;
-    options.mix.file_type = quant::mix_by_name(type).file_type;
-    quant::quantize_model(ik_models() / "golden-bitnet-25-w512-IQ2_BN.gguf", dir / file, options);
+    quantize::QuantizeOptions options;
+    options.mix.file_type = quantize::mix_by_name(type).file_type;
+    quantize::quantize_model(ik_models() / "golden-bitnet-25-w512-IQ2_BN.gguf", dir / file, options);
     // I2_S meets per-token int8 activations (one scale per row of 512, not per 64 as ik's Q8_K64):
     // measured 203-205 of 214 strict top-1 across the tiers, all flips at near-ties.
     const double strict = std::string(type) == "I2_S" ? 0.93 : 0.95;

@@ -9,14 +9,14 @@
 // incremental 0.067-0.070 with argmax flips): top-1 >= 99% with near-ties, KL printed.
 #include <cmath>
 
+#include "eval/perplexity.hpp"
 #include "format/convert_llama2c.hpp"
-#include "quant/mix.hpp"
-#include "quant/model_quantizer.hpp"
+#include "quantize/mix.hpp"
+#include "quantize/model_quantizer.hpp"
 #include "reference_logits.hpp"
-#include "support/isa_under_test.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/perplexity.hpp"
 #include "support/cache_types.hpp"
+#include "support/isa_under_test.hpp"
 
 namespace okapi::test {
 namespace {
@@ -49,9 +49,9 @@ TEST(Bitnet, Ternary) {
 TEST(Bitnet, I2SFromTheF32Model) {
   OKAPI_REQUIRE_SHARED();
   const std::filesystem::path dir = make_temp_dir("bitnet-i2s");
-  quant::QuantizeOptions options;
-  options.mix.file_type = quant::FileType::MOSTLY_I2_S;
-  quant::quantize_model(public_models() / "golden-bitnet-F32.gguf", dir / "golden-bitnet-I2_S.gguf", options);
+  quantize::QuantizeOptions options;
+  options.mix.file_type = quantize::FileType::MOSTLY_I2_S;
+  quantize::quantize_model(public_models() / "golden-bitnet-F32.gguf", dir / "golden-bitnet-I2_S.gguf", options);
   GoldenCase gc = kvf32_case("golden-bitnet-F32", 0.0, 0.99, 0.95);
   gc.model_file = "golden-bitnet-I2_S.gguf";
   check_golden_case(dir, public_logits(), gc);
@@ -108,14 +108,14 @@ TEST(Bitnet, RealModelPerplexityIsTheSameInEveryTernaryFormat) {
   const std::filesystem::path f32 = dir / "bitnet-3M.gguf";
   llama2c::convert_file(okapi::shared_dir() / "models/bitnet-3M-tinystories.bin", okapi::shared_dir() / "models/tok512.bin",
                         f32, {});
-  const std::string text = runtime::read_text_file(okapi::shared_dir() / "text/tinystories-valid-head.txt");
+  const std::string text = okapi::read_text_file(okapi::shared_dir() / "text/tinystories-valid-head.txt");
   const auto perplexity = [&](const std::filesystem::path& path) {
     const auto engine = runtime::Engine::load(path, {2, test::cache_types("f16", "f16")});
-    runtime::PerplexityOptions options;
+    eval::PerplexityOptions options;
     options.n_ctx = 256;
     options.batch_size = 256;
     options.n_chunks = 8;
-    return runtime::compute_perplexity(*engine, text, options).ppl;
+    return eval::compute_perplexity(*engine, text, options).ppl;
   };
   const double ppl_f32 = perplexity(f32);
   EXPECT_LT(ppl_f32, 6.0);  // a trained model (3.4 measured), not noise
@@ -123,9 +123,9 @@ TEST(Bitnet, RealModelPerplexityIsTheSameInEveryTernaryFormat) {
   for (const char* type : {"TQ2_0", "TQ1_0", "I2_S"}) {
     SCOPED_TRACE(type);
     const std::filesystem::path out = dir / (std::string("bitnet-3M-") + type + ".gguf");
-    quant::QuantizeOptions options;
-    options.mix.file_type = quant::mix_by_name(type).file_type;
-    quant::quantize_model(f32, out, options);
+    quantize::QuantizeOptions options;
+    options.mix.file_type = quantize::mix_by_name(type).file_type;
+    quantize::quantize_model(f32, out, options);
     ternary.push_back(perplexity(out));
     EXPECT_LE(std::abs(ternary.back() - ppl_f32) / ppl_f32, 5e-3) << ternary.back() << " vs F32 " << ppl_f32;
   }

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "golden_logits.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::test {
 namespace {

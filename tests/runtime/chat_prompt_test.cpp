@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "chat/chat_template.hpp"
 #include "core/shared_dir.hpp"
 #include "format/gguf.hpp"
+#include "jinja/chat_template.hpp"
 #include "runtime/chat_prompt.hpp"
 #include "runtime/engine.hpp"
 #include "support/paths.hpp"
@@ -121,8 +121,8 @@ const Engine& stories_engine() {
 
 long count(const std::vector<TokenId>& ids, TokenId id) { return std::count(ids.begin(), ids.end(), id); }
 
-chat::RenderInputs conversation(const std::string& user_text) {
-  chat::RenderInputs inputs;
+jinja::RenderInputs conversation(const std::string& user_text) {
+  jinja::RenderInputs inputs;
   inputs.messages = ordered_json::array({{{"role", "user"}, {"content", user_text}}});
   return inputs;
 }
@@ -205,7 +205,7 @@ TEST(ChatPromptTokens, SharedTemplatesGiveTheSameTokensForNormalConversations) {
     const std::string data = item.at("messages").dump() + (item.contains("tools") ? item.at("tools").dump() : "");
     auto& prompt = prompts[name];
     if (!prompt) prompt = std::make_unique<ChatPrompt>(*engine, (okapi::shared_dir() / "templates" / name).string());
-    chat::RenderInputs inputs;
+    jinja::RenderInputs inputs;
     inputs.messages = item.at("messages");
     if (item.contains("tools")) inputs.tools = item.at("tools");
     inputs.add_generation_prompt = item.at("add_generation_prompt").get<bool>();
@@ -220,16 +220,16 @@ TEST(ChatPromptTokens, SharedTemplatesGiveTheSameTokensForNormalConversations) {
       try {
         // Fewer control tokens than the text has markers: the caller's are text.
         EXPECT_LT(controls(prompt->tokens(inputs)), controls(prompt->tokenize(prompt->render(inputs)))) << where;
-      } catch (const chat::TemplateError&) {
+      } catch (const jinja::TemplateError&) {
       }
       continue;
     }
     std::string rendered;
     try {
       rendered = prompt->render(inputs);
-    } catch (const chat::TemplateError&) {
+    } catch (const jinja::TemplateError&) {
       ++refused;
-      EXPECT_THROW(prompt->tokens(inputs), chat::TemplateError) << where;
+      EXPECT_THROW(prompt->tokens(inputs), jinja::TemplateError) << where;
       continue;
     }
     const auto want = prompt->tokenize(rendered);

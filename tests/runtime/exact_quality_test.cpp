@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "eval/perplexity.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/perplexity.hpp"
 #include "support/paths.hpp"
 
 namespace okapi::test {
@@ -20,10 +20,10 @@ double perplexity(bool exact, kv::ExactScores attention, const std::string& text
   options.exact = exact;
   options.exact_attention = attention;
   const auto engine = runtime::Engine::load(repo_dir() / "models/stories260K.gguf", options);
-  runtime::PerplexityOptions p;
+  eval::PerplexityOptions p;
   p.n_ctx = n_ctx;
   p.n_chunks = chunks;
-  return runtime::compute_perplexity(*engine, text, p).ppl;
+  return eval::compute_perplexity(*engine, text, p).ppl;
 }
 
 void expect_within_a_tenth_of_a_percent(const std::string& text, int64_t n_ctx, int64_t chunks, const char* name) {
@@ -39,14 +39,14 @@ void expect_within_a_tenth_of_a_percent(const std::string& text, int64_t n_ctx, 
 }
 
 TEST(ExactQuality, PerplexityWithinATenthOfAPercentOfFloatOnTheExampleText) {
-  const std::string text = runtime::read_text_file(repo_dir() / "examples/story.txt");
+  const std::string text = okapi::read_text_file(repo_dir() / "examples/story.txt");
   expect_within_a_tenth_of_a_percent(text, 64, -1, "examples/story.txt");
   expect_within_a_tenth_of_a_percent(text, 128, -1, "examples/story.txt");
 }
 
 TEST(ExactQuality, PerplexityWithinATenthOfAPercentOfFloatOnTinyStories) {
   OKAPI_REQUIRE_SHARED();
-  const std::string text = runtime::read_text_file(shared_dir() / "text/tinystories-valid-head.txt");
+  const std::string text = okapi::read_text_file(shared_dir() / "text/tinystories-valid-head.txt");
   expect_within_a_tenth_of_a_percent(text, 256, 20, "tinystories-valid-head.txt (20 x 256 tokens)");
 }
 

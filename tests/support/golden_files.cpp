@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/shared_dir.hpp"
-#include "quant/quant.hpp"
+#include "kernels/format_table.hpp"
 
 namespace okapi::test {
 namespace {

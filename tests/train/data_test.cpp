@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "runtime/perplexity.hpp"
+#include "eval/perplexity.hpp"
 #include "support/paths.hpp"
 #include "train/data.hpp"
 
@@ -31,7 +31,7 @@ TEST(TrainData, TokenizesLikeTheTokenizerWithBosAndCachesTheShard) {
   EXPECT_EQ(tok.vocab_size(), 512);
   ASSERT_TRUE(tok.llama2c.has_value());
   tokenizer::EncodeOptions options;
-  const auto expected = tok.tokenizer.encode(runtime::read_text_file(kStory), options);
+  const auto expected = tok.tokenizer.encode(okapi::read_text_file(kStory), options);
   ASSERT_GT(expected.size(), 500u);
   EXPECT_EQ(expected[0], tok.tokenizer.vocab().bos);
 

@@ -4,9 +4,9 @@
 // markdown table, or with --json one object per matrix and line (with every singular value);
 // --svg DIR writes spectra-KIND.svg per matrix kind and effective-rank.svg.
 // And the geometry of its hidden states over a text: the intrinsic dimension of the residual
-// stream per layer (TwoNN and PCA, compress/intrinsic_dim.hpp) and how well a cache of stored
+// stream per layer (TwoNN and PCA, eval/intrinsic_dim.hpp) and how well a cache of stored
 // trajectories with a linear correction predicts the next layer and the logits (seed 003's GTC,
-// compress/trajectory_cache.hpp); --svg adds intrinsic-dimension.svg, gtc-hit-rate.svg and
+// eval/trajectory_cache.hpp); --svg adds intrinsic-dimension.svg, gtc-hit-rate.svg and
 // gtc-logits.svg.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,19 +20,19 @@
 #include <string>
 
 #include "common_flags.hpp"
-#include "compress/hidden_states.hpp"
-#include "compress/intrinsic_dim.hpp"
 #include "compress/spectra.hpp"
-#include "compress/trajectory_cache.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/json_output.hpp"
 #include "core/output_paths.hpp"
 #include "core/svg_chart.hpp"
+#include "eval/hidden_states.hpp"
+#include "eval/intrinsic_dim.hpp"
+#include "eval/perplexity.hpp"
+#include "eval/trajectory_cache.hpp"
 #include "format/model_file.hpp"
 #include "model/model.hpp"
-#include "runtime/perplexity.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -51,7 +51,7 @@ struct AnalyzeArgs {
   int64_t tokens = 2048;
   int64_t n_ctx = 256;
   int threads = 0;
-  compress::GtcOptions gtc_options;
+  eval::GtcOptions gtc_options;
   // Flags given that only the hidden-state analyses read, to refuse them without one.
   std::vector<std::string> state_flags_given;
   bool gtc_flags_given = false;
@@ -149,7 +149,7 @@ void run_spectra(const gguf::File& file, const AnalyzeArgs& args) {
 // Layer ℓ < L is the residual entering block ℓ; ℓ = L the final residual.
 std::string layer_label(int64_t l, int64_t n_layer) { return l == n_layer ? "final" : std::to_string(l); }
 
-void print_intrinsic_dims(const std::vector<compress::IntrinsicDimension>& dims, const compress::HiddenStates& states,
+void print_intrinsic_dims(const std::vector<eval::IntrinsicDimension>& dims, const eval::HiddenStates& states,
                           bool json) {
   if (!json) {
     std::printf("\n## Intrinsic dimension of the residual stream (%lld tokens, width %lld; layer N = entering block N)\n\n",
@@ -158,7 +158,7 @@ void print_intrinsic_dims(const std::vector<compress::IntrinsicDimension>& dims,
     std::printf("|-------|----------------:|------:|-------------:|--------:|--------:|--------------------:|\n");
   }
   for (size_t l = 0; l < dims.size(); ++l) {
-    const compress::IntrinsicDimension& d = dims[l];
+    const eval::IntrinsicDimension& d = dims[l];
     if (json) {
       nlohmann::ordered_json j;
       j["analysis"] = "intrinsic_dim";
@@ -183,17 +183,17 @@ void print_intrinsic_dims(const std::vector<compress::IntrinsicDimension>& dims,
   std::fflush(stdout);
 }
 
-constexpr compress::Predictor kPredictorList[] = {compress::Predictor::Skip, compress::Predictor::Linear,
-                                                  compress::Predictor::Nearest, compress::Predictor::NearestDelta,
-                                                  compress::Predictor::NearestJacobi, compress::Predictor::NearestLocalJacobi};
+constexpr eval::Predictor kPredictorList[] = {eval::Predictor::Skip, eval::Predictor::Linear,
+                                                  eval::Predictor::Nearest, eval::Predictor::NearestDelta,
+                                                  eval::Predictor::NearestJacobi, eval::Predictor::NearestLocalJacobi};
 
 // The share of one block's compute a query saves on average when every query pays the lookup and
 // J, and a hit of nearest+J skips the block (a miss runs it as well).
-double net_saving(const compress::Transition& t, const compress::GtcReport& r, double block_flops) {
-  return t.score(compress::Predictor::NearestJacobi).hit_rate - (r.lookup_flops + r.jacobi_flops) / block_flops;
+double net_saving(const eval::Transition& t, const eval::GtcReport& r, double block_flops) {
+  return t.score(eval::Predictor::NearestJacobi).hit_rate - (r.lookup_flops + r.jacobi_flops) / block_flops;
 }
 
-nlohmann::ordered_json transition_json(const char* analysis, const compress::Transition& t, bool logits) {
+nlohmann::ordered_json transition_json(const char* analysis, const eval::Transition& t, bool logits) {
   nlohmann::ordered_json j;
   j["analysis"] = analysis;
   j["from"] = t.from;
@@ -201,8 +201,8 @@ nlohmann::ordered_json transition_json(const char* analysis, const compress::Tra
   j["coverage"] = t.coverage;
   j["mean_anchor_distance"] = t.mean_anchor_distance;
   nlohmann::ordered_json predictors;
-  for (const compress::Predictor p : kPredictorList) {
-    const compress::PredictionScore& sc = t.score(p);
+  for (const eval::Predictor p : kPredictorList) {
+    const eval::PredictionScore& sc = t.score(p);
     nlohmann::ordered_json e;
     e["hit_rate"] = sc.hit_rate;
     e["mean_relative_error"] = sc.mean_relative_error;
@@ -211,13 +211,13 @@ nlohmann::ordered_json transition_json(const char* analysis, const compress::Tra
       e["top1"] = sc.top1;
       e["kl"] = sc.kl;
     }
-    predictors[std::string(compress::predictor_name(p))] = e;
+    predictors[std::string(eval::predictor_name(p))] = e;
   }
   j["predictors"] = predictors;
   return j;
 }
 
-void print_gtc(const compress::GtcReport& r, double block_flops, bool json) {
+void print_gtc(const eval::GtcReport& r, double block_flops, bool json) {
   if (json) {
     nlohmann::ordered_json j;
     j["analysis"] = "gtc";
@@ -231,12 +231,12 @@ void print_gtc(const compress::GtcReport& r, double block_flops, bool json) {
     j["jacobi_flops"] = r.jacobi_flops;
     j["logits_measured"] = !r.logits.empty();
     std::printf("%s\n", dump_json(j).c_str());
-    for (const compress::Transition& t : r.steps) {
+    for (const eval::Transition& t : r.steps) {
       nlohmann::ordered_json out = transition_json("gtc_step", t, t.to == r.n_layer && !r.logits.empty());
       out["net_saving"] = net_saving(t, r, block_flops);
       std::printf("%s\n", dump_json(out).c_str());
     }
-    for (const compress::Transition& t : r.logits) {
+    for (const eval::Transition& t : r.logits) {
       nlohmann::ordered_json out = transition_json("gtc_logits", t, true);
       out["blocks_skipped"] = r.n_layer - t.from;
       std::printf("%s\n", dump_json(out).c_str());
@@ -252,9 +252,9 @@ void print_gtc(const compress::GtcReport& r, double block_flops, bool json) {
               r.lookup_flops + r.jacobi_flops, block_flops);
   std::printf("| block | coverage | skip            | linear          | nearest         | nearest+delta   | nearest+J       | nearest+localJ  | net saving |\n");
   std::printf("|-------|---------:|-----------------|-----------------|-----------------|-----------------|-----------------|-----------------|-----------:|\n");
-  for (const compress::Transition& t : r.steps) {
+  for (const eval::Transition& t : r.steps) {
     std::printf("| %5lld | %7.1f%% |", static_cast<long long>(t.from), 100 * t.coverage);
-    for (const compress::Predictor p : kPredictorList) {
+    for (const eval::Predictor p : kPredictorList) {
       std::printf(" %5.1f%% (%6.3f) |", 100 * t.score(p).hit_rate, t.score(p).mean_relative_error);
     }
     std::printf(" %9.1f%% |\n", 100 * net_saving(t, r, block_flops));
@@ -268,15 +268,15 @@ void print_gtc(const compress::GtcReport& r, double block_flops, bool json) {
               static_cast<long long>(r.n_layer - 1));
   std::printf("| from | skipped | skip            | linear          | nearest         | nearest+delta   | nearest+J       | nearest+localJ  |\n");
   std::printf("|------|--------:|-----------------|-----------------|-----------------|-----------------|-----------------|-----------------|\n");
-  for (const compress::Transition& t : r.logits) {
+  for (const eval::Transition& t : r.logits) {
     std::printf("| %4lld | %7lld |", static_cast<long long>(t.from), static_cast<long long>(r.n_layer - t.from));
-    for (const compress::Predictor p : kPredictorList) std::printf(" %5.1f%% (%6.3f) |", 100 * t.score(p).top1, t.score(p).kl);
+    for (const eval::Predictor p : kPredictorList) std::printf(" %5.1f%% (%6.3f) |", 100 * t.score(p).top1, t.score(p).kl);
     std::printf("\n");
   }
   std::fflush(stdout);
 }
 
-std::string intrinsic_dim_svg(const std::vector<compress::IntrinsicDimension>& dims, const std::string& model_name,
+std::string intrinsic_dim_svg(const std::vector<eval::IntrinsicDimension>& dims, const std::string& model_name,
                               int64_t n_embd) {
   svg::Chart chart{fmt::format("{}: intrinsic dimension of the residual stream (width {})", model_name, n_embd),
                    "layer (residual entering the block; last = final)", "dimension", {}, false};
@@ -287,7 +287,7 @@ std::string intrinsic_dim_svg(const std::vector<compress::IntrinsicDimension>& d
     s.color = svg::ramp_color(k, std::size(names));
     s.markers = true;
     for (size_t l = 0; l < dims.size(); ++l) {
-      const compress::IntrinsicDimension& d = dims[l];
+      const eval::IntrinsicDimension& d = dims[l];
       const double v = k == 0 ? d.two_nn : k == 1 ? d.two_nn_quarter : static_cast<double>(k == 2 ? d.pca_90 : d.pca_99);
       s.points.emplace_back(static_cast<double>(l), v);
     }
@@ -296,15 +296,15 @@ std::string intrinsic_dim_svg(const std::vector<compress::IntrinsicDimension>& d
   return svg::line_chart(chart);
 }
 
-std::string gtc_svg(const std::vector<compress::Transition>& rows, const std::string& title, const std::string& y_label,
+std::string gtc_svg(const std::vector<eval::Transition>& rows, const std::string& title, const std::string& y_label,
                     bool top1) {
   svg::Chart chart{title, "layer N", y_label, {}, false};
   for (size_t k = 0; k < std::size(kPredictorList); ++k) {
     svg::Series s;
-    s.label = std::string(compress::predictor_name(kPredictorList[k]));
+    s.label = std::string(eval::predictor_name(kPredictorList[k]));
     s.color = svg::ramp_color(k, std::size(kPredictorList));
-    for (const compress::Transition& t : rows) {
-      const compress::PredictionScore& sc = t.score(kPredictorList[k]);
+    for (const eval::Transition& t : rows) {
+      const eval::PredictionScore& sc = t.score(kPredictorList[k]);
       s.points.emplace_back(static_cast<double>(t.from), 100 * (top1 ? sc.top1 : sc.hit_rate));
     }
     chart.series.push_back(std::move(s));
@@ -313,15 +313,15 @@ std::string gtc_svg(const std::vector<compress::Transition>& rows, const std::st
 }
 
 void run_hidden_states(const AnalyzeArgs& args) {
-  const std::string text = runtime::read_text_file(args.text);
+  const std::string text = okapi::read_text_file(args.text);
   if (text.empty()) throw_error("analyze: the text file '{}' is empty", args.text);
   const auto start = std::chrono::steady_clock::now();
   const std::unique_ptr<model::Model> model = model::Model::load(gguf::open_model(args.model));
-  compress::HiddenStateOptions options;
+  eval::HiddenStateOptions options;
   options.max_tokens = args.tokens;
   options.n_ctx = args.n_ctx;
   options.threads = args.threads > 0 ? args.threads : default_threads();
-  const compress::HiddenStates states = compress::capture_hidden_states(*model, text, options);
+  const eval::HiddenStates states = eval::capture_hidden_states(*model, text, options);
   std::fprintf(stderr, "analyze: hidden states of %lld tokens (context %lld) at %lld layers of width %lld in %.1f s\n",
                static_cast<long long>(states.n_tokens), static_cast<long long>(states.n_ctx),
                static_cast<long long>(states.n_layer + 1), static_cast<long long>(states.n_embd),
@@ -329,17 +329,17 @@ void run_hidden_states(const AnalyzeArgs& args) {
   const std::string model_name = fs::path(args.model).filename().string();
 
   if (args.intrinsic_dim) {
-    std::vector<compress::IntrinsicDimension> dims;
-    for (int64_t l = 0; l <= states.n_layer; ++l) dims.push_back(compress::intrinsic_dimension(states.layer(l), states.n_tokens, states.n_embd));
+    std::vector<eval::IntrinsicDimension> dims;
+    for (int64_t l = 0; l <= states.n_layer; ++l) dims.push_back(eval::intrinsic_dimension(states.layer(l), states.n_tokens, states.n_embd));
     print_intrinsic_dims(dims, states, args.json);
     if (!args.svg_dir.empty()) write_file(fs::path(args.svg_dir) / "intrinsic-dimension.svg", intrinsic_dim_svg(dims, model_name, states.n_embd));
   }
   if (args.gtc) {
     // The head is checked against the engine's own logits; an architecture that ends in more
     // than a norm and a matrix gets no logits rather than wrong ones.
-    std::unique_ptr<compress::OutputHead> head;
+    std::unique_ptr<eval::OutputHead> head;
     try {
-      head = std::make_unique<compress::OutputHead>(*model);
+      head = std::make_unique<eval::OutputHead>(*model);
     } catch (const Error& e) {
       std::fprintf(stderr, "analyze: GTC logits not measured: %s\n", e.what());
     }
@@ -357,8 +357,8 @@ void run_hidden_states(const AnalyzeArgs& args) {
         head.reset();
       }
     }
-    const compress::GtcReport report = compress::measure_trajectory_cache(states, head.get(), args.gtc_options);
-    const double block_flops = compress::block_flops_per_token(model->hparams(), states.n_ctx / 2);
+    const eval::GtcReport report = eval::measure_trajectory_cache(states, head.get(), args.gtc_options);
+    const double block_flops = eval::block_flops_per_token(model->hparams(), states.n_ctx / 2);
     print_gtc(report, block_flops, args.json);
     if (!args.svg_dir.empty()) {
       write_file(fs::path(args.svg_dir) / "gtc-hit-rate.svg",

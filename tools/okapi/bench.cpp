@@ -21,8 +21,8 @@
 #include "common_flags.hpp"
 #include "core/error.hpp"
 #include "core/json_output.hpp"
+#include "eval/bench.hpp"
 #include "exact_flags.hpp"
-#include "runtime/bench.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
 #include "verbs.hpp"
@@ -71,7 +71,7 @@ std::string utc_now() {
 
 // One test's result with llama-bench's field names.
 nlohmann::ordered_json record(const BenchArgs& args, const runtime::Engine& engine, int threads,
-                              const runtime::BenchCase& test, const runtime::BenchSample& s, const std::string& time) {
+                              const eval::BenchCase& test, const eval::BenchSample& s, const std::string& time) {
   const auto tokens = static_cast<double>(test.n_prompt + test.n_gen);
   std::vector<int64_t> samples_ns;
   for (const double ts : s.samples) samples_ns.push_back(static_cast<int64_t>(1e9 * tokens / ts));
@@ -205,7 +205,7 @@ std::pair<int64_t, int64_t> parse_pg(const std::string& value) {
 }
 
 int run(const BenchArgs& args) {
-  std::vector<runtime::BenchCase> cases;
+  std::vector<eval::BenchCase> cases;
   for (const auto d : args.n_depth) {
     for (const auto p : args.n_prompt)
       if (p > 0) cases.push_back({p, 0, d});
@@ -229,7 +229,7 @@ int run(const BenchArgs& args) {
     const auto engine = runtime::Engine::load(args.model, options);
     for (const auto& test : cases) {
       const std::string time = utc_now();
-      const runtime::BenchSample s = runtime::run_bench_case(*engine, test, args.batch_size, args.repetitions);
+      const eval::BenchSample s = eval::run_bench_case(*engine, test, args.batch_size, args.repetitions);
       if (runtime::interrupt_requested()) {
         printer.finish();
         std::fprintf(stderr, "bench: interrupted\n");

@@ -126,12 +126,12 @@ int chat(ChatArgs args) {
     }
     if (line.empty()) continue;
     messages.push_back({{"role", "user"}, {"content", line}});
-    chat::RenderInputs inputs;
+    jinja::RenderInputs inputs;
     inputs.messages = messages;
     runtime::SequenceRequest request;
     try {
       request.prompt = prompt.tokens(inputs);
-    } catch (const chat::TemplateError& e) {
+    } catch (const jinja::TemplateError& e) {
       messages.erase(messages.size() - 1);
       std::fprintf(stderr, "okapi: error: the chat template refused this conversation: %s\n", e.what());
       continue;

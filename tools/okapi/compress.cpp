@@ -21,8 +21,8 @@
 #include "core/input_file.hpp"
 #include "core/output_paths.hpp"
 #include "core/progress.hpp"
+#include "eval/perplexity.hpp"
 #include "format/model_file.hpp"
-#include "runtime/perplexity.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -94,7 +94,7 @@ int run(const CompressArgs& args) {
     compress::CalibrationOptions calib_options;
     calib_options.max_tokens = args.calib_tokens;
     calib_options.threads = args.threads > 0 ? args.threads : default_threads();
-    source.text = runtime::read_text_file(args.calib);
+    source.text = okapi::read_text_file(args.calib);
     if (gauge) {
       // The residual stream's PCA from the original, then everything else on the rotated copy.
       const compress::Calibration original = compress::calibrate(args.model, source.text, calib_options);

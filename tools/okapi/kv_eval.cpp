@@ -1,5 +1,5 @@
 // okapi kv-eval -m MODEL -f TEXT [-c CTX] [--chunks N] [--types LIST|all] [-t T] [--no-speed] [--json]
-// Each KV cache type against an f32 cache on the same model and text (runtime/kv_eval.hpp): bits
+// Each KV cache type against an f32 cache on the same model and text (eval/kv_eval.hpp): bits
 // per value, ratio vs f16, mean / p99 KL divergence, top-1 agreement, perplexity and its change,
 // decode tok/s at 512 and 8192 tokens of context. A markdown table, or with --json one object per
 // type and line.
@@ -11,8 +11,8 @@
 #include <string>
 
 #include "common_flags.hpp"
-#include "runtime/kv_eval.hpp"
-#include "runtime/perplexity.hpp"
+#include "eval/kv_eval.hpp"
+#include "eval/perplexity.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -22,14 +22,14 @@ struct KvEvalArgs {
   std::string model;
   std::string text_file;
   std::string types = "f16,q8_0,q4_0,q4_0+hadamard";
-  runtime::KvEvalOptions options;
+  eval::KvEvalOptions options;
   bool no_speed = false;
   bool json = false;
 };
 
 std::string speed(const std::optional<double>& tg) { return tg ? fmt::format("{:.1f}", *tg) : "-"; }
 
-void print_row(const runtime::KvEvalRow& r, bool json) {
+void print_row(const eval::KvEvalRow& r, bool json) {
   if (!r.error.empty()) {
     if (json) {
       std::printf("%s\n", nlohmann::json{{"type", r.type.name()}, {"error", r.error}}.dump().c_str());
@@ -62,13 +62,13 @@ void print_row(const runtime::KvEvalRow& r, bool json) {
 }
 
 int run(KvEvalArgs args) {
-  const auto types = runtime::parse_kv_eval_types(args.types);
+  const auto types = eval::parse_kv_eval_types(args.types);
   args.options.speed = !args.no_speed;
-  const std::string text = runtime::read_text_file(args.text_file);
+  const std::string text = okapi::read_text_file(args.text_file);
   // The header waits for the first row: nothing reaches stdout before the model and text have
   // loaded and run (a bad file is one error line, as in every verb).
   bool header = args.json;
-  const auto report = runtime::evaluate_kv_types(args.model, text, types, args.options, [&](const runtime::KvEvalRow& r) {
+  const auto report = eval::evaluate_kv_types(args.model, text, types, args.options, [&](const eval::KvEvalRow& r) {
     if (!header) {
       std::printf("| type             |    bpv | vs f16 | KLD mean | KLD p99  |   top-1 |       PPL |    ΔPPL  | tg @ 512 | tg @ 8192 |\n");
       std::printf("|------------------|-------:|-------:|---------:|---------:|--------:|----------:|---------:|---------:|----------:|\n");

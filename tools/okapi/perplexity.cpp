@@ -1,6 +1,6 @@
 // okapi perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [-b BATCH] [-t T] [-ctk/-ctv]
 //                  [--save-logits FILE] [--kl-divergence FILE] [--exact [--exact-attention ntt|direct]]
-// llama-perplexity's method (runtime/perplexity.hpp): running "[chunk]ppl," values on stdout,
+// llama-perplexity's method (eval/perplexity.hpp): running "[chunk]ppl," values on stdout,
 // then "Final estimate: PPL = X +/- Y". --save-logits writes this run's log-probs; a later run
 // with --kl-divergence FILE (same text and -c) reports KL divergence, top-1 agreement and Δp.
 // The KV cache is F16 by default, as llama-perplexity's, so the numbers compare directly.
@@ -10,14 +10,14 @@
 #include <memory>
 #include <string>
 
+#include "common_flags.hpp"
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
 #include "core/progress.hpp"
+#include "eval/perplexity.hpp"
+#include "exact_flags.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
-#include "common_flags.hpp"
-#include "exact_flags.hpp"
-#include "runtime/perplexity.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -26,15 +26,15 @@ namespace {
 struct PerplexityArgs {
   std::string model;
   std::string text_file;
-  runtime::PerplexityOptions options;
+  eval::PerplexityOptions options;
   // llama-perplexity's default cache types.
   runtime::EngineOptions engine{default_threads(), {kv::CacheType::f16(), kv::CacheType::f16()}};
   std::string save_logits;
   std::string kl_divergence;
 };
 
-void print_kl(const runtime::PerplexityResult& r) {
-  const runtime::KlStats& k = *r.kl;
+void print_kl(const eval::PerplexityResult& r) {
+  const eval::KlStats& k = *r.kl;
   std::printf("\n====== Perplexity statistics ======\n");
   std::printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", r.ppl, r.ppl_stderr);
   std::printf("Mean PPL(base)                : %10.6f ± %10.6f\n", k.ppl_base, k.ppl_base_err);
@@ -59,12 +59,12 @@ int run(PerplexityArgs args) {
                     {{args.model, "-m"}, {args.text_file, "-f"}, {args.kl_divergence, "--kl-divergence"}});
   args.options.save_logits = args.save_logits;
   args.options.kl_divergence = args.kl_divergence;
-  const std::string text = runtime::read_text_file(args.text_file);
+  const std::string text = okapi::read_text_file(args.text_file);
   const auto engine = runtime::Engine::load(args.model, args.engine);
   std::fprintf(stderr, "perplexity: model loaded in %.2f ms\n", engine->load_seconds() * 1e3);
   runtime::install_interrupt_handler();
   std::unique_ptr<ProgressBar> progress;
-  const auto on_chunk = [&](const runtime::ChunkReport& c) {
+  const auto on_chunk = [&](const eval::ChunkReport& c) {
     if (!progress) {
       std::fprintf(stderr, "perplexity: %lld chunks of %lld tokens, %.2f s per chunk\n",
                    static_cast<long long>(c.n_chunks), static_cast<long long>(engine->resolve_ctx(args.options.n_ctx)),
@@ -75,7 +75,7 @@ int run(PerplexityArgs args) {
     std::fflush(stdout);
     progress->update(static_cast<uint64_t>(c.chunk + 1), fmt::format("ppl {:.4f}", c.running_ppl));
   };
-  const runtime::PerplexityResult r = runtime::compute_perplexity(*engine, text, args.options, on_chunk);
+  const eval::PerplexityResult r = eval::compute_perplexity(*engine, text, args.options, on_chunk);
   if (progress) progress->finish();
   std::printf("\n");
   std::fflush(stdout);

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
 #include "core/progress.hpp"
-#include "quant/model_quantizer.hpp"
+#include "quantize/model_quantizer.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -35,12 +35,12 @@ double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.
 
 std::string mix_list() {
   std::string s;
-  for (const auto& m : quant::all_mixes()) s += fmt::format("\n  {:<7} {}", m.name, m.description);
+  for (const auto& m : quantize::all_mixes()) s += fmt::format("\n  {:<7} {}", m.name, m.description);
   return s;
 }
 
 // Per output type: tensor count and bytes before -> after; then the totals.
-void print_summary(std::FILE* stream, const quant::QuantizeReport& report, const quant::MixSpec& mix) {
+void print_summary(std::FILE* stream, const quantize::QuantizeReport& report, const quantize::MixSpec& mix) {
   struct Row {
     size_t count = 0;
     uint64_t in = 0;
@@ -75,21 +75,21 @@ void print_summary(std::FILE* stream, const quant::QuantizeReport& report, const
 }
 
 void run_quantize(const QuantizeArgs& args) {
-  const quant::MixSpec& mix = quant::mix_by_name(args.type);
-  quant::QuantizeOptions options;
+  const quantize::MixSpec& mix = quantize::mix_by_name(args.type);
+  quantize::QuantizeOptions options;
   options.mix.file_type = mix.file_type;
   options.mix.pure = args.pure;
   options.mix.quantize_output_tensor = !args.leave_output_tensor;
   if (!args.output_tensor_type.empty()) {
-    options.mix.output_tensor_type = quant::output_type_by_name(args.output_tensor_type);
+    options.mix.output_tensor_type = quantize::output_type_by_name(args.output_tensor_type);
   }
   if (!args.token_embedding_type.empty()) {
-    options.mix.token_embedding_type = quant::output_type_by_name(args.token_embedding_type);
+    options.mix.token_embedding_type = quantize::output_type_by_name(args.token_embedding_type);
   }
   options.n_threads = args.threads;
 
   std::unique_ptr<ProgressBar> bar;
-  quant::QuantizeObserver observer;
+  quantize::QuantizeObserver observer;
   observer.on_warning = [](const std::string& message) {
     std::fprintf(stderr, "okapi: warning: %s\n", message.c_str());
   };
@@ -97,7 +97,7 @@ void run_quantize(const QuantizeArgs& args) {
     if (!bar) bar = std::make_unique<ProgressBar>("quantize", total);
     bar->update(done, name);
   };
-  const quant::QuantizeReport report = quant::quantize_model(args.input, args.output, options, observer);
+  const quantize::QuantizeReport report = quantize::quantize_model(args.input, args.output, options, observer);
   if (bar) bar->finish();
   print_summary(report_stream({args.output}), report, mix);  // stderr when the model went to stdout
 }
@@ -116,7 +116,7 @@ void register_quantize(CLI::App& app, VerbResult& result) {
       ->check(CLI::Validator(
           [](std::string& name) {
             try {
-              (void)quant::mix_by_name(name);
+              (void)quantize::mix_by_name(name);
               return std::string();
             } catch (const Error& e) {
               return std::string(e.what());

@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
 #include "core/progress.hpp"
-#include "quant/mix.hpp"
+#include "quantize/mix.hpp"
 #include "synth/synth.hpp"
 #include "verbs.hpp"
 
@@ -31,7 +31,7 @@ std::string presets_footer() {
     s += fmt::format("\n  {:<16} {}", p.name, archs);
   }
   s += "\nTypes:";
-  for (const auto& m : quant::all_mixes()) s += fmt::format(" {}", m.name);
+  for (const auto& m : quantize::all_mixes()) s += fmt::format(" {}", m.name);
   return s;
 }
 
@@ -90,7 +90,7 @@ void register_synth(CLI::App& app, VerbResult& result) {
       ->check(checked_by([](const std::string& name) { (void)synth::preset_by_name(name); }));
   cmd->add_option("--arch", args.options.arch, "Architecture name to write (default: the preset's)");
   cmd->add_option("--type", args.options.type, "Quantization mix, e.g. F32, Q8_0, Q4_K_M (default F32)")
-      ->check(checked_by([](const std::string& name) { (void)quant::mix_by_name(name); }));
+      ->check(checked_by([](const std::string& name) { (void)quantize::mix_by_name(name); }));
   cmd->add_option("-s,--seed", args.options.seed, "Seed of the weights (default 1)")->check(in_range(0, 4294967295.0));
   cmd->add_option("--layers", args.options.layers, "Number of blocks (default: the model's)")
       ->check(in_range(1, 100000));

@@ -6,9 +6,9 @@
 // exactly, then acc += d*d_a*isum.
 #include "kernels/avx2/gemm_kquant.hpp"
 
-#include "quant/avx2/simd.hpp"
-#include "quant/avx2/kquant_unpack.hpp"
-#include "quant/blocks.hpp"
+#include "kernels/avx2/kquant_unpack.hpp"
+#include "kernels/avx2/simd.hpp"
+#include "kernels/blocks.hpp"
 
 namespace okapi::kernels::avx2 {
 namespace {

@@ -1,6 +1,6 @@
 // Multi-token tiles for Q4_K / Q6_K weights x Q8_K activations: each 256-element super-block of a weight
 // row is unpacked once (nibbles, scales) and multiplied with up to 4 tokens. Per (row, token) the
-// operations and their order are those of the format's vec_dot (quant/avx2/kquant_kernels.cpp), so a
+// operations and their order are those of the format's vec_dot (kernels/avx2/kquant_kernels.cpp), so a
 // batched row equals the single-token result up to the compiler's FMA contraction. Callable only
 // after cpu_features().use_avx2().
 #pragma once

@@ -1,8 +1,8 @@
 // Q2_K / Q3_K / Q5_K tiles: tile_by_token_groups over quant/avx2's dot_q*_K_tokens.
 #include "kernels/avx2/gemm_kquant_low.hpp"
 
+#include "kernels/avx2/kquant_low_unpack.hpp"
 #include "kernels/avx2/token_groups.hpp"
-#include "quant/avx2/kquant_low_unpack.hpp"
 
 namespace okapi::kernels::avx2 {
 namespace {

@@ -1,8 +1,8 @@
 // Q4_1 / Q5_0 / Q5_1 tiles: tile_by_token_groups over quant/avx2's dot_legacy_tokens.
 #include "kernels/avx2/gemm_legacy.hpp"
 
+#include "kernels/avx2/legacy_unpack.hpp"
 #include "kernels/avx2/token_groups.hpp"
-#include "quant/avx2/legacy_unpack.hpp"
 
 namespace okapi::kernels::avx2 {
 namespace {

@@ -1,6 +1,6 @@
 // Multi-token tiles for Q4_1 / Q5_1 weights x Q8_1 activations and Q5_0 weights x Q8_0
 // activations: each weight block is unpacked once and multiplied with up to 4 tokens. Per
-// (row, token) the code is the row kernel's (quant/avx2/legacy_unpack.hpp), so a batched result
+// (row, token) the code is the row kernel's (kernels/avx2/legacy_unpack.hpp), so a batched result
 // equals the single-token vec_dot bit for bit. Callable only after cpu_features().use_avx2().
 #pragma once
 #include <cstddef>

@@ -5,7 +5,7 @@
 
 #include <immintrin.h>
 
-#include "quant/blocks.hpp"
+#include "kernels/blocks.hpp"
 
 namespace okapi::kernels::avx2 {
 namespace {

@@ -1,4 +1,4 @@
-// AVX2 element-wise kernels. Only intrinsics and plain loops here (see quant/avx2/simd.hpp on
+// AVX2 element-wise kernels. Only intrinsics and plain loops here (see kernels/avx2/simd.hpp on
 // why avx2/ files avoid shared inline code). exp is a Cephes-style polynomial (within ~2 ulp of
 // expf), like ggml's own SIMD ggml_v_expf approximation.
 #include "kernels/avx2/vector_ops.hpp"

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "core/half.hpp"
+#include "kernels/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
 #include "kv/lloyd_max.hpp"
-#include "quant/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
 
 namespace okapi::kv::avx512 {
 

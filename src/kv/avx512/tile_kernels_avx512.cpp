@@ -9,8 +9,8 @@
 //   vectors at a time), and is updated in cell order as before.
 #include <climits>
 
+#include "kernels/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
 #include "kv/tile_kernels.hpp"
-#include "quant/avx512/simd.hpp"  // <immintrin.h> with GCC 12's false warnings silenced
 
 namespace okapi::kv::tile {
 namespace {
