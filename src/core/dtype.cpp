@@ -84,7 +84,6 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::span<const DTypeLayout> all_dtypes() { return kLayouts; }
 
 std::optional<size_t> row_bytes(DType type, int64_t n) {
   const auto& l = layout(type);

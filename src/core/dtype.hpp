@@ -38,7 +38,6 @@ const DTypeLayout& layout(DType type);  // type must be known
 std::string_view dtype_name(DType type);
 // Case-insensitive lookup by ggml name ("q4_k", "Q4_K", "tq2_0").
 std::optional<DType> dtype_from_name(std::string_view name);
-std::span<const DTypeLayout> all_dtypes();
 
 // Bytes of one row of `n` elements; nullopt if n is not a multiple of the block size.
 std::optional<size_t> row_bytes(DType type, int64_t n);

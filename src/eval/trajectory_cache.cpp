@@ -50,6 +50,15 @@ std::vector<double> centred_rows(const float* rows, int64_t n, int64_t d, std::v
   return c;
 }
 
+// Adds lambda I to the n x n Gram matrix, lambda = ridge x its mean eigenvalue, so the damping
+// means the same at any scale; a floor keeps a library of identical points (trace 0) solvable.
+void add_relative_ridge(std::vector<double>& gram, int64_t n, double ridge) {
+  double trace = 0;
+  for (int64_t i = 0; i < n; ++i) trace += gram[static_cast<size_t>(i * n + i)];
+  const double lambda = std::max(ridge * trace / static_cast<double>(n), 1e-12);
+  for (int64_t i = 0; i < n; ++i) gram[static_cast<size_t>(i * n + i)] += lambda;
+}
+
 AffineMap fit_affine(const float* x_rows, const float* y_rows, int64_t n, int64_t d, double ridge) {
   AffineMap m;
   m.d = d;
@@ -58,12 +67,7 @@ AffineMap fit_affine(const float* x_rows, const float* y_rows, int64_t n, int64_
   std::vector<double> gram(static_cast<size_t>(d * d), 0.0);
   cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<blasint>(d), static_cast<blasint>(n), 1.0, x.data(),
               static_cast<blasint>(d), 0.0, gram.data(), static_cast<blasint>(d));
-  double trace = 0;
-  for (int64_t i = 0; i < d; ++i) trace += gram[static_cast<size_t>(i * d + i)];
-  // Relative to the mean eigenvalue, so the damping means the same at any scale; a floor keeps a
-  // library of identical points (trace 0) solvable (b = 0 then).
-  const double lambda = std::max(ridge * trace / static_cast<double>(d), 1e-12);
-  for (int64_t i = 0; i < d; ++i) gram[static_cast<size_t>(i * d + i)] += lambda;
+  add_relative_ridge(gram, d, ridge);
   m.b.assign(static_cast<size_t>(d * d), 0.0);
   cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<blasint>(d), static_cast<blasint>(d),
               static_cast<blasint>(n), 1.0, x.data(), static_cast<blasint>(d), y.data(), static_cast<blasint>(d), 0.0,
@@ -90,10 +94,7 @@ void local_correction(const float* from_rows, const float* to_rows, int64_t d, i
   }
   cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, static_cast<blasint>(k), static_cast<blasint>(d), 1.0, dx.data(),
               static_cast<blasint>(d), 0.0, gram.data(), static_cast<blasint>(k));
-  double trace = 0;
-  for (int64_t j = 0; j < k; ++j) trace += gram[static_cast<size_t>(j * k + j)];
-  const double lambda = std::max(ridge * trace / static_cast<double>(k), 1e-12);
-  for (int64_t j = 0; j < k; ++j) gram[static_cast<size_t>(j * k + j)] += lambda;
+  add_relative_ridge(gram, k, ridge);
   cblas_dgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(k), static_cast<blasint>(d), 1.0, dx.data(),
               static_cast<blasint>(d), delta, 1, 0.0, alpha.data(), 1);
   const lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', static_cast<lapack_int>(k), 1, gram.data(),

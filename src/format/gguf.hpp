@@ -62,7 +62,6 @@ struct Value {
   Value(std::string_view s) : data(std::string(s)) {}  // NOLINT(google-explicit-constructor)
 
   ValueType type() const;
-  bool is_integer() const;
   bool is_string() const { return std::holds_alternative<std::string>(data); }
   bool is_array() const { return std::holds_alternative<Array>(data); }
 

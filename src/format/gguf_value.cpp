@@ -53,10 +53,6 @@ std::string_view value_type_name(ValueType type) {
 // The variant's alternatives are declared in ValueType order, so the index is the type id.
 ValueType Value::type() const { return static_cast<ValueType>(data.index()); }
 
-bool Value::is_integer() const {
-  return std::visit([](const auto& v) { return kIsInteger<std::decay_t<decltype(v)>>; }, data);
-}
-
 int64_t Value::as_int() const {
   return std::visit(
       [this](const auto& v) -> int64_t {

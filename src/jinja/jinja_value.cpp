@@ -56,11 +56,6 @@ TaggedText TaggedText::substr(std::size_t begin, std::size_t end) const {
   return out;
 }
 
-bool TaggedText::user_at(std::size_t byte) const {
-  auto it = std::upper_bound(user.begin(), user.end(), byte, [](std::size_t b, const Range& r) { return b < r.second; });
-  return it != user.end() && it->first <= byte;
-}
-
 bool CallArgs::carries_user() const {
   if (user_keywords) return true;
   for (const Value& v : positional) {

@@ -37,7 +37,6 @@ struct TaggedText {
   void append(const TaggedText& other);
   void append(const TaggedText& other, std::size_t begin, std::size_t end);  // bytes [begin, end) of other
   TaggedText substr(std::size_t begin, std::size_t end) const;                 // bytes [begin, end)
-  bool user_at(std::size_t byte) const;
   bool has_user() const { return !user.empty(); }
   bool all_user() const { return text.empty() || (user.size() == 1 && user[0].first == 0 && user[0].second == text.size()); }
 

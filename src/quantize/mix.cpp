@@ -294,8 +294,6 @@ const MixSpec& mix_spec(FileType file_type) {
   throw_error("file type {} is not a mix okapi can produce", static_cast<uint32_t>(file_type));
 }
 
-std::span<const DType> producible_types() { return kProducible; }
-
 DType output_type_by_name(std::string_view name) {
   const auto type = dtype_from_name(name);
   if (type && std::find(kProducible.begin(), kProducible.end(), *type) != kProducible.end()) return *type;

@@ -40,8 +40,6 @@ const MixSpec& mix_spec(FileType file_type);
 // "q8_0, f16, ..." for --output-tensor-type / --token-embedding-type: a type okapi can produce.
 // Throws okapi::Error (listing the valid ones) otherwise.
 DType output_type_by_name(std::string_view name);
-// The types accepted by output_type_by_name.
-std::span<const DType> producible_types();
 
 // The few hyper-parameters the mix rules look at (llama.cpp's hparams / model type).
 struct ModelFacts {
