@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/make_backend.hpp"
 #include "compress/calibration.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
@@ -94,7 +95,11 @@ SetResult run_set(runtime::Engine& engine, const gguf::File& compressed, const s
   bo.min_rejections = o.min_rejections;
   lab::OnlineBasis basis(compressed, model, bo);
   LastInputs target_inputs(basis), draft_inputs(basis);
-  compress::ObservingOps target_ops(&pool, target_inputs), draft_ops(&pool, draft_inputs);
+  backend::BackendOptions cpu_options;
+  cpu_options.pool = &pool;
+  const std::unique_ptr<model::Ops> target_cpu = backend::make_backend(cpu_options);
+  const std::unique_ptr<model::Ops> draft_cpu = backend::make_backend(cpu_options);
+  compress::ObservingOps target_ops(*target_cpu, target_inputs), draft_ops(*draft_cpu, draft_inputs);
   target_ops.prepare(model.weights());
   draft_ops.prepare(model.weights());
   draft_ops.set_replacements(&basis.replacements());

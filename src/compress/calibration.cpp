@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/make_backend.hpp"
 #include "compress/linalg.hpp"
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
@@ -30,15 +31,15 @@ void ObservingOps::replaced_matmul(const model::Weight& w, const Replacement& r,
   model::Weight in{w.name, DType::F32, r.in.data(), w.n_in, r.rank};
   model::Weight out{w.name, DType::F32, r.out.data(), r.rank, w.n_out};
   mid_.resize(static_cast<size_t>(n_tokens * r.rank));
-  CpuOps::matmul(in, x, n_tokens, mid_.data());
-  CpuOps::matmul(out, mid_.data(), n_tokens, y);
+  inner_.matmul(in, x, n_tokens, mid_.data());
+  inner_.matmul(out, mid_.data(), n_tokens, y);
 }
 
 void ObservingOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {
   const std::string_view names[] = {w.name};
   observer_.matmul_input(names, x, n_tokens, w.n_in);
   if (const Replacement* r = replacement(w)) return replaced_matmul(w, *r, x, n_tokens, y);
-  CpuOps::matmul(w, x, n_tokens, y);
+  inner_.matmul(w, x, n_tokens, y);
 }
 
 void ObservingOps::matmul_group(std::span<const model::MatmulTarget> targets, const float* x, int64_t n_tokens) {
@@ -46,13 +47,13 @@ void ObservingOps::matmul_group(std::span<const model::MatmulTarget> targets, co
   for (const model::MatmulTarget& t : targets) names.push_back(t.w->name);
   if (!targets.empty()) observer_.matmul_input(names, x, n_tokens, targets.front().w->n_in);
   if (std::none_of(targets.begin(), targets.end(), [&](const model::MatmulTarget& t) { return replacement(*t.w); })) {
-    return CpuOps::matmul_group(targets, x, n_tokens);
+    return inner_.matmul_group(targets, x, n_tokens);
   }
   for (const model::MatmulTarget& t : targets) {
     if (const Replacement* r = replacement(*t.w)) {
       replaced_matmul(*t.w, *r, x, n_tokens, t.y);
     } else {
-      CpuOps::matmul(*t.w, x, n_tokens, t.y);
+      inner_.matmul(*t.w, x, n_tokens, t.y);
     }
   }
 }
@@ -61,20 +62,20 @@ void ObservingOps::matmul_glu(model::Activation act, const model::Weight& gate, 
                               int64_t n_tokens, float* gate_y, float* up_y) {
   const std::string_view names[] = {gate.name, up.name};
   observer_.matmul_input(names, x, n_tokens, gate.n_in);
-  if (!replacement(gate) && !replacement(up)) return CpuOps::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
+  if (!replacement(gate) && !replacement(up)) return inner_.matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
   for (const auto& [w, y] : {std::pair{&gate, gate_y}, std::pair{&up, up_y}}) {
     if (const Replacement* r = replacement(*w)) {
       replaced_matmul(*w, *r, x, n_tokens, y);
     } else {
-      CpuOps::matmul(*w, x, n_tokens, y);
+      inner_.matmul(*w, x, n_tokens, y);
     }
   }
-  glu(act, gate_y, up_y, n_tokens, gate.n_out, gate_y);
+  inner_.glu(act, gate_y, up_y, n_tokens, gate.n_out, gate_y);
 }
 
 void ObservingOps::rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {
   observer_.norm_input(weight.name, x, n_rows, n);
-  CpuOps::rmsnorm(x, weight, n_rows, n, eps, y);
+  inner_.rmsnorm(x, weight, n_rows, n, eps, y);
 }
 
 namespace {
@@ -248,7 +249,10 @@ Calibration calibrate(const std::filesystem::path& model_path, const std::string
   use_single_threaded_blas();
   ThreadPool pool(options.threads);
   StatsRecorder recorder(hp.n_layer);
-  ObservingOps ops(&pool, recorder);
+  backend::BackendOptions cpu_options;
+  cpu_options.pool = &pool;
+  const std::unique_ptr<model::Ops> cpu = backend::make_backend(cpu_options);
+  ObservingOps ops(*cpu, recorder);
   ops.prepare(model->weights());
   const auto n_ctx = static_cast<int64_t>(chunks.front().size());
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};

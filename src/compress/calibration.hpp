@@ -10,10 +10,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "backend/cpu_ops.hpp"
 #include "model/model.hpp"
+#include "model/ops.hpp"
 
 namespace okapi::compress {
 
@@ -60,11 +61,13 @@ void run_chunk(const model::Model& model, model::Ops& ops, kv::KvStore& kv, cons
 // statistics. Throws okapi::Error when the text holds fewer than 2 * 64 tokens.
 Calibration calibrate(const std::filesystem::path& model_path, const std::string& text, const CalibrationOptions& options);
 
-// A CPU backend that shows every mat-mul input and every RMSNorm input to a callback, by the name
-// of the weight involved, before computing as CpuOps does. Grouped mat-muls (Q/K/V, gate/up) are
-// shown once, with the names of all their weights. Weights may be replaced by low-rank factors
-// held in memory (out · (in · x)), so a partly compressed model runs without a file.
-class ObservingOps : public backend::CpuOps {
+// A backend that wraps another (CpuOps, ExactOps, ...) and shows every mat-mul input and every
+// RMSNorm input to a callback, by the name of the weight involved, before the wrapped backend
+// computes it; every other operation is passed through unchanged. Grouped mat-muls (Q/K/V,
+// gate/up) are shown once, with the names of all their weights. Weights may be replaced by
+// low-rank factors held in memory (out · (in · x), two mat-muls of the wrapped backend on
+// unprepared f32 weights), so a partly compressed model runs without a file.
+class ObservingOps : public model::Ops {
  public:
   struct Replacement {
     int64_t rank = 0;
@@ -75,7 +78,13 @@ class ObservingOps : public backend::CpuOps {
     virtual void matmul_input(std::span<const std::string_view> weights, const float* x, int64_t n_tokens, int64_t n) = 0;
     virtual void norm_input(std::string_view weight, const float* x, int64_t n_rows, int64_t n) = 0;
   };
-  ObservingOps(ThreadPool* pool, Observer& observer) : CpuOps(pool), observer_(observer) {}
+  // `inner` and `observer` must outlive this object.
+  ObservingOps(model::Ops& inner, Observer& observer) : inner_(inner), observer_(observer) {}
+
+  void prepare(const model::WeightSet& weights) override { inner_.prepare(weights); }
+  std::unique_ptr<kv::KvStore> make_kv(const kv::KvShape& shape, const model::KvTypes& types) override {
+    return inner_.make_kv(shape, types);
+  }
 
   void matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) override;
   void matmul_group(std::span<const model::MatmulTarget> targets, const float* x, int64_t n_tokens) override;
@@ -83,12 +92,39 @@ class ObservingOps : public backend::CpuOps {
                   int64_t n_tokens, float* gate_y, float* up_y) override;
   void rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
 
+  void add_bias(const model::Weight& bias, float* x, int64_t n_tokens) override { inner_.add_bias(bias, x, n_tokens); }
+  void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
+            const kernels::RopeConfig& config) override {
+    inner_.rope(x, n_tokens, n_heads, head_dim, positions, config);
+  }
+  void store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
+                std::span<const int32_t> positions) override {
+    inner_.store_kv(kv, layer, k, v, positions);
+  }
+  void attention(const kv::KvStore& kv, const model::AttentionConfig& config, const float* q,
+                 std::span<const int32_t> positions, float* out) override {
+    inner_.attention(kv, config, q, positions, out);
+  }
+  void attention_runs(std::span<const model::AttentionRun> runs, const model::AttentionConfig& config) override {
+    inner_.attention_runs(runs, config);
+  }
+  void glu(model::Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) override {
+    inner_.glu(act, gate, up, n_rows, n, out);
+  }
+  void add(const float* a, const float* b, int64_t n, float* out) override { inner_.add(a, b, n, out); }
+  void mul(const float* a, const float* b, int64_t n, float* out) override { inner_.mul(a, b, n, out); }
+  void scale(const float* a, float s, int64_t n, float* out) override { inner_.scale(a, s, n, out); }
+  void get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) override {
+    inner_.get_rows(table, ids, out);
+  }
+
   // Replacements apply while enabled; `replacements` is owned by the caller.
   void set_replacements(const std::map<std::string, Replacement>* replacements) { replacements_ = replacements; }
 
  private:
   const Replacement* replacement(const model::Weight& w) const;
   void replaced_matmul(const model::Weight& w, const Replacement& r, const float* x, int64_t n_tokens, float* y);
+  model::Ops& inner_;
   Observer& observer_;
   std::vector<float> mid_;
   const std::map<std::string, Replacement>* replacements_ = nullptr;

@@ -48,6 +48,31 @@ std::vector<double> singular_values(std::span<const float> a, int64_t rows, int6
   return s;
 }
 
+std::vector<double> svd_in_factor(const ThinSvd& svd, int64_t rank) {
+  const auto r = static_cast<size_t>(rank), cols = static_cast<size_t>(svd.cols);
+  std::vector<double> in(r * cols);
+  for (size_t i = 0; i < r; ++i) {
+    const double root = std::sqrt(svd.s[i]);
+    for (size_t j = 0; j < cols; ++j) in[i * cols + j] = svd.vt[i * cols + j] * root;
+  }
+  return in;
+}
+
+std::vector<std::vector<float>> svd_out_factors(const ThinSvd& svd, const Unit& u, int64_t rank) {
+  const auto r = static_cast<size_t>(rank), k = static_cast<size_t>(svd.k);
+  std::vector<std::vector<float>> outs;
+  size_t row0 = 0;
+  for (const gguf::TensorInfo* m : u.members) {
+    const auto rows = static_cast<size_t>(m->shape[1]);
+    std::vector<float> out(rows * r);
+    for (size_t o = 0; o < rows; ++o)
+      for (size_t i = 0; i < r; ++i) out[o * r + i] = static_cast<float>(svd.u[(row0 + o) * k + i] * std::sqrt(svd.s[i]));
+    outs.push_back(std::move(out));
+    row0 += rows;
+  }
+  return outs;
+}
+
 LowRankFactors truncated_svd(std::span<const float> a, int64_t rows, int64_t cols, int64_t rank) {
   use_blas_threads_for(rows * cols);
   std::vector<double> m = to_doubles(a, rows, cols, "truncated SVD");

@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "compress/unit.hpp"
+
 namespace okapi::compress {
 
 // OpenBLAS on one thread for small matrices: on a loaded machine its spinning threads cost ten
@@ -35,6 +37,13 @@ struct ThinSvd {
   std::vector<double> u, s, vt;
 };
 ThinSvd thin_svd(std::vector<double> a, int64_t rows, int64_t cols, bool vectors = true);
+
+// A thin SVD's factors at `rank`, the singular values split evenly (a ≈ out · in): in = √Σ Vᵀ,
+// rank x cols (row-major, in double: a metric's transform may still apply to it), and out = U √Σ
+// as float, rank columns, cut into one block of rows per member of the unit `svd` factored the
+// stacked members of.
+std::vector<double> svd_in_factor(const ThinSvd& svd, int64_t rank);
+std::vector<std::vector<float>> svd_out_factors(const ThinSvd& svd, const Unit& u, int64_t rank);
 
 // The lower Cholesky factor L (n x n row-major, zeros above the diagonal) of a symmetric positive
 // semi-definite matrix, L Lᵀ = c + δ·mean(diag c)·I: δ starts at `damping` and grows tenfold until

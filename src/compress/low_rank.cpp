@@ -169,7 +169,7 @@ Factors factorize(const Unit& u, int64_t rank, Metric metric, const Calibration*
   const std::vector<double> t = input_transform(u, metric, calibration);
   const std::vector<double> stack = transformed_stack(u, metric, t);
   const ThinSvd svd = thin_svd(stack, u.stacked_rows, u.cols);
-  const auto r = static_cast<size_t>(rank), cols = static_cast<size_t>(u.cols), k = static_cast<size_t>(svd.k);
+  const auto r = static_cast<size_t>(rank), cols = static_cast<size_t>(u.cols);
   Factors f;
   // Seed 003's sink bypass (plain metric only): when the top-r right singular vectors cover less
   // than 0.9 of the sink direction ŝ, the last of them gives way to ŝ's uncovered part.
@@ -214,11 +214,7 @@ Factors factorize(const Unit& u, int64_t rank, Metric metric, const Calibration*
       }
     }
   }
-  std::vector<double> in(r * cols);
-  for (size_t i = 0; i < r; ++i) {
-    const double root = std::sqrt(svd.s[i]);
-    for (size_t j = 0; j < cols; ++j) in[i * cols + j] = svd.vt[i * cols + j] * root;
-  }
+  std::vector<double> in = svd_in_factor(svd, rank);
   if (metric == Metric::Scaled) {
     for (size_t i = 0; i < r; ++i)
       for (size_t j = 0; j < cols; ++j) in[i * cols + j] /= t[j];
@@ -226,15 +222,7 @@ Factors factorize(const Unit& u, int64_t rank, Metric metric, const Calibration*
     multiply_by_lower_inverse(t, u.cols, in, rank);
   }
   f.in.assign(in.begin(), in.end());
-  size_t row0 = 0;
-  for (const gguf::TensorInfo* m : u.members) {
-    const auto rows = static_cast<size_t>(m->shape[1]);
-    std::vector<float> out(rows * r);
-    for (size_t o = 0; o < rows; ++o)
-      for (size_t i = 0; i < r; ++i) out[o * r + i] = static_cast<float>(svd.u[(row0 + o) * k + i] * std::sqrt(svd.s[i]));
-    f.outs.push_back(std::move(out));
-    row0 += rows;
-  }
+  f.outs = svd_out_factors(svd, u, rank);
   return f;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "backend/make_backend.hpp"
 #include "compress/linalg.hpp"
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
@@ -63,22 +64,11 @@ Factors fit_unit(const Unit& u, const std::vector<double>& cross, std::vector<do
   cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, static_cast<blasint>(rows),
               static_cast<blasint>(n), 1.0, l.data(), static_cast<blasint>(n), m.data(), static_cast<blasint>(n));
   const ThinSvd svd = thin_svd(std::move(m), rows, n);
-  const auto r = static_cast<size_t>(rank), cols = static_cast<size_t>(n), k = static_cast<size_t>(svd.k);
-  std::vector<double> in(r * cols);
-  for (size_t i = 0; i < r; ++i)
-    for (size_t j = 0; j < cols; ++j) in[i * cols + j] = svd.vt[i * cols + j] * std::sqrt(svd.s[i]);
+  std::vector<double> in = svd_in_factor(svd, rank);
   multiply_by_lower_inverse(l, n, in, rank);
   Factors f;
   f.in.assign(in.begin(), in.end());
-  size_t row0 = 0;
-  for (const gguf::TensorInfo* member : u.members) {
-    const auto member_rows = static_cast<size_t>(member->shape[1]);
-    std::vector<float> out(member_rows * r);
-    for (size_t o = 0; o < member_rows; ++o)
-      for (size_t i = 0; i < r; ++i) out[o * r + i] = static_cast<float>(svd.u[(row0 + o) * k + i] * std::sqrt(svd.s[i]));
-    f.outs.push_back(std::move(out));
-    row0 += member_rows;
-  }
+  f.outs = svd_out_factors(svd, u, rank);
   return f;
 }
 
@@ -102,7 +92,10 @@ std::vector<Factors> sequential_factors(const CalibrationSource& source, const s
   use_single_threaded_blas();
   ThreadPool pool(source.options.threads);
   SiteCapture capture;
-  ObservingOps ops(&pool, capture);
+  backend::BackendOptions cpu_options;
+  cpu_options.pool = &pool;
+  const std::unique_ptr<model::Ops> cpu = backend::make_backend(cpu_options);
+  ObservingOps ops(*cpu, capture);
   ops.prepare(model->weights());
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, static_cast<int64_t>(chunks.front().size())};
   std::unique_ptr<kv::KvStore> kv = ops.make_kv(shape, model::KvTypes{});

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/make_backend.hpp"
 #include "compress/calibration.hpp"
 #include "compress/spectra.hpp"
 #include "core/error.hpp"
@@ -101,7 +102,10 @@ HiddenStates capture_hidden_states(const model::Model& model, const std::string&
 
   ThreadPool pool(options.threads);
   ResidualRecorder recorder(states);
-  compress::ObservingOps ops(&pool, recorder);
+  backend::BackendOptions cpu_options;
+  cpu_options.pool = &pool;
+  const std::unique_ptr<model::Ops> cpu = backend::make_backend(cpu_options);
+  compress::ObservingOps ops(*cpu, recorder);
   ops.prepare(model.weights());
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
   std::unique_ptr<kv::KvStore> kv = ops.make_kv(shape, model::KvTypes{});
