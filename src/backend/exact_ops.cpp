@@ -198,7 +198,8 @@ void ExactOps::matmul_zomega(const void* encoded_weight, int64_t n_tokens, float
       for (int64_t t = 0; t < n_tokens; ++t) {
         const std::vector<exact::ZOmega> sums = exact::matvec_unshim(
             block, std::span<const int64_t>(s.x_wide.data() + 2 * t * e.n_in, static_cast<size_t>(2 * e.n_in)),
-            s.kernel == exact::IntKernel::avx2 ? exact::MatVecKernel::avx2 : exact::MatVecKernel::scalar);
+            // the avx2 tier: AVX2 where the magnitudes allow it (automatic), else the scalar kernel
+            s.kernel == exact::IntKernel::avx2 ? exact::MatVecKernel::automatic : exact::MatVecKernel::scalar);
         for (size_t i = 0; i < sums.size(); ++i) {
           const int64_t r = b * kZRowsPerBlock + static_cast<int64_t>(i);
           if (sums[i].b != 0) {
