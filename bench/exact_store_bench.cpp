@@ -30,13 +30,13 @@ std::unique_ptr<KvStore> make(int which, const KvShape& shape) {
   using okapi::kv::ExactScores;
   switch (which) {
     case 0:
-      return okapi::kv::make_f32_store(shape);
+      return okapi::kv::make_f32_store(shape, okapi::isa());
     case 1:
-      return okapi::kv::make_exact_store(shape, ExactScores::Direct, ExactKernel::automatic);
+      return okapi::kv::make_exact_store(shape, ExactScores::Direct, okapi::isa());
     case 2:
       return okapi::kv::make_exact_store(shape, ExactScores::Direct, ExactKernel::scalar);
     default:
-      return okapi::kv::make_exact_store(shape, ExactScores::Ntt, ExactKernel::automatic);
+      return okapi::kv::make_exact_store(shape, ExactScores::Ntt, okapi::isa());
   }
 }
 

@@ -264,12 +264,13 @@ void tiled_attention(std::span<const model::AttentionRun> runs, const model::Att
 }
 
 void exact_attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q, std::span<const int32_t> positions,
-                     float* out, ThreadPool* pool) {
+                     float* out, Isa tier, ThreadPool* pool) {
   const model::AttentionRun run{&kv, q, positions, out};
-  exact_attention(std::span<const model::AttentionRun>(&run, 1), c, pool);
+  exact_attention(std::span<const model::AttentionRun>(&run, 1), c, tier, pool);
 }
 
-void exact_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, ThreadPool* pool) {
+void exact_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, Isa tier,
+                     ThreadPool* pool) {
   int64_t n_tasks = 0, work = 0;
   for (const model::AttentionRun& run : runs) {
     if (!kv::is_exact_store(*run.kv))
@@ -299,7 +300,7 @@ void exact_attention(std::span<const model::AttentionRun> runs, const model::Att
       const int64_t first = first_visible(c, pos), last = pos + 1;
       probs.resize(static_cast<size_t>(last - first));
       run.kv->scores(c.layer, h / group, run.q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
-      exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, scratch);
+      exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, scratch, tier);
       run.kv->accumulate_values(c.layer, h / group, probs.data(), first, last,
                                 run.out + (t * c.n_head + h) * c.head_dim_v);
     }

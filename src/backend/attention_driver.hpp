@@ -31,15 +31,17 @@ constexpr int64_t kAttentionTile = 256;
 void tiled_attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q, std::span<const int32_t> positions,
                      float* out, Isa tier, ThreadPool* pool);
 
-// The same through an exact store (throws okapi::Error for any other store).
+// The same through an exact store (throws okapi::Error for any other store); `tier` picks the
+// softmax's batch exp (every tier gives the same bits).
 void exact_attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q, std::span<const int32_t> positions,
-                     float* out, ThreadPool* pool);
+                     float* out, Isa tier, ThreadPool* pool);
 
 // Several runs (each: tokens over their own store) in one call: the units of every run share one
 // parallel loop (and the split-K decision), so one-token runs of several sequences keep the
 // threads busy together. Each run's out is the same bits as the single-store call above gives it.
 void tiled_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, Isa tier,
                      ThreadPool* pool);
-void exact_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, ThreadPool* pool);
+void exact_attention(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c, Isa tier,
+                     ThreadPool* pool);
 
 }  // namespace okapi::backend

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "backend/attention_driver.hpp"
-#include "backend/attention_driver.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/format_table.hpp"
@@ -45,7 +44,7 @@ size_t CpuOps::prepared_bytes() const {
 }
 
 std::unique_ptr<kv::KvStore> CpuOps::make_kv(const kv::KvShape& shape, const model::KvTypes& types) {
-  return kv::make_store(shape, types.cache);
+  return kv::make_store(shape, types.cache, tier_);
 }
 
 void CpuOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {

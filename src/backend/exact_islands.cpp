@@ -85,7 +85,7 @@ void rope_token(float* x, int64_t n_heads, int64_t head_dim, int64_t position, c
   }
 }
 
-void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::vector<double>& scratch) {
+void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::vector<double>& scratch, Isa tier) {
   if (n <= 0) return;
   scratch.resize(static_cast<size_t>(n));
   const double s = scale, cap = softcap;
@@ -96,14 +96,14 @@ void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::v
     max = std::max(max, scratch[static_cast<size_t>(i)]);
   }
   for (double& v : scratch) v -= max;
-  det::exp_in_place(scratch.data(), n);
+  det::exp_in_place(scratch.data(), n, tier);
   double sum = 0.0;
   for (const double v : scratch) sum += v;
   const double inverse = 1.0 / sum;
   for (int64_t i = 0; i < n; ++i) scores[i] = static_cast<float>(scratch[static_cast<size_t>(i)] * inverse);
 }
 
-void glu(model::Activation act, const float* gate, const float* up, int64_t n, float* out) {
+void glu(model::Activation act, const float* gate, const float* up, int64_t n, float* out, Isa tier) {
   constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
   constexpr int64_t kBlock = 64;
   double e[kBlock];  // SiLU: exp(-g) of a block, through the batch exp
@@ -111,7 +111,7 @@ void glu(model::Activation act, const float* gate, const float* up, int64_t n, f
     const int64_t count = std::min(kBlock, n - begin);
     if (act == model::Activation::SiLU) {
       for (int64_t i = 0; i < count; ++i) e[i] = -static_cast<double>(gate[begin + i]);
-      det::exp_in_place(e, count);
+      det::exp_in_place(e, count, tier);
     }
     for (int64_t i = 0; i < count; ++i) {
       const double g = gate[begin + i], u = up[begin + i];

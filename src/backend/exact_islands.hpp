@@ -23,11 +23,11 @@ void rope_token(float* x, int64_t n_heads, int64_t head_dim, int64_t position, c
 
 // In place over scores[0, n): s -> softcap > 0 ? softcap tanh(s scale / softcap) : s scale, then a
 // max-subtracted softmax (det::exp, sum in index order). `scratch` is reused storage.
-void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::vector<double>& scratch);
+void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::vector<double>& scratch, Isa tier);
 
 // out[i] = act(gate[i]) * up[i]. GELU and GELUF32 are both the tanh formula
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with det::tanh: ggml's fp16 lookup table is a
 // float-mode rounding artefact that exact mode does not reproduce.
-void glu(model::Activation act, const float* gate, const float* up, int64_t n, float* out);
+void glu(model::Activation act, const float* gate, const float* up, int64_t n, float* out, Isa tier);
 
 }  // namespace okapi::backend::exact_islands

@@ -66,7 +66,8 @@ struct ExactOps::State {
   ThreadPool* pool = nullptr;
   ExactRing ring;
   std::vector<int64_t> x_wide;  // zomega: the current matmul's activations as Z[w] parts
-  exact::IntKernel kernel = exact::IntKernel::automatic;  // resolved: scalar or avx2
+  Isa tier = Isa::scalar;
+  exact::IntKernel kernel = exact::IntKernel::scalar;  // tier's: scalar or avx2
   exact::Int16MatmulRowsFn matmul_rows = nullptr;
   std::mutex mutex;  // guards `weights` (one forward at a time; encoding may be concurrent-safe)
   std::unordered_map<const void*, EncodedWeight> weights;
@@ -135,6 +136,7 @@ ExactOps::ExactOps(ThreadPool* pool, Isa tier, ExactRing ring) : state_(std::mak
   const exact::IntKernel kernel = tier >= Isa::avx2 ? exact::IntKernel::avx2 : exact::IntKernel::scalar;
   state_->pool = pool;
   state_->ring = ring;
+  state_->tier = tier;
   state_->matmul_rows = exact::int16_matmul_rows_kernel(kernel);  // an impossible choice fails here
   state_->kernel = exact::int_kernel_uses_avx2(kernel) ? exact::IntKernel::avx2 : exact::IntKernel::scalar;
 }
@@ -146,7 +148,7 @@ void ExactOps::prepare(const model::WeightSet& weights) {
 }
 
 std::unique_ptr<kv::KvStore> ExactOps::make_kv(const kv::KvShape& shape, const model::KvTypes& types) {
-  return kv::make_exact_store(shape, types.exact_scores);
+  return kv::make_exact_store(shape, types.exact_scores, state_->tier);
 }
 
 void ExactOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {
@@ -195,7 +197,9 @@ void ExactOps::matmul_zomega(const void* encoded_weight, int64_t n_tokens, float
       const exact::ShimmedMatrix& block = e.z_blocks[static_cast<size_t>(b)];
       for (int64_t t = 0; t < n_tokens; ++t) {
         const std::vector<exact::ZOmega> sums = exact::matvec_unshim(
-            block, std::span<const int64_t>(s.x_wide.data() + 2 * t * e.n_in, static_cast<size_t>(2 * e.n_in)));
+            block, std::span<const int64_t>(s.x_wide.data() + 2 * t * e.n_in, static_cast<size_t>(2 * e.n_in)),
+            // the avx2 tier: AVX2 where the magnitudes allow it (automatic), else the scalar kernel
+            s.kernel == exact::IntKernel::avx2 ? exact::MatVecKernel::automatic : exact::MatVecKernel::scalar);
         for (size_t i = 0; i < sums.size(); ++i) {
           const int64_t r = b * kZRowsPerBlock + static_cast<int64_t>(i);
           if (sums[i].b != 0) {
@@ -244,17 +248,17 @@ void ExactOps::store_kv(kv::KvStore& kv, int64_t layer, const float* k, const fl
 
 void ExactOps::attention(const kv::KvStore& kv, const model::AttentionConfig& c, const float* q,
                          std::span<const int32_t> positions, float* out) {
-  exact_attention(kv, c, q, positions, out, state_->pool);
+  exact_attention(kv, c, q, positions, out, state_->tier, state_->pool);
 }
 
 void ExactOps::attention_runs(std::span<const model::AttentionRun> runs, const model::AttentionConfig& c) {
-  exact_attention(runs, c, state_->pool);
+  exact_attention(runs, c, state_->tier, state_->pool);
 }
 
 void ExactOps::glu(model::Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) {
   const int64_t total = n_rows * n;
   state_->parallel(total, total * 16, [&](int64_t begin, int64_t end) {
-    exact_islands::glu(act, gate + begin, up + begin, end - begin, out + begin);
+    exact_islands::glu(act, gate + begin, up + begin, end - begin, out + begin, state_->tier);
   });
 }
 

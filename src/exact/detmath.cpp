@@ -140,9 +140,9 @@ double exp(double x) {
   return y * power_of_two(k + 1000) * power_of_two(-1000);
 }
 
-void exp_in_place(double* x, std::int64_t n) {
+void exp_in_place(double* x, std::int64_t n, Isa tier) {
   std::int64_t done = 0;
-  if (cpu_features().use_avx2()) done = avx2::exp_in_place(x, n);
+  if (tier >= Isa::avx2) done = avx2::exp_in_place(x, n);
   for (std::int64_t i = done; i < n; ++i) x[i] = exp(x[i]);
 }
 

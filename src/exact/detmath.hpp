@@ -6,12 +6,15 @@
 #pragma once
 #include <cstdint>
 
+#include "core/cpu.hpp"
+
 namespace okapi::exact::det {
 
 double exp(double x);         // |rel err| < 1e-15 on [-745, 709]; 0 / +inf outside
-// x[i] = exp(x[i]) for i < n, bit for bit the same as exp() per element (AVX2 lanes perform the
-// same IEEE operations when the CPU has them): the batch the softmax and SiLU use.
-void exp_in_place(double* x, std::int64_t n);
+// x[i] = exp(x[i]) for i < n, bit for bit the same as exp() per element (AVX2 lanes, from the
+// avx2 tier up, perform the same IEEE operations): the batch the softmax and SiLU use. `tier` is
+// one of available_isas() (the caller's backend's).
+void exp_in_place(double* x, std::int64_t n, Isa tier);
 double log(double x);         // x > 0
 double sin(double x);         // |x| <= 2^20 (RoPE angles); Cody-Waite reduction by pi/2
 double cos(double x);

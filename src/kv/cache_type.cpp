@@ -109,14 +109,14 @@ double CacheTypes::bytes(const KvShape& shape) const {
          8.0;
 }
 
-std::unique_ptr<KvStore> make_store(const KvShape& shape, const CacheTypes& types, uint64_t seed) {
+std::unique_ptr<KvStore> make_store(const KvShape& shape, const CacheTypes& types, Isa tier, uint64_t seed) {
   check_store_fits(types.bytes(shape), shape);
   if (!types.k.is_dense() || !types.v.is_dense() || types.rotation != KvRotation::None) {
-    return std::make_unique<CodecStore>(shape, types, seed);
+    return std::make_unique<CodecStore>(shape, types, seed, tier);
   }
   const bool k16 = types.k == CacheType::f16(), v16 = types.v == CacheType::f16();
-  if (!k16 && !v16) return make_f32_store(shape);
-  return make_f16_store(shape, k16, v16);
+  if (!k16 && !v16) return make_f32_store(shape, tier);
+  return make_f16_store(shape, k16, v16, tier);
 }
 
 }  // namespace okapi::kv

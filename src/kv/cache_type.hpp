@@ -73,8 +73,9 @@ struct CacheTypes {
 
 // f32 and f16 without rotation are the dense stores (plain_store.hpp, ggml's numerics); every
 // other combination is a CodecStore (codec_store.hpp); `seed` seeds the rotations' random signs.
-// Throws on a head width a type's blocks do not divide, a non-positive shape, or a store larger
-// than the memory left (check_store_fits).
-std::unique_ptr<KvStore> make_store(const KvShape& shape, const CacheTypes& types, uint64_t seed = 0);
+// The store runs the kernels of `tier` (one of available_isas(): the backend's, given by
+// Ops::make_kv). Throws on a head width a type's blocks do not divide, a non-positive shape, or a
+// store larger than the memory left (check_store_fits).
+std::unique_ptr<KvStore> make_store(const KvShape& shape, const CacheTypes& types, Isa tier, uint64_t seed = 0);
 
 }  // namespace okapi::kv

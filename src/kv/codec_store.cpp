@@ -48,10 +48,13 @@ CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view wh
   return side;
 }
 
-CodecStore::CodecStore(const KvShape& shape, const CacheTypes& types, uint64_t seed)
+CodecStore::CodecStore(const KvShape& shape, const CacheTypes& types, uint64_t seed, Isa tier)
     : KvStore(shape),
       k_(make_side(shape, "K", types.k, shape.head_dim_k, types.rotation, seed, 1)),
-      v_(make_side(shape, "V", types.v, shape.head_dim_v, types.rotation, seed, 2)) {
+      v_(make_side(shape, "V", types.v, shape.head_dim_v, types.rotation, seed, 2)),
+      tier_(tier),
+      tiles_(tile::kernels(tier)),
+      vector_(kernels::vector_kernels(tier)) {
   const bool rotated = types.rotation == KvRotation::Hadamard || k_.codec.tbq != nullptr || v_.codec.tbq != nullptr;
   const bool sp = k_.codec.sp != nullptr || v_.codec.sp != nullptr;
   name_ = fmt::format("k {} / v {}{}{}", types.k.name(), types.v.name(), rotated ? " (hadamard)" : "",
@@ -83,7 +86,7 @@ void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t cell, c
     if (!sp.calibrated()) sp.calibrate(row, 1);  // a batch of one token: its own warm-up
     sp.encode(row, out);
   } else {
-    quant::format(side.codec.type).quantize(row, out, dim);
+    quant::format(side.codec.type, tier_).quantize(row, out, dim);
   }
 }
 
@@ -122,11 +125,11 @@ void CodecStore::append_tokens(int64_t layer, std::span<const int32_t> positions
   KvStore::append_tokens(layer, positions, k, v);
 }
 
-void CodecStore::decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
-                             float* out) {
+void CodecStore::decode_rows(const Side& side, const KvShape& s, Isa tier, int64_t layer, int64_t head, int64_t c0,
+                             int64_t c1, float* out) {
   const int64_t dim = side.codec.dim;
   if (side.codec.tbq != nullptr) {
-    tbq_decode_rows(*side.codec.tbq, side.row(s, layer, head, c0), side.codec.row_bytes, c1 - c0, dim, out);
+    tbq_decode_rows(*side.codec.tbq, side.row(s, layer, head, c0), side.codec.row_bytes, c1 - c0, dim, out, tier);
     return;
   }
   if (side.codec.sp != nullptr) {
@@ -134,7 +137,7 @@ void CodecStore::decode_rows(const Side& side, const KvShape& s, int64_t layer, 
     for (int64_t c = c0; c < c1; ++c) sp.decode(side.row(s, layer, head, c), out + (c - c0) * dim);
     return;
   }
-  const quant::Format& f = quant::format(side.codec.type);
+  const quant::Format& f = quant::format(side.codec.type, tier);
   for (int64_t c = c0; c < c1; ++c) f.dequantize(side.row(s, layer, head, c), out + (c - c0) * dim, dim);
 }
 
@@ -143,8 +146,8 @@ void CodecStore::scores(int64_t layer, int64_t kv_head, const float* q, int64_t 
   std::vector<float> rq(q, q + dim), row(static_cast<size_t>(dim));
   if (const HadamardRotation* r = k_.rotation(shape_, layer, kv_head)) r->apply(rq.data());
   for (int64_t j = first; j < last; ++j) {
-    decode_rows(k_, shape_, layer, kv_head, j, j + 1, row.data());
-    out[j - first] = kernels::dot_f32(rq.data(), row.data(), dim);
+    decode_rows(k_, shape_, tier_, layer, kv_head, j, j + 1, row.data());
+    out[j - first] = vector_.dot_f32(rq.data(), row.data(), dim);
   }
 }
 
@@ -154,8 +157,8 @@ void CodecStore::accumulate_values(int64_t layer, int64_t kv_head, const float* 
   std::vector<float> row(static_cast<size_t>(dim));
   std::fill(out, out + dim, 0.0f);
   for (int64_t j = first; j < last; ++j) {
-    decode_rows(v_, shape_, layer, kv_head, j, j + 1, row.data());
-    kernels::axpy(probs[j - first], row.data(), dim, out);
+    decode_rows(v_, shape_, tier_, layer, kv_head, j, j + 1, row.data());
+    vector_.axpy(probs[j - first], row.data(), dim, out);
   }
   if (const HadamardRotation* r = v_.rotation(shape_, layer, kv_head)) r->inverse(out);
 }
@@ -176,20 +179,20 @@ void CodecStore::decode_for_tiles(const void* ctx, int64_t j0, int64_t n, float*
   const auto& h = *static_cast<const TileRows*>(ctx);
   const Side& side = h.values ? h.store->v_ : h.store->k_;
   const KvShape& s = h.store->shape_;
-  if (stride == side.codec.dim) return decode_rows(side, s, h.layer, h.head, j0, j0 + n, out);
-  for (int64_t c = j0; c < j0 + n; ++c) decode_rows(side, s, h.layer, h.head, c, c + 1, out + (c - j0) * stride);
+  if (stride == side.codec.dim) return decode_rows(side, s, h.store->tier_, h.layer, h.head, j0, j0 + n, out);
+  for (int64_t c = j0; c < j0 + n; ++c) decode_rows(side, s, h.store->tier_, h.layer, h.head, c, c + 1, out + (c - j0) * stride);
 }
 
 void CodecStore::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
                              int64_t out_stride) const {
   const TileRows rows{this, layer, kv_head, false};
-  tile::kernels().scores_decoded(qs, {decode_for_tiles, &rows, k_.codec.dim}, first, out, out_stride);
+  tiles_.scores_decoded(qs, {decode_for_tiles, &rows, k_.codec.dim}, first, out, out_stride);
 }
 
 void CodecStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
                                  const float* probs, int64_t p_stride, float* acc) const {
   const TileRows rows{this, layer, kv_head, true};
-  tile::kernels().accumulate_decoded(qs, {decode_for_tiles, &rows, v_.codec.dim}, first, probs, p_stride, acc);
+  tiles_.accumulate_decoded(qs, {decode_for_tiles, &rows, v_.codec.dim}, first, probs, p_stride, acc);
 }
 
 }  // namespace okapi::kv

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kernels/kernels.hpp"
 #include "kv/cache_type.hpp"
 #include "kv/kv_store.hpp"
 #include "kv/lloyd_max.hpp"
@@ -36,8 +37,9 @@ RowCodec row_codec(std::string_view which, CacheType type, int64_t dim);
 
 class CodecStore final : public KvStore {
  public:
-  // `seed` seeds the rotations' random signs.
-  CodecStore(const KvShape& shape, const CacheTypes& types, uint64_t seed);
+  // `seed` seeds the rotations' random signs; the kernels are those of `tier` (one of
+  // available_isas()).
+  CodecStore(const KvShape& shape, const CacheTypes& types, uint64_t seed, Isa tier);
   std::string_view type_name() const override { return name_; }
   void append(int64_t layer, int64_t position, const float* k, const float* v) override;
   void append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v) override;
@@ -67,8 +69,8 @@ class CodecStore final : public KvStore {
   static Side make_side(const KvShape& shape, std::string_view which, CacheType type, int64_t dim,
                         KvRotation rotation, uint64_t seed, uint64_t salt);
   // Rows [c0, c1) of one head decoded into `out` (row-major, codec.dim floats each).
-  static void decode_rows(const Side& side, const KvShape& s, int64_t layer, int64_t head, int64_t c0, int64_t c1,
-                          float* out);
+  static void decode_rows(const Side& side, const KvShape& s, Isa tier, int64_t layer, int64_t head, int64_t c0,
+                          int64_t c1, float* out);
   // The tile kernels' decoder (tile::Decoded) of one head's K or V rows; ctx is a TileRows.
   struct TileRows {
     const CodecStore* store;
@@ -82,6 +84,9 @@ class CodecStore final : public KvStore {
 
   Side k_, v_;
   std::string name_;
+  Isa tier_;
+  const tile::Kernels& tiles_;
+  const kernels::VectorKernels& vector_;
 };
 
 }  // namespace okapi::kv

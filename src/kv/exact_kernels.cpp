@@ -42,18 +42,10 @@ float encode_int16(const float* x, std::int64_t n, std::int16_t* out, const char
 }
 
 bool use_avx2_kernel(ExactKernel kernel) {
-  const bool available = cpu_features().use_avx2();
-  switch (kernel) {
-    case ExactKernel::scalar:
-      return false;
-    case ExactKernel::avx2:
-      if (!available)
-        throw_error("exact KV store: AVX2 kernels requested but this CPU (or OKAPI_FORCE_SCALAR) disallows them");
-      return true;
-    case ExactKernel::automatic:
-      break;
-  }
-  return available;
+  if (kernel == ExactKernel::scalar) return false;
+  if (!cpu_features().use_avx2())
+    throw_error("exact KV store: AVX2 kernels requested but this CPU (or OKAPI_FORCE_SCALAR) disallows them");
+  return true;
 }
 
 void dots_int16_scalar(const std::int16_t* q, const std::int16_t* rows, std::int64_t stride, std::int64_t count,

@@ -27,7 +27,7 @@ inline std::int32_t round_half_away_clamped(float y) {
   return whole + static_cast<std::int32_t>(fraction >= 0.5f) - static_cast<std::int32_t>(fraction <= -0.5f);
 }
 
-enum class ExactKernel { automatic, scalar, avx2 };
+enum class ExactKernel { scalar, avx2 };
 
 // Encodes x[0, n) as x_int = round-half-away(x / s) with s = max|x| / 32767 (float division),
 // s = 1 for an all-zero vector, and returns s. When max|x| is so small that s underflows to 0,
@@ -38,8 +38,8 @@ enum class ExactKernel { automatic, scalar, avx2 };
 float encode_int16(const float* x, std::int64_t n, std::int16_t* out, const char* what,
                    ExactKernel kernel = ExactKernel::scalar);
 
-// True when `kernel` resolves to the AVX2 code on this machine; throws when avx2 is asked for and
-// the CPU (or OKAPI_FORCE_SCALAR) does not allow it.
+// True when `kernel` is the AVX2 code; throws when avx2 is asked for and the CPU (or
+// OKAPI_ISA / OKAPI_FORCE_SCALAR) does not allow it.
 bool use_avx2_kernel(ExactKernel kernel);
 
 // out[j] = sum_i q[i] rows[j * stride + i] in int64 for j < count; n a multiple of 16 (rows are

@@ -231,8 +231,8 @@ std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scor
   return std::make_unique<ExactStore>(shape, scores, kernel);
 }
 
-std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores) {
-  return make_exact_store(shape, scores, ExactKernel::automatic);
+std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores, Isa tier) {
+  return make_exact_store(shape, scores, tier >= Isa::avx2 ? ExactKernel::avx2 : ExactKernel::scalar);
 }
 
 bool is_exact_store(const KvStore& store) { return dynamic_cast<const ExactStore*>(&store) != nullptr; }

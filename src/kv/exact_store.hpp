@@ -21,6 +21,7 @@
 #include <memory>
 #include <string_view>
 
+#include "core/cpu.hpp"
 #include "kv/kv_store.hpp"
 
 namespace okapi::kv {
@@ -30,9 +31,11 @@ namespace okapi::kv {
 // three give the same exact integer scores.
 enum class ExactScores { Ntt, Direct, NttCrt };
 
-// type_name(): "exact-ntt", "exact-ntt-crt" or "exact-direct". Throws okapi::Error on a non-positive shape or a
-// store larger than the memory left (check_store_fits).
-std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores);
+// type_name(): "exact-ntt", "exact-ntt-crt" or "exact-direct". `tier` (one of available_isas(),
+// the backend's) picks the integer kernels: AVX2 from the avx2 tier up, else the scalar ones (the
+// same integers). Throws okapi::Error on a non-positive shape or a store larger than the memory
+// left (check_store_fits).
+std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores, Isa tier);
 
 // The bytes make_exact_store(shape, scores) allocates, computed without allocating (as CacheTypes::bytes).
 double exact_store_bytes(const KvShape& shape, ExactScores scores);

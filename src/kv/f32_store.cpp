@@ -3,6 +3,8 @@
 
 namespace okapi::kv {
 
-std::unique_ptr<KvStore> make_f32_store(const KvShape& shape) { return std::make_unique<PlainStore<float, float>>(shape); }
+std::unique_ptr<KvStore> make_f32_store(const KvShape& shape, Isa tier) {
+  return std::make_unique<PlainStore<float, float>>(shape, tier);
+}
 
 }  // namespace okapi::kv

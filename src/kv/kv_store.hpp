@@ -8,6 +8,7 @@
 #include <span>
 #include <string_view>
 
+#include "core/cpu.hpp"
 #include "kv/tile_kernels.hpp"
 
 namespace okapi::kv {
@@ -77,7 +78,8 @@ class KvStore {
 // Throws okapi::Error ("KV cache ... needs X, this machine has Y available") when `bytes` for
 // `shape` exceed what available_memory() reports.
 void check_store_fits(double bytes, const KvShape& shape);
-std::unique_ptr<KvStore> make_f32_store(const KvShape& shape);
-std::unique_ptr<KvStore> make_f16_store(const KvShape& shape, bool k_f16, bool v_f16);
+// The dense stores; their kernels are those of `tier` (one of available_isas(), the backend's).
+std::unique_ptr<KvStore> make_f32_store(const KvShape& shape, Isa tier);
+std::unique_ptr<KvStore> make_f16_store(const KvShape& shape, bool k_f16, bool v_f16, Isa tier);
 
 }  // namespace okapi::kv

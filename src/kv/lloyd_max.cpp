@@ -110,19 +110,17 @@ bool tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int6
 
 namespace {
 // 16 coordinates per step, halves of whole steps: dims that are multiples of 32.
-bool avx512_decodes(int64_t dim) {
-  static const bool use_avx512 = isa() >= Isa::avx512;
-  return use_avx512 && dim % 32 == 0;
-}
+bool avx512_decodes(Isa tier, int64_t dim) { return tier >= Isa::avx512 && dim % 32 == 0; }
 }  // namespace
 
-void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out) {
-  if (avx512_decodes(dim) && avx512::tbq_decode_rows(spec, in, stride, n, dim, out)) return;
-  for (int64_t r = 0; r < n; ++r) tbq_decode(spec, in + static_cast<size_t>(r) * stride, dim, out + r * dim);
+void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out,
+                     Isa tier) {
+  if (avx512_decodes(tier, dim) && avx512::tbq_decode_rows(spec, in, stride, n, dim, out)) return;
+  for (int64_t r = 0; r < n; ++r) tbq_decode(spec, in + static_cast<size_t>(r) * stride, dim, out + r * dim, tier);
 }
 
-void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out) {
-  if (avx512_decodes(dim) && avx512::tbq_decode_rows(spec, in, 0, 1, dim, out)) return;
+void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out, Isa tier) {
+  if (avx512_decodes(tier, dim) && avx512::tbq_decode_rows(spec, in, 0, 1, dim, out)) return;
   uint16_t h;
   std::memcpy(&h, in, sizeof(h));
   const float s = fp16_to_fp32(h);

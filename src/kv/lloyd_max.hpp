@@ -16,6 +16,8 @@
 #include <span>
 #include <string_view>
 
+#include "core/cpu.hpp"
+
 namespace okapi::kv {
 
 struct TbqSpec {
@@ -34,9 +36,11 @@ std::span<const float> lloyd_max_levels(int bits);
 size_t tbq_row_bytes(const TbqSpec& spec, int64_t dim);
 // Encodes an already rotated row of dim values.
 void tbq_encode(const TbqSpec& spec, const float* x, int64_t dim, uint8_t* out);
-// The rotated row back: s * level[index] per coordinate.
-void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out);
+// The rotated row back: s * level[index] per coordinate. `tier` (one of available_isas()) picks
+// the kernel; every tier gives the same bits.
+void tbq_decode(const TbqSpec& spec, const uint8_t* in, int64_t dim, float* out, Isa tier);
 // n rows, row i at in + i * stride, into out + i * dim: the values tbq_decode gives each.
-void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out);
+void tbq_decode_rows(const TbqSpec& spec, const uint8_t* in, size_t stride, int64_t n, int64_t dim, float* out,
+                     Isa tier);
 
 }  // namespace okapi::kv

@@ -32,8 +32,8 @@ const char* elem_name() {
 
 // n floats into a row of the store's element type (fp16 through the format table's converter,
 // which rounds like fp32_to_fp16).
-void store_row(const float* x, int64_t n, float* out) { std::copy(x, x + n, out); }
-void store_row(const float* x, int64_t n, uint16_t* out) { quant::format(DType::F16).quantize(x, out, n); }
+void store_row(const quant::Format&, const float* x, int64_t n, float* out) { std::copy(x, x + n, out); }
+void store_row(const quant::Format& f16, const float* x, int64_t n, uint16_t* out) { f16.quantize(x, out, n); }
 
 }  // namespace
 
@@ -73,8 +73,13 @@ void KvStore::check_position(int64_t layer, int64_t position) const {
 }
 
 template <typename KElem, typename VElem>
-PlainStore<KElem, VElem>::PlainStore(const KvShape& shape)
-    : KvStore(shape), k_(checked_count(shape, shape.head_dim_k)), v_(checked_count(shape, shape.head_dim_v)) {
+PlainStore<KElem, VElem>::PlainStore(const KvShape& shape, Isa tier)
+    : KvStore(shape),
+      k_(checked_count(shape, shape.head_dim_k)),
+      v_(checked_count(shape, shape.head_dim_v)),
+      tiles_(tile::kernels(tier)),
+      vector_(kernels::vector_kernels(tier)),
+      f16_(quant::format(DType::F16, tier)) {
   bytes_ = k_.size() * sizeof(KElem) + v_.size() * sizeof(VElem);
   name_ = fmt::format("k {} / v {}", elem_name<KElem>(), elem_name<VElem>());
 }
@@ -83,8 +88,8 @@ template <typename KElem, typename VElem>
 void PlainStore<KElem, VElem>::append(int64_t layer, int64_t position, const float* k, const float* v) {
   check_position(layer, position);
   for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
-    store_row(k + h * shape_.head_dim_k, shape_.head_dim_k, &k_[k_offset(layer, position, h)]);
-    store_row(v + h * shape_.head_dim_v, shape_.head_dim_v, &v_[v_offset(layer, position, h)]);
+    store_row(f16_, k + h * shape_.head_dim_k, shape_.head_dim_k, &k_[k_offset(layer, position, h)]);
+    store_row(f16_, v + h * shape_.head_dim_v, shape_.head_dim_v, &v_[v_offset(layer, position, h)]);
   }
 }
 
@@ -93,11 +98,11 @@ void PlainStore<KElem, VElem>::scores(int64_t layer, int64_t kv_head, const floa
                                       float* out) const {
   const int64_t d = shape_.head_dim_k;
   if constexpr (std::is_same_v<KElem, float>) {
-    for (int64_t j = first; j < last; ++j) out[j - first] = kernels::dot_f32(q, &k_[k_offset(layer, j, kv_head)], d);
+    for (int64_t j = first; j < last; ++j) out[j - first] = vector_.dot_f32(q, &k_[k_offset(layer, j, kv_head)], d);
     return;
   }
   // q rounded to fp16 once (ggml converts src1 to the vec_dot type of K), then ggml's F16 dot.
-  const quant::Format& f16 = quant::format(DType::F16);
+  const quant::Format& f16 = f16_;
   thread_local std::vector<uint16_t> q16;
   q16.resize(static_cast<size_t>(d));
   f16.quantize(q, q16.data(), d);
@@ -111,9 +116,9 @@ void PlainStore<KElem, VElem>::accumulate_values(int64_t layer, int64_t kv_head,
   for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
   for (int64_t j = first; j < last; ++j) {
     if constexpr (std::is_same_v<VElem, float>) {
-      kernels::axpy(probs[j - first], &v_[v_offset(layer, j, kv_head)], d, out);
+      vector_.axpy(probs[j - first], &v_[v_offset(layer, j, kv_head)], d, out);
     } else {
-      kernels::axpy_f16(round_like(probs[j - first], VElem{}), &v_[v_offset(layer, j, kv_head)], d, out);
+      vector_.axpy_f16(round_like(probs[j - first], VElem{}), &v_[v_offset(layer, j, kv_head)], d, out);
     }
   }
 }
@@ -125,10 +130,10 @@ void PlainStore<KElem, VElem>::tile_scores(int64_t layer, int64_t kv_head, const
   if (d > tile::kMaxDim) return KvStore::tile_scores(layer, kv_head, qs, first, out, out_stride);
   const tile::Rows<KElem> k{&k_[k_offset(layer, 0, kv_head)], d, d};
   if constexpr (std::is_same_v<KElem, float>) {
-    tile::kernels().scores_f32(qs, k, first, out, out_stride);
+    tiles_.scores_f32(qs, k, first, out, out_stride);
   } else {
     // q rounded to fp16 (as ggml converts src1 to K's vec_dot type), kept as floats.
-    const quant::Format& f16 = quant::format(DType::F16);
+    const quant::Format& f16 = f16_;
     thread_local std::vector<float> rounded;
     thread_local std::vector<uint16_t> halves;
     thread_local std::vector<const float*> rows;
@@ -143,7 +148,7 @@ void PlainStore<KElem, VElem>::tile_scores(int64_t layer, int64_t kv_head, const
     }
     tile::Queries rounded_qs = qs;
     rounded_qs.q = rows.data();
-    tile::kernels().scores_f16(rounded_qs, k, first, out, out_stride);
+    tiles_.scores_f16(rounded_qs, k, first, out, out_stride);
   }
 }
 
@@ -154,9 +159,9 @@ void PlainStore<KElem, VElem>::tile_accumulate(int64_t layer, int64_t kv_head, c
   if (d > tile::kMaxDim) return KvStore::tile_accumulate(layer, kv_head, qs, first, probs, p_stride, acc);
   const tile::Rows<VElem> v{&v_[v_offset(layer, 0, kv_head)], d, d};
   if constexpr (std::is_same_v<VElem, float>) {
-    tile::kernels().accumulate_f32(qs, v, first, probs, p_stride, acc);
+    tiles_.accumulate_f32(qs, v, first, probs, p_stride, acc);
   } else {
-    tile::kernels().accumulate_f16(qs, v, first, probs, p_stride, acc);  // rounds probs to fp16 first
+    tiles_.accumulate_f16(qs, v, first, probs, p_stride, acc);  // rounds probs to fp16 first
   }
 }
 

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu.hpp"
 #include "core/half.hpp"
+#include "kernels/format_table.hpp"
+#include "kernels/kernels.hpp"
 #include "kv/kv_store.hpp"
 
 namespace okapi::kv {
@@ -16,7 +19,8 @@ namespace okapi::kv {
 template <typename KElem, typename VElem>
 class PlainStore final : public KvStore {
  public:
-  explicit PlainStore(const KvShape& shape);
+  // The kernels of `tier` (one of available_isas()) serve every call.
+  PlainStore(const KvShape& shape, Isa tier);
   std::string_view type_name() const override { return name_; }
   void append(int64_t layer, int64_t position, const float* k, const float* v) override;
   void scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const override;
@@ -37,6 +41,9 @@ class PlainStore final : public KvStore {
   std::vector<KElem> k_;
   std::vector<VElem> v_;
   std::string name_;
+  const tile::Kernels& tiles_;
+  const kernels::VectorKernels& vector_;
+  const quant::Format& f16_;  // fp16 rows and rounding
 };
 
 // fp16 storage is uint16_t holding IEEE half bits.

@@ -123,11 +123,13 @@ const Kernels& scalar_kernels() {
   return k;
 }
 
-const Kernels& kernels() {
-  static const Kernels& chosen = isa() >= Isa::avx512 ? avx512_kernels()
-                                 : isa() >= Isa::avx2 ? avx2_kernels()
-                                                      : scalar_kernels();
-  return chosen;
+const Kernels& kernels(Isa tier) {
+  switch (tier) {
+    case Isa::avx512: return avx512_kernels();
+    case Isa::avx2: return avx2_kernels();
+    case Isa::scalar: break;
+  }
+  return scalar_kernels();
 }
 
 }  // namespace okapi::kv::tile

@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/cpu.hpp"
+
 namespace okapi::kv::tile {
 
 // A head's rows in a store: row `cell` starts at base + cell * stride elements. Rows with more
@@ -73,8 +75,9 @@ void accumulate(AccumulateF32Fn dense, const Queries& qs, Decoded v, int64_t fir
                 int64_t p_stride, float* acc);
 }  // namespace decoded_in_chunks
 
-// The kernels of the ISA tier in use (okapi::isa()).
-const Kernels& kernels();
+// The kernels of `tier` (one of available_isas(): the stores take it from the backend that makes
+// them and keep these once).
+const Kernels& kernels(Isa tier);
 // The scalar reference (always) and the tier kernels: for tests comparing them.
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();    // only call when isa() >= avx2

@@ -12,8 +12,8 @@
 
 namespace okapi::train {
 
-AdamW::AdamW(const ParameterLayout& layout, const AdamWConfig& config)
-    : config_(config), decay_mask_(layout.total(), 0.0f), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {
+AdamW::AdamW(const ParameterLayout& layout, const AdamWConfig& config, Isa tier)
+    : config_(config), avx2_(tier >= Isa::avx2), decay_mask_(layout.total(), 0.0f), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {
   for (const TensorSlot& s : layout.slots()) {
     const bool decays = s.role == TensorRole::Matrix || s.role == TensorRole::Output ||
                         config.decay_norms_and_embeddings;
@@ -39,7 +39,7 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   u.eps = config_.eps;
   u.lr = lr;
   u.decay = lr * config_.weight_decay;
-  if (cpu_features().use_avx2()) {
+  if (avx2_) {
     avx2::adamw_update(u, m_.size(), params.data(), grads.data(), m_.data(), v_.data(), decay_mask_.data());
   } else {
     adamw_update_scalar(u, m_.size(), params.data(), grads.data(), m_.data(), v_.data(), decay_mask_.data());

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "core/cpu.hpp"
 #include "train/model.hpp"
 
 namespace okapi::train {
@@ -18,7 +19,9 @@ struct AdamWConfig {
 
 class AdamW {
  public:
-  AdamW(const ParameterLayout& layout, const AdamWConfig& config);
+  // `tier` (one of available_isas()) picks the update kernel once: AVX2 from the avx2 tier up,
+  // else the scalar loop (the same bits).
+  AdamW(const ParameterLayout& layout, const AdamWConfig& config, Isa tier = isa());
   // One update with bias correction for step t (1-based, t = number of updates so far + 1).
   void step(std::span<float> params, std::span<const float> grads, float lr, int64_t t);
   // Moments, for checkpoints (same size as the parameters).
@@ -27,6 +30,7 @@ class AdamW {
 
  private:
   AdamWConfig config_;
+  bool avx2_;
   std::vector<float> decay_mask_;  // 1 where weight decay applies
   std::vector<float> m_, v_;
 };

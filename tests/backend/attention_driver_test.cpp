@@ -32,7 +32,7 @@ struct AttentionCase {
     c.scale = 0.125f;
     c.sliding_window = window;
     c.softcap = softcap;
-    store = kv::make_store({2, 2, 64, 64, kCtx}, test::cache_types(type, type));
+    store = kv::make_store({2, 2, 64, 64, kCtx}, test::cache_types(type, type), isa());
     std::mt19937 rng(3);
     std::normal_distribution<float> g(0.0f, 2.0f);
     k.resize(kCtx * 128);

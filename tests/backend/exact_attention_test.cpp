@@ -63,14 +63,14 @@ TEST(ExactAttention, CloseToFloatAndIdenticalThroughNttAndDirect) {
   cases[2].softcap = 2.0f;
   for (const AttentionCase& c : cases) {
     CpuOps cpu;
-    const auto float_store = kv::make_f32_store(shape_of(c));
+    const auto float_store = kv::make_f32_store(shape_of(c), isa());
     const auto want = run_attention(cpu, *float_store, c);
     std::vector<float> first;
     for (const kv::ExactScores scores : {kv::ExactScores::Ntt, kv::ExactScores::Direct}) {
       for (const int threads : {1, 2, 4}) {
         ThreadPool pool(threads);
         ExactOps ops(&pool);
-        const auto store = kv::make_exact_store(shape_of(c), scores);
+        const auto store = kv::make_exact_store(shape_of(c), scores, isa());
         const auto got = run_attention(ops, *store, c);
         if (first.empty()) first = got;
         EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0)
@@ -88,7 +88,7 @@ TEST(ExactAttention, RefusesAFloatStore) {
   const AttentionCase c;
   ExactOps ops;
   for (const char* type : {"f32", "f16"}) {
-    const auto store = kv::make_store(shape_of(c), test::cache_types(type, type));
+    const auto store = kv::make_store(shape_of(c), test::cache_types(type, type), isa());
     try {
       run_attention(ops, *store, c);
       FAIL() << "no error for " << type;
@@ -104,7 +104,7 @@ TEST(ExactAttention, RefusesAFloatStore) {
 // per layer. The probe assumes no softcap / sliding window (stories260K has neither).
 class KlProbe : public ExactOps {
  public:
-  KlProbe(const kv::KvShape& shape, int64_t n_layer) : shadow_(kv::make_f32_store(shape)), kl_(n_layer), rows_(n_layer) {}
+  KlProbe(const kv::KvShape& shape, int64_t n_layer) : shadow_(kv::make_f32_store(shape, isa())), kl_(n_layer), rows_(n_layer) {}
   void store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
                 std::span<const int32_t> positions) override {
     ExactOps::store_kv(kv, layer, k, v, positions);
@@ -152,7 +152,7 @@ TEST(ExactAttention, PerLayerKlOfFloatAgainstExactAttentionOnStories260K) {
   const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64};
   for (const kv::ExactScores scores : {kv::ExactScores::Ntt, kv::ExactScores::Direct}) {
     KlProbe probe(shape, hp.n_layer);
-    const auto store = kv::make_exact_store(shape, scores);
+    const auto store = kv::make_exact_store(shape, scores, isa());
     evaluate_all(*m, probe, *store, tokens, 16);
     for (int64_t l = 0; l < hp.n_layer; ++l) {
       std::printf("%s layer %lld: mean KL(float || exact) = %.3e nats over %zu rows\n",

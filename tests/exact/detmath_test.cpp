@@ -75,13 +75,14 @@ TEST(DetMath, BatchExpHasTheScalarBitsEverywhere) {
   x.push_back(-std::numeric_limits<double>::infinity());
   std::uniform_real_distribution<double> wide(-750.0, 720.0), softmax(-40.0, 0.0), small(-0.5, 0.5);
   for (int i = 0; i < 30000; ++i) x.push_back(i % 3 == 0 ? wide(rng) : i % 3 == 1 ? softmax(rng) : small(rng));
+  for (const Isa tier : available_isas())  // every tier here against the scalar det::exp
   for (size_t offset = 0; offset < 4; ++offset) {
     std::vector<double> batch(x.begin() + static_cast<std::ptrdiff_t>(offset), x.end());
-    det::exp_in_place(batch.data(), static_cast<std::int64_t>(batch.size()));
+    det::exp_in_place(batch.data(), static_cast<std::int64_t>(batch.size()), tier);
     for (size_t i = 0; i < batch.size(); ++i) {
       const double want = det::exp(x[i + offset]);
       ASSERT_TRUE(std::memcmp(&batch[i], &want, sizeof want) == 0 || (std::isnan(want) && std::isnan(batch[i])))
-          << "x = " << x[i + offset] << " batch " << batch[i] << " scalar " << want;
+          << isa_name(tier) << ": x = " << x[i + offset] << " batch " << batch[i] << " scalar " << want;
     }
   }
 }

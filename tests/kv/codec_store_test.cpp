@@ -66,7 +66,7 @@ struct Filled {
 };
 
 Filled filled(const KvShape& s, const char* k_type, const char* v_type, KvRotation rotation, uint32_t seed) {
-  Filled f{make_store(s, test::cache_types(k_type, v_type, rotation), 5), {}, {}};
+  Filled f{make_store(s, test::cache_types(k_type, v_type, rotation), isa(), 5), {}, {}};
   f.k = gaussian(static_cast<size_t>(s.n_ctx * s.n_head_kv * s.head_dim_k), seed);
   f.v = gaussian(static_cast<size_t>(s.n_ctx * s.n_head_kv * s.head_dim_v), seed + 1);
   for (int64_t layer = 0; layer < s.n_layer; ++layer) {
@@ -169,22 +169,22 @@ TEST(CodecStore, BitsPerValueAreTheFormatsSizes) {
   EXPECT_EQ(CacheType::parse("q4_0").bits_per_value(64), 4.5);
   const KvShape s{2, 3, 64, 32, 10};
   const CacheTypes q4_q8 = test::cache_types("q4_0", "q8_0");
-  EXPECT_EQ(q4_q8.bytes(s), static_cast<double>(make_store(s, q4_q8)->bytes()));
+  EXPECT_EQ(q4_q8.bytes(s), static_cast<double>(make_store(s, q4_q8, isa())->bytes()));
   EXPECT_EQ(q4_q8.bytes(s), 2.0 * 3 * 10 * (64 * 4.5 + 32 * 8.5) / 8);
 }
 
 TEST(CodecStore, ClearErrors) {
   const KvShape narrow{1, 1, 8, 8, 4};  // stories260K's heads
   try {
-    (void)make_store(narrow, test::cache_types("q4_0", "f16"));
+    (void)make_store(narrow, test::cache_types("q4_0", "f16"), isa());
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'q4_0' for K stores blocks of 32 values; this model's K heads are 8 wide"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW((void)make_store(narrow, test::cache_types("f16", "q8_0")), Error);
-  EXPECT_NO_THROW((void)make_store(narrow, test::cache_types("bf16", "f16", KvRotation::Hadamard), 1));
+  EXPECT_THROW((void)make_store(narrow, test::cache_types("f16", "q8_0"), isa()), Error);
+  EXPECT_NO_THROW((void)make_store(narrow, test::cache_types("bf16", "f16", KvRotation::Hadamard), isa(), 1));
   try {
     (void)CacheType::parse("q4_k");
     FAIL() << "no error";
@@ -218,7 +218,7 @@ TEST(TbqRows, ErrorIsTheLloydMaxQuantizers) {
     for (uint32_t seed = 0; seed < 200; ++seed) {
       const auto x = gaussian(static_cast<size_t>(dim), 1000 + seed);
       tbq_encode(spec, x.data(), dim, row.data());
-      tbq_decode(spec, row.data(), dim, back.data());
+      tbq_decode(spec, row.data(), dim, back.data(), isa());
       for (int64_t c = 0; c < dim; ++c) {
         err += std::pow(back[static_cast<size_t>(c)] - x[static_cast<size_t>(c)], 2);
         energy += std::pow(x[static_cast<size_t>(c)], 2);
@@ -242,7 +242,7 @@ TEST(TbqRows, SizesAndZeroRows) {
       std::vector<float> zero(static_cast<size_t>(dim), 0.0f), back(static_cast<size_t>(dim), 1.0f);
       std::vector<uint8_t> row(tbq_row_bytes(spec, dim));
       tbq_encode(spec, zero.data(), dim, row.data());
-      tbq_decode(spec, row.data(), dim, back.data());
+      tbq_decode(spec, row.data(), dim, back.data(), isa());
       EXPECT_EQ(back, zero) << spec.name << " " << dim;
     }
   }
@@ -251,36 +251,39 @@ TEST(TbqRows, SizesAndZeroRows) {
 // Every width decodes through the paths the store may take: odd widths (scalar), multiples of 16
 // (8-at-a-time tables), multiples of 32 (AVX-512 where present). All agree with a bit-by-bit decode.
 TEST(TbqRows, EveryDecodePathGivesTheSameValues) {
-  for (const TbqSpec& spec : tbq_specs()) {
-    for (const int64_t dim : {8, 24, 48, 64, 128, 256}) {
-      const auto x = gaussian(static_cast<size_t>(dim), 77);
-      std::vector<uint8_t> row(tbq_row_bytes(spec, dim));
-      tbq_encode(spec, x.data(), dim, row.data());
-      std::vector<float> got(static_cast<size_t>(dim));
-      tbq_decode(spec, row.data(), dim, got.data());
-      // The multi-row decode gives each row the same values (here: the row, then itself again).
-      std::vector<uint8_t> two(row);
-      two.insert(two.end(), row.begin(), row.end());
-      std::vector<float> both(static_cast<size_t>(2 * dim));
-      tbq_decode_rows(spec, two.data(), row.size(), 2, dim, both.data());
-      for (int64_t c = 0; c < dim; ++c) {
-        ASSERT_EQ(both[static_cast<size_t>(c)], got[static_cast<size_t>(c)]);
-        ASSERT_EQ(both[static_cast<size_t>(dim + c)], got[static_cast<size_t>(c)]);
-      }
-      uint16_t h;
-      std::memcpy(&h, row.data(), sizeof(h));
-      const float s = fp16_to_fp32(h);
-      const int64_t half = dim / 2;
-      for (int64_t c = 0; c < dim; ++c) {
-        const int bits = c < half ? spec.bits_hi : spec.bits_lo;
-        const uint8_t* plane = row.data() + 2;
-        int index = 0;
-        for (int k = 0; k < bits; ++k) {
-          index |= ((plane[c / 8] >> (c % 8)) & 1) << k;
-          plane += ((k < spec.bits_lo ? dim : half) + 7) / 8;
+  for (const Isa tier : available_isas()) {
+    SCOPED_TRACE(isa_name(tier));
+    for (const TbqSpec& spec : tbq_specs()) {
+      for (const int64_t dim : {8, 24, 48, 64, 128, 256}) {
+        const auto x = gaussian(static_cast<size_t>(dim), 77);
+        std::vector<uint8_t> row(tbq_row_bytes(spec, dim));
+        tbq_encode(spec, x.data(), dim, row.data());
+        std::vector<float> got(static_cast<size_t>(dim));
+        tbq_decode(spec, row.data(), dim, got.data(), tier);
+        // The multi-row decode gives each row the same values (here: the row, then itself again).
+        std::vector<uint8_t> two(row);
+        two.insert(two.end(), row.begin(), row.end());
+        std::vector<float> both(static_cast<size_t>(2 * dim));
+        tbq_decode_rows(spec, two.data(), row.size(), 2, dim, both.data(), tier);
+        for (int64_t c = 0; c < dim; ++c) {
+          ASSERT_EQ(both[static_cast<size_t>(c)], got[static_cast<size_t>(c)]);
+          ASSERT_EQ(both[static_cast<size_t>(dim + c)], got[static_cast<size_t>(c)]);
         }
-        ASSERT_EQ(got[static_cast<size_t>(c)], s * lloyd_max_levels(bits)[static_cast<size_t>(index)])
-            << spec.name << " dim " << dim << " coordinate " << c;
+        uint16_t h;
+        std::memcpy(&h, row.data(), sizeof(h));
+        const float s = fp16_to_fp32(h);
+        const int64_t half = dim / 2;
+        for (int64_t c = 0; c < dim; ++c) {
+          const int bits = c < half ? spec.bits_hi : spec.bits_lo;
+          const uint8_t* plane = row.data() + 2;
+          int index = 0;
+          for (int k = 0; k < bits; ++k) {
+            index |= ((plane[c / 8] >> (c % 8)) & 1) << k;
+            plane += ((k < spec.bits_lo ? dim : half) + 7) / 8;
+          }
+          ASSERT_EQ(got[static_cast<size_t>(c)], s * lloyd_max_levels(bits)[static_cast<size_t>(index)])
+              << spec.name << " dim " << dim << " coordinate " << c;
+        }
       }
     }
   }

@@ -80,9 +80,9 @@ TEST(ExactStoreTest, NttAndDirectAreBitIdenticalAndExact) {
   for (const Case& c : cases) {
     const KvShape shape{2, c.n_head_kv, c.head_dim, c.head_dim, c.n_ctx};
     const Filled f = random_cache(shape, static_cast<std::uint64_t>(c.head_dim * 31 + c.n_ctx));
-    auto ntt = make_exact_store(shape, ExactScores::Ntt);
-    auto crt = make_exact_store(shape, ExactScores::NttCrt);
-    auto direct = make_exact_store(shape, ExactScores::Direct);
+    auto ntt = make_exact_store(shape, ExactScores::Ntt, isa());
+    auto crt = make_exact_store(shape, ExactScores::NttCrt, isa());
+    auto direct = make_exact_store(shape, ExactScores::Direct, isa());
     fill(*ntt, f, 1);
     fill(*crt, f, 1);
     fill(*direct, f, 1);
@@ -186,27 +186,27 @@ TEST(ExactStoreTest, Avx2AndScalarKernelsAreBitIdentical) {
 
 TEST(ExactStoreTest, NamesSizesAndKinds) {
   const KvShape shape{3, 2, 80, 64, 10};
-  auto ntt = make_exact_store(shape, ExactScores::Ntt);
-  auto direct = make_exact_store(shape, ExactScores::Direct);
+  auto ntt = make_exact_store(shape, ExactScores::Ntt, isa());
+  auto direct = make_exact_store(shape, ExactScores::Direct, isa());
   EXPECT_EQ(ntt->type_name(), "exact-ntt");
   EXPECT_EQ(direct->type_name(), "exact-direct");
   EXPECT_TRUE(is_exact_store(*ntt));
   EXPECT_TRUE(is_exact_store(*direct));
-  EXPECT_FALSE(is_exact_store(*make_f32_store(shape)));
+  EXPECT_FALSE(is_exact_store(*make_f32_store(shape, isa())));
   const size_t rows = 3 * 2 * 10;
   // N = 128 residues per key row; rows padded to 16 int16; two float scales per row.
   EXPECT_EQ(ntt->bytes(), rows * (128 * 8 + 64 * 2 + 8));
   EXPECT_EQ(direct->bytes(), rows * (80 * 2 + 64 * 2 + 8));
-  EXPECT_THROW(make_exact_store(KvShape{1, 1, 0, 8, 8}, ExactScores::Direct), Error);
-  EXPECT_THROW(make_exact_store(KvShape{1, 1, 8, 8, 0}, ExactScores::Ntt), Error);
-  EXPECT_THROW(make_exact_store(KvShape{1, 1, 40000, 8, 8}, ExactScores::Ntt), Error);  // N > 2^15
-  EXPECT_THROW(make_exact_store(KvShape{1, 1, 8, 8, (1 << 23) + 1}, ExactScores::Direct), Error);
+  EXPECT_THROW(make_exact_store(KvShape{1, 1, 0, 8, 8}, ExactScores::Direct, isa()), Error);
+  EXPECT_THROW(make_exact_store(KvShape{1, 1, 8, 8, 0}, ExactScores::Ntt, isa()), Error);
+  EXPECT_THROW(make_exact_store(KvShape{1, 1, 40000, 8, 8}, ExactScores::Ntt, isa()), Error);  // N > 2^15
+  EXPECT_THROW(make_exact_store(KvShape{1, 1, 8, 8, (1 << 23) + 1}, ExactScores::Direct, isa()), Error);
 }
 
 TEST(ExactStoreTest, ZeroAndExtremeVectors) {
   const KvShape shape{1, 1, 4, 4, 4};
   for (ExactScores mode : {ExactScores::Ntt, ExactScores::Direct}) {
-    auto store = make_exact_store(shape, mode);
+    auto store = make_exact_store(shape, mode, isa());
     const float zero[4] = {0.0f, -0.0f, 0.0f, 0.0f};
     const float big[4] = {3e38f, -3e38f, 1.0f, 0.0f};
     const float unit[4] = {1.0f, 0.0f, 0.0f, 0.0f};
@@ -236,7 +236,7 @@ TEST(ExactStoreTest, PositionsAndTruncate) {
   const KvShape shape{2, 1, 8, 8, 6};
   const Filled f = random_cache(shape, 3);
   for (ExactScores mode : {ExactScores::Ntt, ExactScores::Direct}) {
-    auto store = make_exact_store(shape, mode);
+    auto store = make_exact_store(shape, mode, isa());
     const float* k = f.k.data();
     EXPECT_THROW(store->append(0, 6, k, k), Error);
     EXPECT_THROW(store->append(0, -1, k, k), Error);

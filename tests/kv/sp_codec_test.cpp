@@ -60,7 +60,7 @@ TEST(SpCodec, SizesAreTheSeedsAtWidth128) {
     EXPECT_THROW((void)sp_layout(*find_sp("sp"), bad), Error);
   }
   try {
-    (void)make_store({1, 1, 80, 80, 4}, test::cache_types("sp", "f16"));
+    (void)make_store({1, 1, 80, 80, 4}, test::cache_types("sp", "f16"), isa());
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'sp' (seed 000's VHT2 layout) needs K heads whose width is a power of two"),
@@ -147,7 +147,7 @@ TEST(SpCodec, FullVariantEncodesEveryLane) {
 // Relative RMS error of one store's scores on Gaussian rows, K of type `k_type`, V f32.
 double score_error(const KvShape& s, const char* k_type) {
   const CacheTypes types = test::cache_types(k_type, "f32");
-  auto store = make_store(s, types);
+  auto store = make_store(s, types, isa());
   EXPECT_EQ(store->type_name(), fmt::format("k {} / v f32 (vht2)", k_type));
   EXPECT_NEAR(types.bytes(s), static_cast<double>(store->bytes()), 1.0);  // calibration counted
   const auto k = gaussian(static_cast<size_t>(s.n_ctx * s.n_head_kv * s.head_dim_k), 11);

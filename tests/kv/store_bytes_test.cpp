@@ -26,11 +26,11 @@ TEST(StoreBytes, MatchTheStoresAllocations) {
     for (const char* k : {"f32", "f16"}) {
       for (const char* v : {"f32", "f16"}) {
         const CacheTypes types = test::cache_types(k, v);
-        EXPECT_EQ(types.bytes(s), static_cast<double>(make_store(s, types)->bytes())) << k << "/" << v;
+        EXPECT_EQ(types.bytes(s), static_cast<double>(make_store(s, types, isa())->bytes())) << k << "/" << v;
       }
     }
     for (const ExactScores scores : {ExactScores::Direct, ExactScores::Ntt, ExactScores::NttCrt}) {
-      EXPECT_EQ(exact_store_bytes(s, scores), static_cast<double>(make_exact_store(s, scores)->bytes()))
+      EXPECT_EQ(exact_store_bytes(s, scores), static_cast<double>(make_exact_store(s, scores, isa())->bytes()))
           << "head dims " << s.head_dim_k << "/" << s.head_dim_v;
     }
   }
@@ -41,14 +41,14 @@ TEST(StoreBytes, AbsurdShapesNeitherOverflowNorAllocate) {
   EXPECT_GT(CacheTypes{}.bytes(huge), 1e30);
   EXPECT_GT(exact_store_bytes(huge, ExactScores::Ntt), 1e30);
   try {
-    (void)make_store({4, 4, 64, 64, int64_t{1} << 40}, test::cache_types("f16", "f16"));
+    (void)make_store({4, 4, 64, 64, int64_t{1} << 40}, test::cache_types("f16", "f16"), isa());
     FAIL() << "a 2^40-cell cache was allocated";
   } catch (const Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("needs"), std::string::npos) << msg;
     EXPECT_NE(msg.find("available"), std::string::npos) << msg;
   }
-  EXPECT_THROW((void)make_exact_store({1 << 16, 4, 64, 64, int64_t{1} << 22}, ExactScores::Direct), Error);
+  EXPECT_THROW((void)make_exact_store({1 << 16, 4, 64, 64, int64_t{1} << 22}, ExactScores::Direct, isa()), Error);
 }
 
 }  // namespace

@@ -158,7 +158,7 @@ TEST(TileKernels, StoreTileMethodsMatchThePerHeadDefaults) {
   for (const char* type : {"f32", "f16"}) {
     SCOPED_TRACE(type);
     const KvShape shape{2, 2, 64, 64, 400};
-    auto store = make_store(shape, test::cache_types(type, type));
+    auto store = make_store(shape, test::cache_types(type, type), isa());
     std::mt19937 rng(7);
     std::normal_distribution<float> g(0.0f, 1.0f);
     std::vector<float> k(128), v(128);

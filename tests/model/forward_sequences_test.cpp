@@ -219,8 +219,8 @@ TEST(ForwardSequences, AllTokensOfOneStoreMatchForward) {
   // One store for the whole batch, every row wanted: forward()'s own case.
   const auto m = stories();
   backend::CpuOps ops;
-  auto a = kv::make_f32_store(shape_of(*m));
-  auto b = kv::make_f32_store(shape_of(*m));
+  auto a = kv::make_f32_store(shape_of(*m), isa());
+  auto b = kv::make_f32_store(shape_of(*m), isa());
   const auto toks = tokens(*m, 3, 9);
   const std::vector<float> expected = forward(*m, ops, *a, toks, 0);
   std::vector<kv::KvStore*> stores(toks.size(), b.get());
@@ -235,8 +235,8 @@ TEST(ForwardSequences, AllTokensOfOneStoreMatchForward) {
 TEST(ForwardSequences, NoLogitsWantedWritesNone) {
   const auto m = stories();
   backend::CpuOps ops;
-  auto a = kv::make_f32_store(shape_of(*m));
-  auto b = kv::make_f32_store(shape_of(*m));
+  auto a = kv::make_f32_store(shape_of(*m), isa());
+  auto b = kv::make_f32_store(shape_of(*m), isa());
   const std::vector<kv::KvStore*> stores = {a.get(), a.get(), b.get()};
   const std::vector<int32_t> toks = {5, 6, 7}, positions = {0, 1, 0};
   const std::vector<uint8_t> want = {0, 0, 0};
@@ -248,7 +248,7 @@ TEST(ForwardSequences, BatchGrowsTheWorkspaceNoMoreThanOneSequence) {
   backend::CpuOps ops;
   constexpr size_t kSeqs = 8;
   std::vector<std::unique_ptr<kv::KvStore>> kvs;
-  for (size_t i = 0; i < kSeqs + 1; ++i) kvs.push_back(kv::make_f32_store(shape_of(*m)));
+  for (size_t i = 0; i < kSeqs + 1; ++i) kvs.push_back(kv::make_f32_store(shape_of(*m), isa()));
   // One sequence of kSeqs tokens, all rows wanted: the workspace forward() needs for that batch.
   (void)forward(*m, ops, *kvs[kSeqs], tokens(*m, 1, kSeqs), 0);
   const size_t after_forward = ops.workspace().bytes();
@@ -340,7 +340,7 @@ struct LongStores {
     std::normal_distribution<float> g(0.0f, 2.0f);
     std::vector<float> k(128), v(128);
     for (size_t i = 0; i < n; ++i) {
-      stores.push_back(exact ? kv::make_exact_store(shape, kv::ExactScores::Direct) : kv::make_f32_store(shape));
+      stores.push_back(exact ? kv::make_exact_store(shape, kv::ExactScores::Direct, isa()) : kv::make_f32_store(shape, isa()));
       for (int64_t layer = 0; layer < 2; ++layer)
         for (int64_t pos = 0; pos < kLongCtx; ++pos) {
           for (float& x : k) x = g(rng);
@@ -377,13 +377,13 @@ TEST(ForwardSequences, AttentionRunsMatchOneCallPerStore) {
             alone[r].resize(positions[r].size() * 4 * 64);
             together[r].resize(alone[r].size());
             if (exact)
-              backend::exact_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), &pool);
+              backend::exact_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), isa(), &pool);
             else
               backend::tiled_attention(*s.stores[r], s.c, q[r].data(), positions[r], alone[r].data(), isa(), &pool);
             runs.push_back({s.stores[r].get(), q[r].data(), positions[r], together[r].data()});
           }
           if (exact)
-            backend::exact_attention(runs, s.c, &pool);
+            backend::exact_attention(runs, s.c, isa(), &pool);
           else
             backend::tiled_attention(runs, s.c, isa(), &pool);
           for (size_t r = 0; r < n_runs; ++r)
@@ -411,12 +411,12 @@ TEST(ForwardSequences, InputErrors) {
   const auto m = stories();
   backend::CpuOps ops;
   const kv::KvShape shape = shape_of(*m);
-  auto a = kv::make_f32_store(shape);
-  auto b = kv::make_f32_store(shape);
-  auto small = kv::make_f32_store(shape_of(*m, 4));
+  auto a = kv::make_f32_store(shape, isa());
+  auto b = kv::make_f32_store(shape, isa());
+  auto small = kv::make_f32_store(shape_of(*m, 4), isa());
   kv::KvShape wrong = shape;
   wrong.head_dim_k *= 2;
-  auto misshapen = kv::make_f32_store(wrong);
+  auto misshapen = kv::make_f32_store(wrong, isa());
   std::vector<float> logits(4 * static_cast<size_t>(m->n_vocab()));
   using Stores = std::vector<kv::KvStore*>;
   using Ints = std::vector<int32_t>;

@@ -50,7 +50,7 @@ TEST(LogitsVerb, WritesLogitsAndJson) {
 
   // Same numbers as the library (token by token, F32 cache).
   const auto m = model::Model::load(gguf::File::open(model));
-  auto kv = kv::make_f32_store({5, 4, 8, 8, 16});
+  auto kv = kv::make_f32_store({5, 4, 8, 8, 16}, isa());
   backend::CpuOps ops;
   const std::vector<int32_t> tokens = {1, 403, 407, 261, 378};
   const auto expected = model::evaluate_all(*m, ops, *kv, tokens, 1);

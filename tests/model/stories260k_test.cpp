@@ -32,7 +32,7 @@ std::vector<int32_t> sample_tokens() {
 std::vector<float> run(const model::Model& m, const std::vector<int32_t>& tokens, int64_t batch, int threads,
                        const char* k = "f32", const char* v = "f32") {
   const model::HParams& hp = m.hparams();
-  auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64}, test::cache_types(k, v));
+  auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64}, test::cache_types(k, v), isa());
   ThreadPool pool(threads);
   backend::CpuOps ops(&pool);
   return model::evaluate_all(m, ops, *kv, tokens, batch);
@@ -76,7 +76,7 @@ TEST(Stories260K, LastRowOnlyMatchesAllRows) {
   const auto tokens = sample_tokens();
   const auto full = run(*m, tokens, 512, 1);
   const model::HParams& hp = m->hparams();
-  auto kv = kv::make_f32_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64});
+  auto kv = kv::make_f32_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64}, isa());
   backend::CpuOps ops;
   std::vector<int32_t> positions(tokens.size());
   std::iota(positions.begin(), positions.end(), 0);
@@ -97,7 +97,7 @@ TEST(Stories260K, F16CacheIsClose) {
 TEST(Stories260K, PromptLongerThanContextIsAClearError) {
   const auto m = model::Model::load(gguf::File::open(stories()));
   const model::HParams& hp = m->hparams();
-  auto kv = kv::make_f32_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 8});
+  auto kv = kv::make_f32_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 8}, isa());
   backend::CpuOps ops;
   const auto tokens = sample_tokens();
   try {
@@ -106,7 +106,7 @@ TEST(Stories260K, PromptLongerThanContextIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("does not fit the context of 8"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(kv::make_store({1, 1, 8, 8, 4}, test::cache_types("q4_1", "f32")), Error);
+  EXPECT_THROW(kv::make_store({1, 1, 8, 8, 4}, test::cache_types("q4_1", "f32"), isa()), Error);
 }
 
 // A copy of stories260K with some metadata or tensors changed, for the error paths.

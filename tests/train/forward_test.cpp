@@ -38,7 +38,7 @@ std::vector<float> engine_logits(const gguf::File& file, const std::vector<int32
   ThreadPool pool(2);
   backend::CpuOps ops(&pool);
   auto kv = kv::make_store({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
-                            static_cast<int64_t>(tokens.size())}, kv::CacheTypes{});
+                            static_cast<int64_t>(tokens.size())}, kv::CacheTypes{}, isa());
   return model::evaluate_all(*model, ops, *kv, tokens, 512);
 }
 
