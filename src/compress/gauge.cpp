@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compress/linalg.hpp"
@@ -17,6 +18,12 @@
 namespace okapi::compress {
 
 namespace {
+
+// An error of the gauge transform, tagged with its setting.
+template <typename... Args>
+[[noreturn]] void gauge_error(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...), Setting::Gauge);
+}
 
 // Q (d x d, row-major, column i the i-th eigenvector, eigenvalues descending) and the fraction of
 // the trace in the first 10% of the directions.
@@ -37,7 +44,7 @@ std::vector<double> pca_basis(std::span<const double> moment, int64_t d, double*
 }
 
 std::vector<double> as_doubles(const gguf::TensorInfo& t) {
-  const std::vector<float> v = dequantized_matrix(t, "compress --gauge");
+  const std::vector<float> v = dequantized_matrix(t, "the gauge transform");
   return {v.begin(), v.end()};
 }
 
@@ -81,13 +88,13 @@ GaugeReport write_orthogonal_gauge(const gguf::File& file, std::span<const doubl
                                    const std::filesystem::path& out) {
   use_single_threaded_blas();
   if (file.architecture() != "llama") {
-    throw_error("compress --gauge: only llama-architecture models are supported, '{}' is {}", file.name(),
+    gauge_error("compress: gauge transform: only llama-architecture models are supported, '{}' is {}", file.name(),
                 file.architecture().empty() ? "unnamed" : file.architecture());
   }
   const gguf::TensorInfo& embd = file.tensor("token_embd.weight");
   const int64_t d = embd.shape[0];
   if (residual_second_moment.size() != static_cast<size_t>(d * d)) {
-    throw_error("compress --gauge: the residual second moment is not {} x {}", d, d);
+    gauge_error("compress: gauge transform: the residual second moment is not {} x {}", d, d);
   }
   for (const gguf::TensorInfo& t : file.tensors()) {
     const auto [layer, kind] = layer_and_kind(t.name);
@@ -97,12 +104,12 @@ GaugeReport write_orthogonal_gauge(const gguf::File& file, std::span<const doubl
                         (kind == "attn_norm" || kind == "ffn_norm" || kind == "attn_q" || kind == "attn_k" ||
                          kind == "attn_v" || kind == "attn_output" || kind == "ffn_gate" || kind == "ffn_up" ||
                          kind == "ffn_down"));
-    if (!known) throw_error("compress --gauge: tensor '{}' has no place in the gauge transform (biases, extra norms?)", t.name);
+    if (!known) gauge_error("compress: tensor '{}' has no place in the gauge transform (biases, extra norms?)", t.name);
   }
   GaugeReport report;
   const std::vector<double> q = pca_basis(residual_second_moment, d, &report.top_energy);
   const auto norm_of = [&](const std::string& name) {
-    const std::vector<float> g = dequantized_matrix(file.tensor(name), "compress --gauge");
+    const std::vector<float> g = dequantized_matrix(file.tensor(name), "the gauge transform");
     return std::vector<double>(g.begin(), g.end());
   };
   gguf::Writer writer;

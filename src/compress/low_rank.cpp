@@ -261,13 +261,16 @@ Plan make_plan(const gguf::File& file, const CompressOptions& options) {
   }
   std::string ranks = options.ranks == "auto" ? spec.ranks : options.ranks;
   const bool ranks_file = ranks != "energy" && ranks != "uniform" && ranks != "mcr";
-  if (ranks_file && options.ratio) throw_error("compress: --ranks FILE sets the ranks; leave out --ratio");
-  if (!ranks_file && !options.ratio) throw_error("compress: --ratio R is required (or --ranks FILE)");
+  if (ranks_file && options.ratio)
+    throw_error_for(Setting::Ratio, "compress: the ranks file '{}' sets the ranks; a ratio cannot be given too", ranks);
+  if (!ranks_file && !options.ratio)
+    throw_error_for(Setting::Ratio, "compress: a ratio is required unless a ranks file gives the ranks");
   if (options.ratio && !(*options.ratio > 0.0 && *options.ratio < 1.0)) {
-    throw_error("compress: --ratio is the fraction of the weight bytes to remove, in (0, 1); got {}", *options.ratio);
+    throw_error_for(Setting::Ratio, "compress: the ratio is the fraction of the weight bytes to remove, in (0, 1); got {}",
+                    *options.ratio);
   }
   if (spec.calibration && (!options.calibration || (spec.sequential && !options.source))) {
-    throw_error("compress: --method {} needs calibration text (--calib TEXT)", spec.name);
+    throw_error_for(Setting::Calibration, "compress: method {} needs calibration text", spec.name);
   }
   if (spec.stacking == Stacking::AcrossLayers && options.share_layers < 1) {
     throw_error("compress: layers per shared basis must be at least 1, got {}", options.share_layers);

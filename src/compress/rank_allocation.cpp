@@ -38,7 +38,10 @@ std::string strip_weight(std::string name) {
 
 std::map<std::string, int64_t> read_ranks_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw_error("compress: --ranks '{}' is not energy, uniform, mcr or auto, and no such file can be read", path);
+  if (!in) {
+    throw_error_for(Setting::Ranks, "compress: the ranks '{}' are not energy, uniform, mcr or auto, and no such file can "
+                    "be read", path);
+  }
   std::map<std::string, int64_t> ranks;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
@@ -148,7 +151,7 @@ Allocation allocate_ranks(std::vector<Unit>& units, const RankRequest& request) 
   Allocation allocation{mode, 0.0, {}};
   std::vector<double> scales;
   if (mode == "mcr") {
-    if (!request.calibration) throw_error("compress: --ranks mcr needs calibration text (--calib TEXT)");
+    if (!request.calibration) throw_error_for(Setting::Calibration, "compress: mcr ranks need calibration text");
     std::vector<std::string> phases;
     scales = mcr_layer_scales(request.calibration->layers, &phases);
     if (scales.empty()) {
@@ -187,9 +190,10 @@ Allocation allocate_ranks(std::vector<Unit>& units, const RankRequest& request) 
   const double target = request.target_saving;
   const double most = savings(0.0);
   if (most < target) {
-    throw_error("compress: --ratio {} asks to remove {:.0f} of {:.0f} bytes; factoring every matrix this method "
-                "factors at its lowest rank removes at most {:.0f} ({:.1f}%)",
-                request.ratio, target, request.bytes_before, most, 100.0 * most / request.bytes_before);
+    throw_error_for(Setting::Ratio,
+                    "compress: a ratio of {} asks to remove {:.0f} of {:.0f} bytes; factoring every matrix this method "
+                    "factors at its lowest rank removes at most {:.0f} ({:.1f}%)",
+                    request.ratio, target, request.bytes_before, most, 100.0 * most / request.bytes_before);
   }
   double lo = 0.0;  // savings(lo) >= target; the largest such parameter keeps the most
   for (int i = 0; i < 60; ++i) {

@@ -108,8 +108,11 @@ BenchSample run_bench_case(runtime::Engine& engine, const BenchCase& test, int64
   // The cache holds the whole test: depth + N cells, checked against the memory left before it
   // exists.
   const bool batched = test.n_prompt > 0 || test.n_depth > 0;
-  const char* flag = test.n_depth > 0 ? "-d" : test.n_gen == 0 ? "-p" : test.n_prompt == 0 ? "-n" : "-pg";
-  const auto kv = engine.make_kv(test.n_depth + n, {.batch = batched ? batch_size : 1, .flag = flag});
+  const Setting context = test.n_depth > 0 ? Setting::BenchDepth
+                          : test.n_gen == 0  ? Setting::BenchPrompt
+                          : test.n_prompt == 0 ? Setting::BenchGenerate
+                                               : Setting::BenchPromptGenerate;
+  const auto kv = engine.make_kv(test.n_depth + n, {.batch = batched ? batch_size : 1, .context = context});
   return out_of_memory_as_error("benchmarking",
                                 [&] { return run_bench_case_on(engine, *kv, test, batch_size, repetitions); });
 }

@@ -70,7 +70,7 @@ std::vector<kv::CacheTypes> parse_kv_eval_types(std::string_view list) {
   while (start <= list.size()) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string_view item = list.substr(start, comma - start);
-    if (item.empty()) throw_error("--types: empty entry in '{}'", list);
+    if (item.empty()) throw_error_for(Setting::KvEvalTypes, "the list of cache types '{}' has an empty entry", list);
     types.push_back(parse_kv_eval_type(item));
     start = comma + 1;
   }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <utility>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -61,11 +62,17 @@ double percentile(std::vector<double>& sorted, double fraction) {
   return sorted[lo] * (1 - t) + sorted[hi] * t;
 }
 
+// An error about the saved log-probs compared with, tagged with its setting.
+template <typename... Args>
+[[noreturn]] void saved_logits_error(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...), Setting::KlDivergence);
+}
+
 class BaseReader {
  public:
   BaseReader(const std::filesystem::path& path, const LogitsHeader& expected, std::span<const int32_t> tokens)
       : in_(path, std::ios::binary), path_(path) {
-    if (!in_) throw_error("--kl-divergence: cannot open {}", path.string());
+    if (!in_) saved_logits_error("the saved log-probs: cannot open {}", path.string());
     char magic[8] = {};
     uint32_t version = 0;
     LogitsHeader h;
@@ -73,18 +80,20 @@ class BaseReader {
     read(&version, 4);
     read(&h, sizeof h);
     if (std::memcmp(magic, kMagic, 8) != 0 || version != kVersion)
-      throw_error("--kl-divergence: {} is not an okapi logits file (version {})", path.string(), kVersion);
+      saved_logits_error("the saved log-probs: {} is not an okapi logits file (version {})", path.string(), kVersion);
     if (h.n_ctx != expected.n_ctx || h.n_vocab != expected.n_vocab || h.first != expected.first)
-      throw_error("--kl-divergence: {} has n_ctx {} / n_vocab {}, this run has n_ctx {} / n_vocab {}", path.string(),
+      saved_logits_error("the saved log-probs: {} has n_ctx {} / n_vocab {}, this run has n_ctx {} / n_vocab {}",
+                         path.string(),
                   h.n_ctx, h.n_vocab, expected.n_ctx, expected.n_vocab);
     if (h.n_chunk < expected.n_chunk)
-      throw_error("--kl-divergence: {} holds {} chunks, this run needs {}", path.string(), h.n_chunk,
+      saved_logits_error("the saved log-probs: {} holds {} chunks, this run needs {}", path.string(), h.n_chunk,
                   expected.n_chunk);
     std::vector<int32_t> saved(static_cast<size_t>(h.n_chunk) * h.n_ctx);
     read(saved.data(), saved.size() * sizeof(int32_t));
     for (size_t i = 0; i < tokens.size(); ++i)
       if (saved[i] != tokens[i])
-        throw_error("--kl-divergence: token {} differs ({} in {}, {} here): not the same text/tokenizer", i, saved[i],
+        saved_logits_error("the saved log-probs: token {} differs ({} in {}, {} here): not the same text/tokenizer", i,
+                           saved[i],
                     path.string(), tokens[i]);
   }
   void next_row(float* out, int64_t n_vocab) { read(out, static_cast<size_t>(n_vocab) * sizeof(float)); }
@@ -92,7 +101,7 @@ class BaseReader {
  private:
   void read(void* data, size_t size) {
     in_.read(static_cast<char*>(data), static_cast<std::streamsize>(size));
-    if (!in_) throw_error("--kl-divergence: {} is truncated", path_.string());
+    if (!in_) saved_logits_error("the saved log-probs: {} is truncated", path_.string());
   }
   std::ifstream in_;
   std::filesystem::path path_;

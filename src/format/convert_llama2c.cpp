@@ -302,7 +302,7 @@ gguf::Writer build_gguf(const Checkpoint& checkpoint, const Tokenizer& tokenizer
 
 ConvertSummary convert_file(const std::filesystem::path& checkpoint_path, const std::filesystem::path& tokenizer_path,
                             const std::filesystem::path& output, const ConvertOptions& options) {
-  check_output_path({output, "-o"}, {{checkpoint_path, "the checkpoint"}, {tokenizer_path, "--tokenizer"}});
+  check_output_path({output, "the output"}, {{checkpoint_path, "the checkpoint"}, {tokenizer_path, "the tokenizer"}});
   const Checkpoint checkpoint = Checkpoint::open(checkpoint_path);
   const Tokenizer tokenizer = open_tokenizer(tokenizer_path);
   const gguf::Writer writer = build_gguf(checkpoint, tokenizer, options);

@@ -255,10 +255,11 @@ TensorChoice rule_type(RuleState& s, const TensorDesc& t, DType type) {
   return choice;
 }
 
-void check_fits(const TensorDesc& t, DType type, std::string_view why) {
+// `why` the type was chosen, and the setting that chose it.
+void check_fits(const TensorDesc& t, DType type, std::string_view why, Setting setting) {
   if (t.shape[0] % block_size(type) == 0) return;
-  throw_error("tensor '{}': row length {} is not a multiple of {}'s block size {} ({})", t.name, t.shape[0],
-              dtype_name(type), block_size(type), why);
+  throw_error_for(setting, "tensor '{}': row length {} is not a multiple of {}'s block size {} ({})", t.name,
+                  t.shape[0], dtype_name(type), block_size(type), why);
 }
 
 std::string joined_mix_names() {
@@ -357,16 +358,16 @@ std::vector<TensorChoice> choose_tensor_types(const ModelFacts& model, std::span
     }
     TensorChoice choice{mix.default_type, true, false, mix.default_type};
     if (use_rules) choice = rule_type(state, t, mix.default_type);
-    // Explicit overrides win over the rules and the fallback, with or without --pure.
+    // Explicit overrides win over the rules and the fallback, with or without `pure`.
     if (options.token_embedding_type && t.name == "token_embd.weight") {
       choice = TensorChoice{*options.token_embedding_type, true, false, *options.token_embedding_type};
-      check_fits(t, choice.type, "requested by --token-embedding-type");
+      check_fits(t, choice.type, "the type requested for the token embedding", Setting::TokenEmbeddingType);
     }
     if (options.output_tensor_type && t.name == "output.weight") {
       choice = TensorChoice{*options.output_tensor_type, true, false, *options.output_tensor_type};
-      check_fits(t, choice.type, "requested by --output-tensor-type");
+      check_fits(t, choice.type, "the type requested for the output tensor", Setting::OutputTensorType);
     }
-    if (!use_rules) check_fits(t, choice.type, "--pure gives every weight the mix's type, with no fallback");
+    if (!use_rules) check_fits(t, choice.type, "every weight gets the mix's type, with no fallback", Setting::Pure);
     // A tensor already in the chosen type is copied as it is (llama.cpp does not requantize it).
     choice.convert = choice.type != t.type;
     choices[index] = choice;

@@ -32,7 +32,7 @@ fs::path default_model_path() {
   }
   std::string where;
   for (const auto& path : tried) where += "\n  " + path.string();
-  throw_error("no model given (-m) and the default model stories260K.gguf was not found; looked in:{}", where);
+  throw_error("no model given and the default model stories260K.gguf was not found; looked in:{}", where);
 }
 
 }  // namespace okapi::runtime

@@ -20,22 +20,20 @@ namespace okapi::runtime {
 
 namespace {
 
-// What to suggest for a run that does not fit: whatever holds a good share of the need.
-std::string advice(const model::MemoryEstimate& need, const EngineOptions& options, const Workload& work) {
-  std::vector<std::string> tips;
+// The settings whose change would make a run fit: whatever holds a good share of the need.
+std::vector<Remedy> remedies(const model::MemoryEstimate& need, const EngineOptions& options, const Workload& work) {
+  std::vector<Remedy> out;
   const double share = 0.25 * need.total();
   if (need.kv >= share || (work.logit_rows > 1 && need.scratch >= share)) {
-    tips.push_back(fmt::format("a smaller {}", work.flag));
+    out.push_back({work.context, "a smaller {}"});
     const kv::CacheType f32 = kv::CacheType::f32();
     if (!options.exact && need.kv >= share && (options.cache.k == f32 || options.cache.v == f32))
-      tips.emplace_back("a -ctk/-ctv f16 cache");
+      out.push_back({Setting::CacheTypes, "a {} f16 cache"});
   }
-  if (need.scratch >= share && work.batch > 1) tips.emplace_back("a smaller -b");
-  if (need.weights >= share) tips.emplace_back("running without --exact (it keeps int16 copies of the weights)");
-  if (tips.empty()) return {};
-  std::string text = "; try " + tips.front();
-  for (size_t i = 1; i < tips.size(); ++i) text += " or " + tips[i];
-  return text;
+  if (need.scratch >= share && work.batch > 1) out.push_back({Setting::BatchSize, "a smaller {}"});
+  if (need.weights >= share)
+    out.push_back({Setting::Exact, "running without {} (it keeps int16 copies of the weights)"});
+  return out;
 }
 
 }  // namespace
@@ -57,11 +55,11 @@ int64_t resolve_context(int64_t n_ctx, const model::HParams& hp) {
   return resolved;
 }
 
-bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, std::string_view flag) {
+bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, Setting context) {
   if (hp.n_ctx_train <= 0 || n_ctx <= hp.n_ctx_train) return false;
-  std::fprintf(stderr, "okapi: warning: %.*s %lld is beyond the model's trained context (%lld); quality will degrade\n",
-               static_cast<int>(flag.size()), flag.data(), static_cast<long long>(n_ctx),
-               static_cast<long long>(hp.n_ctx_train));
+  warn(fmt::format("a context of {} tokens is beyond the model's trained context ({}); quality will degrade", n_ctx,
+                   hp.n_ctx_train),
+       context);
   return true;
 }
 
@@ -79,8 +77,8 @@ model::RunShape run_shape(const EngineOptions& options, int threads, int64_t n_c
   return run;
 }
 
-std::string kv_description(const model::MemoryEstimate& need, const Workload& work, int64_t n_ctx) {
-  return fmt::format("KV cache {} for {} {}", format_bytes(need.kv), work.flag, n_ctx);
+std::string kv_description(const model::MemoryEstimate& need, int64_t n_ctx) {
+  return fmt::format("KV cache {} for a context of {} tokens", format_bytes(need.kv), n_ctx);
 }
 
 }  // namespace
@@ -93,7 +91,7 @@ void check_memory(const model::Model& model, const EngineOptions& options, int t
   // Copies that already exist have already lowered what is available.
   const double to_allocate = need.total() - (weights_loaded ? need.weights : 0.0);
   const MemoryBudget budget = available_memory();
-  const std::string kv_part = kv_description(need, work, n_ctx);
+  const std::string kv_part = kv_description(need, n_ctx);
   if (to_allocate > static_cast<double>(budget.bytes)) {
     std::string parts;
     if (need.weights > 0 && !weights_loaded) parts = fmt::format("int16 weights {}, ", format_bytes(need.weights));
@@ -102,9 +100,10 @@ void check_memory(const model::Model& model, const EngineOptions& options, int t
       parts += fmt::format("; the {} of weights are mapped from the file", format_bytes(need.mapped));
     if (need.weights > 0 && weights_loaded)
       parts += fmt::format("; the {} of int16 weights are already loaded", format_bytes(need.weights));
-    throw_error("{}: this run needs {} ({}), this machine has {} available ({}){}", model.file().name(),
-                format_bytes(to_allocate), parts, format_bytes(static_cast<double>(budget.bytes)), budget.source,
-                advice(need, options, work));
+    throw Error(fmt::format("{}: this run needs {} ({}), this machine has {} available ({})", model.file().name(),
+                            format_bytes(to_allocate), parts, format_bytes(static_cast<double>(budget.bytes)),
+                            budget.source),
+                Setting::None, remedies(need, options, work));
   }
 }
 
@@ -118,7 +117,7 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::O
     return ops.make_kv(shape, types);
   } catch (const std::bad_alloc&) {
     const model::MemoryEstimate need = model::estimate_memory(model.file(), hp, run_shape(options, threads, n_ctx, work));
-    throw_error("out of memory allocating the {}", kv_description(need, work, n_ctx));
+    throw_error("out of memory allocating the {}", kv_description(need, n_ctx));
   }
 }
 
@@ -186,7 +185,7 @@ std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work
   const int64_t cells = resolve_ctx(n_ctx);
   // load() has already had the backend prepare its weight copies.
   auto kv = make_checked_kv(*model_, *ops_, options_, threads(), cells, work, /*weights_loaded=*/true);
-  if (!warned_context_) warned_context_ = warn_beyond_trained_context(cells, hparams(), work.flag);
+  if (!warned_context_) warned_context_ = warn_beyond_trained_context(cells, hparams(), work.context);
   return kv;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kv/exact_store.hpp"
 #include "kv/cache_type.hpp"
@@ -40,20 +41,21 @@ inline constexpr int64_t kDefaultContextCap = 4096;
 // The context length for -c `n_ctx`; a negative one, or one beyond int32 positions, throws
 // okapi::UsageError stating the range.
 int64_t resolve_context(int64_t n_ctx, const model::HParams& hp);
-// "okapi: warning: -c N is beyond the model's trained context (M); quality will degrade" on stderr
-// when it is; returns whether it warned.
-bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, std::string_view flag = "-c");
+// Warns (okapi::warn, tagged with `context`, the setting that chose n_ctx) "a context of N tokens is
+// beyond the model's trained context (M); quality will degrade" when it is; returns whether it warned.
+bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, Setting context = Setting::ContextLength);
 
 // How a verb will use a KV cache, for the memory check made before it is allocated.
 struct Workload {
   int64_t batch = 512;          // tokens per forward pass (-b)
   int64_t logit_rows = 1;       // rows of logits kept at once (perplexity: a whole chunk)
-  std::string_view flag = "-c";  // the flag that set the context length, for messages
+  Setting context = Setting::ContextLength;  // the setting that chose the context length, for messages
 };
 
 // Estimates the weight copies, the KV cache of n_ctx cells and the scratch buffers of `work`
 // (model/memory_estimate.hpp) and throws okapi::Error "... needs X (weights, KV cache, scratch),
-// this machine has Y available; try ..." when they do not fit in available_memory(). Pass
+// this machine has Y available" when they do not fit in available_memory(), with the remedies
+// (a smaller context, an f16 cache, a smaller batch, no exact mode) that would lower the need. Pass
 // `weights_loaded` when the weight copies already exist (they are then not counted again).
 void check_memory(const model::Model& model, const EngineOptions& options, int threads, int64_t n_ctx,
                   const Workload& work, bool weights_loaded);

@@ -27,7 +27,8 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options) : engine_(
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& slot = slots_[i];
     slot.id = static_cast<int>(i);
-    slot.kv = engine_.make_kv(options_.n_ctx_per_slot, {.batch = options_.batch_size, .flag = options_.context_flag});
+    slot.kv =
+        engine_.make_kv(options_.n_ctx_per_slot, {.batch = options_.batch_size, .context = options_.context_setting});
     if (options_.drafters)
       slot.drafter = options_.drafters->make(*slot.kv, options_.drafter_seed + static_cast<uint32_t>(i));
   }

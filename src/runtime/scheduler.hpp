@@ -44,7 +44,7 @@ struct SchedulerOptions {
   uint32_t drafter_seed = 0x9e3779b9u;
   // True: steps run on a worker thread of the scheduler's own. False: the caller runs them (run_step).
   bool worker_thread = true;
-  std::string_view context_flag = "-c";  // the flag that set n_ctx_per_slot, for messages
+  Setting context_setting = Setting::ContextLength;  // the setting that chose n_ctx_per_slot, for messages
 };
 
 class QueueFull : public std::runtime_error {

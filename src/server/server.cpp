@@ -86,7 +86,7 @@ class ServerState {
     so.batch_size = options_.batch_size;
     so.max_queue = options_.max_queue;
     so.drafters = drafters_ ? &*drafters_ : nullptr;
-    so.context_flag = "-c/-np";  // each slot's context (-c / -np) is what meets the trained context
+    so.context_setting = Setting::SlotContext;  // each slot's context is what meets the trained context
     scheduler_ = std::make_unique<runtime::Scheduler>(*engine_, so);
     model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
     loaded_at_ = static_cast<int64_t>(std::time(nullptr));

@@ -199,15 +199,15 @@ std::vector<uint8_t> produce(const TensorPlan& t, DType type, uint64_t seed, Thr
 SynthReport write_synth(const SynthOptions& options, const std::filesystem::path& output,
                         const std::function<void(size_t, size_t, const std::string&)>& on_tensor) {
   const auto start = std::chrono::steady_clock::now();
-  check_output_path({output, "-o"});  // no inputs, but an existing directory is refused before the work
+  check_output_path({output, "the output"});  // no inputs, but an existing directory is refused before the work
   Preset preset = preset_by_name(options.preset);
   if (options.vocab != 0 && options.vocab < kMinVocab) {
-    throw_error("--vocab {}: must be at least {}", options.vocab, kMinVocab);
+    throw_error_for(Setting::Vocab, "the vocabulary must hold at least {} tokens, got {}", kMinVocab, options.vocab);
   }
   if (options.vocab != 0) preset.n_vocab = options.vocab;
   const std::string arch = resolve_arch(preset, options.arch);
   const quantize::MixSpec& mix = quantize::mix_by_name(options.type);
-  if (options.layers < 0) throw_error("--layers {}: must be positive", options.layers);
+  if (options.layers < 0) throw_error_for(Setting::Layers, "the layer count must be positive, got {}", options.layers);
   const int64_t n_layer = options.layers > 0 ? options.layers : preset.n_layer;
   const std::vector<TensorPlan> plan = plan_tensors(preset, n_layer);
 

@@ -277,7 +277,8 @@ ResumePoint load_newest_good_checkpoint(const std::filesystem::path& run_dir,
                                         const std::function<void(const std::string&)>& warn) {
   const auto found = list_checkpoints(run_dir);
   if (found.empty()) {
-    throw_error("--resume '{}': no checkpoints in {}", run_dir.string(), checkpoint_dir(run_dir).string());
+    throw_error_for(Setting::Resume, "the run '{}' cannot be resumed: no checkpoints in {}", run_dir.string(),
+                    checkpoint_dir(run_dir).string());
   }
   std::vector<std::pair<std::filesystem::path, std::string>> bad;  // newest first
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
@@ -300,7 +301,8 @@ ResumePoint load_newest_good_checkpoint(const std::filesystem::path& run_dir,
   }
   std::string reasons;
   for (const auto& [path, reason] : bad) reasons += fmt::format("\n  {}", reason);
-  throw_error("--resume '{}': none of its {} checkpoints can be used:{}", run_dir.string(), bad.size(), reasons);
+  throw_error("the run '{}' cannot be resumed: none of its {} checkpoints can be used:{}", run_dir.string(), bad.size(),
+              reasons);
 }
 
 std::filesystem::path checkpoint_dir(const std::filesystem::path& run_dir) { return run_dir / "checkpoints"; }

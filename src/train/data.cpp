@@ -127,7 +127,7 @@ std::vector<int32_t> tokenize_cached(const std::filesystem::path& text_file, con
 
 Dataset build_dataset(std::span<const std::filesystem::path> files, const TrainingTokenizer& tok,
                       const std::filesystem::path& cache_dir, double held_out_fraction, int64_t seq) {
-  if (files.empty()) throw_error("no --data files given");
+  if (files.empty()) throw_error_for(Setting::TrainData, "no training data given");
   if (!(held_out_fraction > 0.0 && held_out_fraction < 1.0)) {
     throw_error("held-out fraction must be in (0, 1), not {}", held_out_fraction);
   }
@@ -143,9 +143,10 @@ Dataset build_dataset(std::span<const std::filesystem::path> files, const Traini
   const auto n_held = static_cast<int64_t>(std::ceil(static_cast<double>(n) * held_out_fraction));
   const int64_t n_train = n - n_held;
   if (n_train < seq + 1 || n_held < seq + 1) {
-    throw_error("the data hold {} tokens: {} for training and {} held out, but each split needs at least seq + 1 = "
-                "{} tokens (use more text or a shorter --seq)",
-                n, n_train, n_held, seq + 1);
+    throw Error(fmt::format("the data hold {} tokens: {} for training and {} held out, but each split needs at least "
+                            "seq + 1 = {} tokens",
+                            n, n_train, n_held, seq + 1),
+                Setting::None, {{Setting::TrainData, "more text in {}"}, {Setting::Sequence, "a shorter {}"}});
   }
   data.sha256 = sha256_hex(all.data(), all.size() * sizeof(int32_t));
   data.train.assign(all.begin(), all.begin() + n_train);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <system_error>
+#include <utility>
 
 #include "core/error.hpp"
 #include "kernels/format_table.hpp"
@@ -13,6 +14,12 @@
 
 namespace okapi::train {
 namespace {
+
+// An error about the model a run starts from, tagged with its setting.
+template <typename... Args>
+[[noreturn]] void source_error(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...), Setting::InitFrom);
+}
 
 // ggml ne of a layout slot.
 std::vector<int64_t> expected_shape(const TensorSlot& s) {
@@ -29,20 +36,20 @@ std::optional<LowRankProjection> low_rank_in_file(const gguf::File& file, const 
   if (file.find_tensor(lr.in_factor) == nullptr) {
     const gguf::Value* shared = file.find("okapi.lr_in." + name);
     if (shared == nullptr) {
-      throw_error("--init-from '{}': tensor '{}.weight' is missing (and there are no low-rank factors '{}' / "
+      source_error("source model '{}': tensor '{}.weight' is missing (and there are no low-rank factors '{}' / "
                   "'{}.lr_out.weight')",
                   file.name(), name, lr.in_factor, name);
     }
-    if (!shared->is_string()) throw_error("--init-from '{}': metadata key 'okapi.lr_in.{}' is not a string", file.name(), name);
+    if (!shared->is_string()) source_error("source model '{}': metadata key 'okapi.lr_in.{}' is not a string", file.name(), name);
     lr.in_factor = shared->as_string();
   }
   const gguf::TensorInfo* in = file.find_tensor(lr.in_factor);
   if (in == nullptr) {
-    throw_error("--init-from '{}': {}'s in-factor '{}' (from okapi.lr_in.{}) is not a tensor of the file", file.name(),
+    source_error("source model '{}': {}'s in-factor '{}' (from okapi.lr_in.{}) is not a tensor of the file", file.name(),
                 name, lr.in_factor, name);
   }
   if (in->shape.size() != 2) {
-    throw_error("--init-from '{}': low-rank in-factor '{}' has {} dimensions, not 2 ([n_in, rank])", file.name(),
+    source_error("source model '{}': low-rank in-factor '{}' has {} dimensions, not 2 ([n_in, rank])", file.name(),
                 lr.in_factor, in->shape.size());
   }
   lr.rank = in->shape[1];
@@ -53,12 +60,12 @@ std::optional<LowRankProjection> low_rank_in_file(const gguf::File& file, const 
 
 SourceModel load_source_model(const std::filesystem::path& path, int64_t context_length) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw_error("--init-from '{}' is not a readable file", path.string());
+  if (!std::filesystem::is_regular_file(path, ec)) source_error("source model '{}' is not a readable file", path.string());
   const gguf::File file = gguf::File::open(path);
-  const std::string where = fmt::format("--init-from '{}'", path.string());
+  const std::string where = fmt::format("source model '{}'", path.string());
   const std::string arch = file.architecture();
   if (arch != "llama") {
-    throw_error("{}: architecture '{}' is not one the trainer can fine-tune (it represents the llama architecture: "
+    source_error("{}: architecture '{}' is not one the trainer can fine-tune (it represents the llama architecture: "
                 "pre-norm blocks, SwiGLU, no biases, float weights)",
                 where, arch.empty() ? "(none)" : arch);
   }
@@ -66,19 +73,19 @@ SourceModel load_source_model(const std::filesystem::path& path, int64_t context
   try {
     hp = model::HParams::from_gguf(file);
   } catch (const Error& e) {
-    throw_error("{}: {}", where, e.what());
+    source_error("{}: {}", where, e.what());
   }
   const int64_t head_dim = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0;
   if (hp.head_dim_k != head_dim || hp.head_dim_v != head_dim) {
-    throw_error("{}: head sizes k {} / v {} differ from embedding_length / head_count = {}; the trainer's attention "
+    source_error("{}: head sizes k {} / v {} differ from embedding_length / head_count = {}; the trainer's attention "
                 "has one head size",
                 where, hp.head_dim_k, hp.head_dim_v, head_dim);
   }
   if (hp.n_rot != head_dim) {
-    throw_error("{}: RoPE rotates {} of {} head dimensions; the trainer rotates all of them", where, hp.n_rot, head_dim);
+    source_error("{}: RoPE rotates {} of {} head dimensions; the trainer rotates all of them", where, hp.n_rot, head_dim);
   }
   if (hp.rope_scaling_type != "none" || hp.rope_freq_scale != 1.0f) {
-    throw_error("{}: RoPE scaling '{}' (factor {}) is not represented by the trainer", where, hp.rope_scaling_type,
+    source_error("{}: RoPE scaling '{}' (factor {}) is not represented by the trainer", where, hp.rope_scaling_type,
                 hp.rope_scaling_factor);
   }
 
@@ -96,7 +103,7 @@ SourceModel load_source_model(const std::filesystem::path& path, int64_t context
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   c.seq_len = context_length > 0 ? context_length : hp.n_ctx_train;
   if (c.seq_len <= 0) {
-    throw_error("{}: the file records no context length (llama.context_length); give one with --ctx", where);
+    throw_error_for(Setting::TrainContext, "{}: the file records no context length (llama.context_length)", where);
   }
   c.hidden_dim = hp.n_ff;
   if (c.hidden_dim == 0) {  // the width of the first gate, dense or factored
@@ -114,28 +121,28 @@ SourceModel load_source_model(const std::filesystem::path& path, int64_t context
   try {
     c.validate();
   } catch (const Error& e) {
-    throw_error("{}: {}", where, e.what());
+    source_error("{}: {}", where, e.what());
   }
   const ParameterLayout layout(c);
   source.params.resize(layout.total());
   std::set<std::string_view> used;
   for (const TensorSlot& slot : layout.slots()) {
     const gguf::TensorInfo* t = file.find_tensor(slot.name);
-    if (t == nullptr) throw_error("{}: tensor '{}' is missing", where, slot.name);
+    if (t == nullptr) source_error("{}: tensor '{}' is missing", where, slot.name);
     const std::vector<int64_t> shape = expected_shape(slot);
     if (t->shape != shape) {
-      throw_error("{}: tensor '{}' has shape [{}], the model's hyper-parameters need [{}]", where, slot.name,
+      source_error("{}: tensor '{}' has shape [{}], the model's hyper-parameters need [{}]", where, slot.name,
                   fmt::join(t->shape, ", "), fmt::join(shape, ", "));
     }
     if (quant::find_format(t->type) == nullptr) {
-      throw_error("{}: tensor '{}' is stored as {}, which okapi cannot dequantize", where, slot.name, dtype_name(t->type));
+      source_error("{}: tensor '{}' is stored as {}, which okapi cannot dequantize", where, slot.name, dtype_name(t->type));
     }
     quant::dequantize_tensor(t->type, t->bytes(), t->shape, source.params.data() + slot.offset);
     used.insert(t->name);
   }
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (!used.contains(t.name)) {
-      throw_error("{}: tensor '{}' has no place in the trainer's llama model (it holds no biases, q/k norms, RoPE "
+      source_error("{}: tensor '{}' has no place in the trainer's llama model (it holds no biases, q/k norms, RoPE "
                   "frequency factors or extra tensors)",
                   where, t.name);
     }

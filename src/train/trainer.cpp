@@ -39,34 +39,50 @@ std::string format_rate(double tokens_per_second) {
   return fmt::format("{:.0f}", tokens_per_second);
 }
 
-void check_hyper(const TrainHyper& h, const ModelConfig& c) {
-  const auto positive = [](int64_t v, const char* flag) {
-    if (v <= 0) throw_error("{} must be positive, not {}", flag, v);
-  };
-  positive(h.steps, "--steps");
-  positive(h.batch, "--batch");
-  positive(h.seq, "--seq");
-  positive(h.accum, "--accum");
-  if (h.warmup < 0) throw_error("--warmup must not be negative, not {}", h.warmup);
-  if (h.seq > c.seq_len) {
-    throw_error("--seq {} is longer than the config's context {} (raise it with --ctx)", h.seq, c.seq_len);
+// A path as text that fmt::format reads literally (a Remedy's change is a format string).
+std::string escape_braces(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    out += c;
+    if (c == '{' || c == '}') out += c;
   }
-  if (!(h.lr > 0) || !std::isfinite(h.lr)) throw_error("--lr must be a positive number, not {}", h.lr);
-  if (!(h.lr_min >= 0) || h.lr_min > h.lr) throw_error("--lr-min must be in [0, --lr], not {}", h.lr_min);
-  if (!(h.weight_decay >= 0)) throw_error("--weight-decay must not be negative, not {}", h.weight_decay);
-  if (!(h.grad_clip >= 0)) throw_error("--grad-clip must not be negative (0: off), not {}", h.grad_clip);
+  return out;
 }
 
-// The run's files (and the caller's --export) must not replace what it reads; the checkpoint
+void check_hyper(const TrainHyper& h, const ModelConfig& c) {
+  const auto positive = [](int64_t v, Setting setting, const char* what) {
+    if (v <= 0) throw_error_for(setting, "the {} must be positive, not {}", what, v);
+  };
+  positive(h.steps, Setting::Steps, "number of steps");
+  positive(h.batch, Setting::TrainBatch, "batch (sequences per micro-batch)");
+  positive(h.seq, Setting::Sequence, "sequence length");
+  positive(h.accum, Setting::Accumulation, "accumulation (micro-batches per step)");
+  if (h.warmup < 0) throw_error_for(Setting::Warmup, "the warm-up steps must not be negative, not {}", h.warmup);
+  if (h.seq > c.seq_len) {
+    throw Error(fmt::format("sequences of {} tokens are longer than the config's context {}", h.seq, c.seq_len),
+                Setting::Sequence, {{Setting::TrainContext, "raising it with {}"}});
+  }
+  if (!(h.lr > 0) || !std::isfinite(h.lr))
+    throw_error_for(Setting::LearningRate, "the learning rate must be a positive number, not {}", h.lr);
+  if (!(h.lr_min >= 0) || h.lr_min > h.lr)
+    throw_error_for(Setting::LearningRateMin, "the final learning rate must be in [0, {}] (the peak), not {}", h.lr,
+                    h.lr_min);
+  if (!(h.weight_decay >= 0))
+    throw_error_for(Setting::WeightDecay, "the weight decay must not be negative, not {}", h.weight_decay);
+  if (!(h.grad_clip >= 0))
+    throw_error_for(Setting::GradClip, "the gradient clip must not be negative (0: off), not {}", h.grad_clip);
+}
+
+// The run's files (and the caller's export) must not replace what it reads; the checkpoint
 // folder and the cache are written and pruned under generated names, so nothing may lie inside.
 void check_run_paths(const TrainOptions& o) {
   OutputPlan paths;
-  for (const auto& file : o.data_files) paths.inputs.push_back({file, "--data"});
-  paths.inputs.push_back({o.tokenizer, "--tokenizer"});
-  if (!o.init_from.empty()) paths.inputs.push_back({o.init_from, "--init-from"});
-  for (const auto& model : o.eval_models) paths.inputs.push_back({model, "--eval-model"});
+  for (const auto& file : o.data_files) paths.inputs.push_back({file, "the training data"});
+  paths.inputs.push_back({o.tokenizer, "the tokenizer"});
+  if (!o.init_from.empty()) paths.inputs.push_back({o.init_from, "the model to start from"});
+  for (const auto& model : o.eval_models) paths.inputs.push_back({model, "the model to evaluate"});
   paths.outputs = {{o.out_dir / "train.csv", "the run's log"}, {o.out_dir / "loss.svg", "the run's loss plot"},
-                   {o.export_path, "--export"}};
+                   {o.export_path, "the export"}};
   paths.directories = {{o.out_dir, "the run directory"}};
   paths.owned_directories = {{checkpoint_dir(o.out_dir), "the checkpoint folder"}, {o.cache_dir, "the token cache"}};
   check_output_plan(paths);
@@ -110,8 +126,9 @@ struct Trainer::Runtime {
 };
 
 Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : options_(options) {
-  if (options_.out_dir.empty()) throw_error("no output directory (--out) given");
-  if (options_.threads < 1) throw_error("--threads must be at least 1, not {}", options_.threads);
+  if (options_.out_dir.empty()) throw_error_for(Setting::RunDirectory, "no run directory given");
+  if (options_.threads < 1)
+    throw_error_for(Setting::TrainThreads, "the thread count must be at least 1, not {}", options_.threads);
   if (options_.cache_dir.empty()) options_.cache_dir = options_.out_dir / "cache";
   if (resume_from) {
     const CheckpointMeta& m = resume_from->meta;
@@ -125,8 +142,10 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
   } else {
     hyper_ = options_.hyper;
     if (!list_checkpoints(options_.out_dir).empty()) {
-      throw_error("'{}' already holds checkpoints: continue it with --resume {} or choose another --out",
-                  options_.out_dir.string(), options_.out_dir.string());
+      const std::string dir = options_.out_dir.string();
+      throw Error(fmt::format("'{}' already holds checkpoints", dir), Setting::None,
+                  {{Setting::Resume, fmt::format("continuing it with {{}} {}", escape_braces(dir))},
+                   {Setting::RunDirectory, "another {}"}});
     }
   }
   std::optional<SourceModel> source;
@@ -138,8 +157,8 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
     config_ = source->config;
     export_metadata_ = source->export_metadata;
     if (options_.tokenizer == init_from_ && gguf::File::open(init_from_).find("tokenizer.ggml.tokens") == nullptr) {
-      throw_error("--init-from '{}' has no tokenizer.ggml.* vocabulary: give the tokenizer with --tokenizer",
-                  init_from_.string());
+      throw_error_for(Setting::Tokenizer, "the model '{}' to start from has no tokenizer.ggml.* vocabulary",
+                      init_from_.string());
     }
   } else {
     check_run_paths(options_);
@@ -162,7 +181,8 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
   if (ec) throw_error("cannot create '{}': {}", options_.out_dir.string(), ec.message());
   data_ = build_dataset(options_.data_files, *tokenizer_, options_.cache_dir, hyper_.held_out_fraction, hyper_.seq);
   if (resume_from && resume_from->meta.data_sha256 != data_.sha256) {
-    throw_error("the --data files do not hold the tokens the checkpoint was trained on (sha256 {} vs {})",
+    throw_error_for(Setting::TrainData,
+                    "the training data do not hold the tokens the checkpoint was trained on (sha256 {} vs {})",
                 data_.sha256, resume_from->meta.data_sha256);
   }
   eval_ = make_eval_windows(data_.held_out, hyper_.seq, options_.eval_windows);
@@ -311,7 +331,10 @@ TrainResult Trainer::run() {
     const double dt = runtime::now_seconds() - t0;
     r.seconds += dt;
     train_seconds_ += dt;
-    if (!std::isfinite(loss)) throw_error("the training loss became {} at step {} (lower --lr?)", loss, step_);
+    if (!std::isfinite(loss)) {
+      throw Error(fmt::format("the training loss became {} at step {}", loss, step_), Setting::None,
+                  {{Setting::LearningRate, "a lower {}"}});
+    }
     r.last_step = step_;
     r.last_train_loss = loss;
     const double rate = static_cast<double>(step_ - r.first_step + 1) * tokens_per_step / r.seconds;
@@ -363,7 +386,7 @@ TrainResult Trainer::run() {
 }
 
 double Trainer::bench(int64_t steps) {
-  if (steps <= 0) throw_error("--bench-steps must be positive, not {}", steps);
+  if (steps <= 0) throw_error_for(Setting::BenchSteps, "the steps to time must be positive, not {}", steps);
   float grad_norm = 0;
   train_step(hyper_.lr, &grad_norm);  // warm-up: buffers sized, pages touched
   const double t0 = runtime::now_seconds();

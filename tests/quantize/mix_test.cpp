@@ -328,7 +328,9 @@ TEST(MixRules, PureGivesEveryWeightTheTypeAndRefusesMisfits) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not a multiple"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--pure"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("every weight gets the mix's type, with no fallback"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.setting(), Setting::Pure) << e.what();  // the CLI names --pure
   }
 }
 

@@ -111,7 +111,7 @@ TEST_F(MemoryCheckCli, HugeContextIsRefusedBeforeAllocating) {
   const auto run = test::run_okapi_measured({"run", "-m", model_, "-n", "1", "-c", kHugeContext});
   expect_refused(run, "-c");
   EXPECT_TRUE(contains(run.output, "KV cache")) << run.output;
-  EXPECT_TRUE(contains(run.output, "for -c " + kHugeContext)) << run.output;
+  EXPECT_TRUE(contains(run.output, "for a context of " + kHugeContext + " tokens")) << run.output;
   EXPECT_TRUE(contains(run.output, "-ctk/-ctv f16")) << run.output;
   expect_refused(test::run_okapi_measured({"run", "-m", model_, "-n", "1", "-c", kHugeContext, "--exact"}), "-c");
   expect_refused(test::run_okapi_measured({"logits", "-m", model_, "-p", "hi", "-o", (dir_ / "l.bin").string(), "-c",
@@ -141,8 +141,8 @@ TEST_F(MemoryCheckCli, NegativeContextIsRefusedStatingTheRange) {
 TEST_F(MemoryCheckCli, ContextBeyondTrainingWarnsAndRuns) {
   const auto r = test::run_okapi_measured({"run", "-m", model_, "-n", "1", "-c", "256"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "okapi: warning: -c 256 is beyond the model's trained context (128); quality will "
-                                 "degrade"))
+  EXPECT_TRUE(contains(r.output, "okapi: warning: a context of 256 tokens is beyond the model's trained context (128); "
+                                 "quality will degrade (-c)"))
       << r.output;
   const auto within = test::run_okapi_measured({"run", "-m", model_, "-n", "1", "-c", "0"});
   EXPECT_EQ(within.exit_code, 0) << within.output;

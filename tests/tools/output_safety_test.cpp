@@ -230,7 +230,7 @@ TEST_F(OutputSafety, TrainKeepsInputsOutOfTheFilesItWritesInsideTheRun) {
   // Data where the log would go, as a file and as a symlink; data inside the token cache.
   fs::create_directories(work_ / "a");
   std::ofstream(work_ / "a" / "train.csv") << story;
-  expect_refused(train("a/train.csv", "a"), "the run's log 'a/train.csv' is the same file as --data");
+  expect_refused(train("a/train.csv", "a"), "the run's log 'a/train.csv' is the same file as the training data");
   fs::create_directories(work_ / "b");
   fs::create_symlink("../in/text.txt", work_ / "b" / "loss.svg");
   expect_refused(train("in/text.txt", "b"), "the run's loss plot");

@@ -95,7 +95,8 @@ TEST_F(CheckpointFallback, NoGoodCheckpointIsAnErrorListingEachReason) {
   }
   const auto r = resume();
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("okapi: error: --resume '" + run_.string() + "': none of its 3 checkpoints can be used"),
+  EXPECT_NE(r.output.find("okapi: error: the run '" + run_.string() +
+                          "' cannot be resumed: none of its 3 checkpoints can be used"),
             std::string::npos)
       << r.output;
   for (int64_t step = 1; step <= 3; ++step) {
