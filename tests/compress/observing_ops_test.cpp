@@ -81,8 +81,9 @@ TEST_F(ObservingOpsTest, OverExactOpsTheLogitsAreExactOpsBits) {
 
 TEST_F(ObservingOpsTest, AReplacementRunsAsItsFactorsProduct) {
   // blk.0.attn_output replaced by out · in with in = I (rank n) and out = W: the same function.
+  const model::WeightSet weights = model_->weights();  // a copy: w points into it
   const model::Weight* w = nullptr;
-  for (const model::Weight& m : model_->weights().matmul) {
+  for (const model::Weight& m : weights.matmul) {
     if (m.name == "blk.0.attn_output.weight") w = &m;
   }
   ASSERT_NE(w, nullptr);
