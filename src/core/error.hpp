@@ -14,7 +14,8 @@
 namespace okapi {
 
 // The caller's settings that library errors can blame. Each edge names them its own way: the CLI
-// (tools/okapi/cli_app.cpp, flag_of) by its flag, the server (server/api_error.cpp) by its flag.
+// (tools/okapi/cli_app.cpp) by its flag, the server (server/api_error.cpp) by its own flags, both
+// from setting_flag().
 enum class Setting {
   None,
   // The engine: context, batches, threads, KV cache and exact mode.
@@ -83,6 +84,11 @@ struct Remedy {
   Setting setting;
   std::string change;
 };
+
+// The okapi command-line flag that sets `setting` ("-c", "--lr"; empty for None): the table the
+// edges word errors with (the CLI after the fact, the server for the settings that are its own).
+// Library messages never use it.
+std::string_view setting_flag(Setting setting);
 
 class Error : public std::runtime_error {
  public:

@@ -7,63 +7,28 @@
 namespace okapi::server {
 namespace {
 
+// The settings an operator gives `okapi serve` (evaluation, training, compression and the like are
+// not): their flags are named to API clients.
 std::string_view server_flag_of(Setting setting) {
   switch (setting) {
-    case Setting::None: return {};
-    case Setting::ContextLength: return "-c";
-    case Setting::SlotContext: return "-c/-np";
-    case Setting::BatchSize: return "-b";
-    case Setting::Threads: return "-t";
-    case Setting::Slots: return "-np";
-    case Setting::CacheTypeK: return "-ctk";
-    case Setting::CacheTypeV: return "-ctv";
-    case Setting::CacheTypes: return "-ctk/-ctv";
-    case Setting::KvRotation: return "--kv-rotate";
-    case Setting::Exact: return "--exact";
-    case Setting::ExactAttention: return "--exact-attention";
-    case Setting::ExactRing: return "--exact-ring";
-    case Setting::Frobenius: return "--frobenius";
-    case Setting::Model: return "-m";
-    case Setting::DraftSkip: return "--draft-skip";
-    case Setting::DraftLength: return "--draft-min/--draft-max";
-    // Not server settings: evaluation, training, compression, quantization, synthetic models.
-    case Setting::Chunks:
-    case Setting::KlDivergence:
-    case Setting::KvEvalTypes:
-    case Setting::BenchPrompt:
-    case Setting::BenchGenerate:
-    case Setting::BenchPromptGenerate:
-    case Setting::BenchDepth:
-    case Setting::Repetitions:
-    case Setting::TrainData:
-    case Setting::Tokenizer:
-    case Setting::InitFrom:
-    case Setting::TrainContext:
-    case Setting::RunDirectory:
-    case Setting::Resume:
-    case Setting::Steps:
-    case Setting::TrainBatch:
-    case Setting::Sequence:
-    case Setting::Accumulation:
-    case Setting::Warmup:
-    case Setting::LearningRate:
-    case Setting::LearningRateMin:
-    case Setting::WeightDecay:
-    case Setting::GradClip:
-    case Setting::TrainThreads:
-    case Setting::BenchSteps:
-    case Setting::Ratio:
-    case Setting::Ranks:
-    case Setting::CompressMethod:
-    case Setting::Calibration:
-    case Setting::Gauge:
-    case Setting::Pure:
-    case Setting::OutputTensorType:
-    case Setting::TokenEmbeddingType:
-    case Setting::Vocab:
-    case Setting::Layers: return {};
+    case Setting::ContextLength:
+    case Setting::SlotContext:
+    case Setting::BatchSize:
+    case Setting::Threads:
+    case Setting::Slots:
+    case Setting::CacheTypeK:
+    case Setting::CacheTypeV:
+    case Setting::CacheTypes:
+    case Setting::KvRotation:
+    case Setting::Exact:
+    case Setting::ExactAttention:
+    case Setting::ExactRing:
+    case Setting::Frobenius:
+    case Setting::Model:
+    case Setting::DraftSkip:
+    case Setting::DraftLength: return setting_flag(setting);
+    default: return {};
   }
-  return {};
 }
 
 }  // namespace

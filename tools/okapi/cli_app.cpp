@@ -116,77 +116,17 @@ std::string describe_parse_error(const CLI::ParseError& e, const CLI::App& verb)
   return fmt::format("{}: {}{}", name, e.what(), help);
 }
 
-// The flag that sets what a library error blames (core/error.hpp): the library states the fact,
-// the command line names the flag to change.
-std::string_view flag_of(Setting setting) {
-  switch (setting) {
-    case Setting::None: return {};
-    case Setting::ContextLength: return "-c";
-    case Setting::SlotContext: return "-c/-np";
-    case Setting::BatchSize: return "-b";
-    case Setting::Threads: return "-t";
-    case Setting::Slots: return "-np";
-    case Setting::CacheTypeK: return "-ctk";
-    case Setting::CacheTypeV: return "-ctv";
-    case Setting::CacheTypes: return "-ctk/-ctv";
-    case Setting::KvRotation: return "--kv-rotate";
-    case Setting::Exact: return "--exact";
-    case Setting::ExactAttention: return "--exact-attention";
-    case Setting::ExactRing: return "--exact-ring";
-    case Setting::Frobenius: return "--frobenius";
-    case Setting::Model: return "-m";
-    case Setting::Chunks: return "--chunks";
-    case Setting::KlDivergence: return "--kl-divergence";
-    case Setting::KvEvalTypes: return "--types";
-    case Setting::BenchPrompt: return "-p";
-    case Setting::BenchGenerate: return "-n";
-    case Setting::BenchPromptGenerate: return "-pg";
-    case Setting::BenchDepth: return "-d";
-    case Setting::Repetitions: return "-r";
-    case Setting::DraftSkip: return "--draft-skip";
-    case Setting::DraftLength: return "--draft-min/--draft-max";
-    case Setting::TrainData: return "--data";
-    case Setting::Tokenizer: return "--tokenizer";
-    case Setting::InitFrom: return "--init-from";
-    case Setting::TrainContext: return "--ctx";
-    case Setting::RunDirectory: return "--out";
-    case Setting::Resume: return "--resume";
-    case Setting::Steps: return "--steps";
-    case Setting::TrainBatch: return "--batch";
-    case Setting::Sequence: return "--seq";
-    case Setting::Accumulation: return "--accum";
-    case Setting::Warmup: return "--warmup";
-    case Setting::LearningRate: return "--lr";
-    case Setting::LearningRateMin: return "--lr-min";
-    case Setting::WeightDecay: return "--weight-decay";
-    case Setting::GradClip: return "--grad-clip";
-    case Setting::TrainThreads: return "--threads";
-    case Setting::BenchSteps: return "--bench-steps";
-    case Setting::Ratio: return "--ratio";
-    case Setting::Ranks: return "--ranks";
-    case Setting::CompressMethod: return "--method";
-    case Setting::Calibration: return "--calib";
-    case Setting::Gauge: return "--gauge";
-    case Setting::Pure: return "--pure";
-    case Setting::OutputTensorType: return "--output-tensor-type";
-    case Setting::TokenEmbeddingType: return "--token-embedding-type";
-    case Setting::Vocab: return "--vocab";
-    case Setting::Layers: return "--layers";
-  }
-  return {};
-}
-
 // "the context holds only 512 tokens" + " (-c)"; a run that does not fit in memory + "; try a
 // smaller -c or a smaller -b".
 std::string with_flag(const Error& e) {
-  const std::string_view flag = flag_of(e.setting());
+  const std::string_view flag = setting_flag(e.setting());
   std::string text = flag.empty() ? std::string(e.what()) : fmt::format("{} ({})", e.what(), flag);
-  return text + remedy_advice(e.remedies(), flag_of);
+  return text + remedy_advice(e.remedies(), setting_flag);
 }
 
 // Library warnings (okapi::warn) name the flag as errors do.
 void print_warning(const std::string& message, Setting setting) {
-  const std::string_view flag = flag_of(setting);
+  const std::string_view flag = setting_flag(setting);
   if (flag.empty()) {
     std::fprintf(stderr, "okapi: warning: %s\n", message.c_str());
   } else {
