@@ -82,6 +82,10 @@ struct AttentionConfig {
   float scale = 1.0f;           // applied to q·k before the softmax
   int64_t sliding_window = 0;   // > 0: key j visible from query i iff 0 <= i - j < window
   float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale / softcap)
+  // gpt-oss: attention sinks, one logit per query head (n_head values; null: none). Head h's
+  // softmax denominator gains exp(sinks[h]) (a logit compared unscaled with the scaled scores,
+  // as ggml_soft_max_ext / ggml_flash_attn_ext_add_sinks); the sink has no value row.
+  const float* sinks = nullptr;
 };
 
 // The queries of one attention() call: tokens at `positions` over the store `kv` (already holding
