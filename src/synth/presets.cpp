@@ -41,6 +41,12 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "bitnet-2b-shape", .archs = {"bitnet-25", "bitnet-b1.58", "bitnet"}, .n_embd = 2560, .n_layer = 30,
                .n_head = 20, .n_head_kv = 5, .n_ff = 6912, .n_vocab = 128256, .context_length = 4096,
                .rope_base = 500000.0f, .tied = true, .sub_norms = true, .ternary = true});
+  // openai/gpt-oss-20b: 32 experts of width 2880, 4 used; even layers slide over 128 tokens, odd
+  // ones attend to everything (llama.cpp's pattern 2); YaRN factor 32 over 4096 original positions.
+  p.push_back({.name = "gpt-oss-20b", .archs = {"gpt-oss"}, .n_embd = 2880, .n_layer = 24, .n_head = 64,
+               .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_vocab = 201088, .context_length = 131072,
+               .rope_base = 150000.0f, .qkv_bias = true, .sliding_window = 128, .gpt_oss = true, .n_expert = 32,
+               .n_expert_used = 4, .n_ff_exp = 2880, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096});
   return p;
 }
 

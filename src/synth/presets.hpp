@@ -29,6 +29,17 @@ struct Preset {
   bool sub_norms = false;   // bitnet: attn_sub_norm, ffn_sub_norm
   bool ternary = false;     // bitnet: projections are s * {-1, 0, +1}
   int64_t sliding_window = 0;  // gemma3
+  // gpt-oss: a mixture of experts with router and expert biases, biases on every attention
+  // projection, attention sinks, the FFN norm named post_attention_norm, alternating sliding-window
+  // / full layers (sliding_window above) and YaRN rope.
+  bool gpt_oss = false;
+  int64_t n_expert = 0;            // expert_count
+  int64_t n_expert_used = 0;       // expert_used_count
+  int64_t n_ff_exp = 0;            // expert_feed_forward_length (one expert's width)
+  float yarn_factor = 0.0f;        // > 0: rope.scaling.type yarn with this factor
+  int64_t yarn_orig_ctx = 0;       // rope.scaling.original_context_length
+  float expert_gain = 1.0f;        // multiplies the experts' gate / up weights (tests: clamp that bites)
+  float sink_spread = 3.0f;        // standard deviation of the attention sinks
 
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };

@@ -68,6 +68,31 @@ std::string resolve_arch(const Preset& preset, const std::string& arch) {
   throw_error("preset '{}' cannot be written as architecture '{}'; valid: {}", preset.name, arch, valid);
 }
 
+// gpt-oss's layer: attention with biases and sinks, then a mixture of experts whose router and
+// experts all have biases, its input normed by post_attention_norm.
+void plan_gpt_oss_layer(const Preset& p, const std::string& b, std::vector<TensorPlan>& t) {
+  const int64_t q_dim = p.n_head * p.key_length(), kv_dim = p.n_head_kv * p.key_length();
+  const auto std_of = [&](int64_t fan_in, float gain) {
+    return gain * static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in)));
+  };
+  const auto weight = [&](const std::string& name, std::vector<int64_t> shape, float gain = 1.0f) {
+    t.push_back({b + name + ".weight", shape, Init::Weight, std_of(shape[0], gain)});
+    shape.erase(shape.begin());
+    t.push_back({b + name + ".bias", std::move(shape), Init::Bias, 0.2f});
+  };
+  t.push_back({b + "attn_norm.weight", {p.n_embd}, Init::Norm, 0.1f});
+  weight("attn_q", {p.n_embd, q_dim});
+  weight("attn_k", {p.n_embd, kv_dim});
+  weight("attn_v", {p.n_embd, kv_dim});
+  weight("attn_output", {q_dim, p.n_embd});
+  t.push_back({b + "attn_sinks.weight", {p.n_head}, Init::Bias, p.sink_spread});
+  t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::Norm, 0.1f});
+  weight("ffn_gate_inp", {p.n_embd, p.n_expert});
+  weight("ffn_gate_exps", {p.n_embd, p.n_ff_exp, p.n_expert}, p.expert_gain);
+  weight("ffn_up_exps", {p.n_embd, p.n_ff_exp, p.n_expert}, p.expert_gain);
+  weight("ffn_down_exps", {p.n_ff_exp, p.n_embd, p.n_expert});
+}
+
 }  // namespace
 
 std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
@@ -86,6 +111,10 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
   if (!p.tied) t.push_back({"output.weight", {p.n_embd, p.n_vocab}, Init::Embedding, inv_sqrt(p.n_embd)});
   for (int64_t il = 0; il < n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
+    if (p.gpt_oss) {
+      plan_gpt_oss_layer(p, b, t);
+      continue;
+    }
     t.push_back(norm(b + "attn_norm.weight", p.n_embd));
     t.push_back(weight(b + "attn_q.weight", p.n_embd, q_dim));
     t.push_back(weight(b + "attn_k.weight", p.n_embd, kv_dim));
@@ -165,6 +194,16 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
     w.set(k + "attention.value_length", u32(p.head_dim));
   }
   if (p.sliding_window > 0) w.set(k + "attention.sliding_window", u32(p.sliding_window));
+  if (p.gpt_oss) {  // gpt-oss: experts and YaRN, as convert_hf_to_gguf writes them
+    w.set(k + "expert_count", u32(p.n_expert));
+    w.set(k + "expert_used_count", u32(p.n_expert_used));
+    w.set(k + "expert_feed_forward_length", u32(p.n_ff_exp));
+    if (p.yarn_factor > 0.0f) {
+      w.set(k + "rope.scaling.type", std::string("yarn"));
+      w.set(k + "rope.scaling.factor", p.yarn_factor);
+      w.set(k + "rope.scaling.original_context_length", u32(p.yarn_orig_ctx));
+    }
+  }
   set_spm_vocab(w, p.n_vocab);
 }
 
@@ -215,7 +254,7 @@ SynthReport write_synth(const SynthOptions& options, const std::filesystem::path
   for (const auto& t : plan) descs.push_back({t.name, DType::F32, t.shape});
   quantize::MixOptions mix_options;
   mix_options.file_type = mix.file_type;
-  const quantize::ModelFacts facts{arch, n_layer, preset.n_head, preset.n_head_kv, 0};
+  const quantize::ModelFacts facts{arch, n_layer, preset.n_head, preset.n_head_kv, preset.n_expert};
   const auto choices = quantize::choose_tensor_types(facts, descs, mix_options);
 
   gguf::Writer writer;
