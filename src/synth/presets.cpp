@@ -41,6 +41,20 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "bitnet-2b-shape", .archs = {"bitnet-25", "bitnet-b1.58", "bitnet"}, .n_embd = 2560, .n_layer = 30,
                .n_head = 20, .n_head_kv = 5, .n_ff = 6912, .n_vocab = 128256, .context_length = 4096,
                .rope_base = 500000.0f, .tied = true, .sub_norms = true, .ternary = true});
+  // Mixture of experts. Qwen/Qwen3-30B-A3B
+  p.push_back({.name = "qwen3-30b-a3b", .archs = {"qwen3moe"}, .n_embd = 2048, .n_layer = 48, .n_head = 32,
+               .n_head_kv = 4, .head_dim = 128, .n_ff = 6144, .n_vocab = 151936, .context_length = 40960,
+               .rope_base = 1000000.0f, .rms_eps = 1e-6f, .qk_norm = true, .n_expert = 128, .n_expert_used = 8,
+               .n_ff_exp = 768});
+  // Qwen/Qwen2-57B-A14B
+  p.push_back({.name = "qwen2-57b-a14b", .archs = {"qwen2moe"}, .n_embd = 3584, .n_layer = 28, .n_head = 28,
+               .n_head_kv = 4, .n_ff = 18944, .n_vocab = 151936, .context_length = 32768, .rope_base = 1000000.0f,
+               .rms_eps = 1e-6f, .qkv_bias = true, .n_expert = 64, .n_expert_used = 8, .n_ff_exp = 2560,
+               .n_ff_shexp = 20480});
+  // mistralai/Mixtral-8x7B-v0.1 (llama.cpp: a llama with experts)
+  p.push_back({.name = "mixtral-8x7b", .archs = {"llama"}, .n_embd = 4096, .n_layer = 32, .n_head = 32,
+               .n_head_kv = 8, .n_ff = 14336, .n_vocab = 32000, .context_length = 32768, .rope_base = 1000000.0f,
+               .n_expert = 8, .n_expert_used = 2});
   return p;
 }
 

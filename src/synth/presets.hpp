@@ -29,6 +29,14 @@ struct Preset {
   bool sub_norms = false;   // bitnet: attn_sub_norm, ffn_sub_norm
   bool ternary = false;     // bitnet: projections are s * {-1, 0, +1}
   int64_t sliding_window = 0;  // gemma3
+  // Mixture of experts (qwen3moe, qwen2moe, llama = Mixtral): n_expert > 0 replaces the dense FFN
+  // by ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps.
+  int64_t n_expert = 0;       // {arch}.expert_count
+  int64_t n_expert_used = 0;  // {arch}.expert_used_count
+  int64_t n_ff_exp = 0;       // {arch}.expert_feed_forward_length (0: experts are n_ff wide, Mixtral)
+  int64_t n_ff_shexp = 0;     // > 0: a shared expert with a sigmoid gate (qwen2moe)
+
+  int64_t expert_width() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
 
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };

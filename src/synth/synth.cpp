@@ -103,10 +103,24 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
     t.push_back(weight(b + "attn_output.weight", q_dim, p.n_embd));
     if (p.post_norms) t.push_back(norm(b + "post_attention_norm.weight", p.n_embd));
     t.push_back(norm(b + "ffn_norm.weight", p.n_embd));
-    t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
-    t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
-    if (p.sub_norms) t.push_back(norm(b + "ffn_sub_norm.weight", p.n_ff));
-    t.push_back(weight(b + "ffn_down.weight", p.n_ff, p.n_embd));
+    if (p.n_expert > 0) {  // mixture of experts: router, 3-D expert tensors (ggml ne), shared expert
+      const int64_t n_ff = p.expert_width(), n_e = p.n_expert;
+      t.push_back(weight(b + "ffn_gate_inp.weight", p.n_embd, n_e));
+      t.push_back({b + "ffn_gate_exps.weight", {p.n_embd, n_ff, n_e}, Init::Weight, inv_sqrt(p.n_embd)});
+      t.push_back({b + "ffn_up_exps.weight", {p.n_embd, n_ff, n_e}, Init::Weight, inv_sqrt(p.n_embd)});
+      t.push_back({b + "ffn_down_exps.weight", {n_ff, p.n_embd, n_e}, Init::Weight, inv_sqrt(n_ff)});
+      if (p.n_ff_shexp > 0) {
+        t.push_back({b + "ffn_gate_inp_shexp.weight", {p.n_embd}, Init::Weight, inv_sqrt(p.n_embd)});
+        t.push_back(weight(b + "ffn_gate_shexp.weight", p.n_embd, p.n_ff_shexp));
+        t.push_back(weight(b + "ffn_up_shexp.weight", p.n_embd, p.n_ff_shexp));
+        t.push_back(weight(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd));
+      }
+    } else {
+      t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
+      t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
+      if (p.sub_norms) t.push_back(norm(b + "ffn_sub_norm.weight", p.n_ff));
+      t.push_back(weight(b + "ffn_down.weight", p.n_ff, p.n_embd));
+    }
     if (p.post_norms) t.push_back(norm(b + "post_ffw_norm.weight", p.n_embd));
   }
   return t;
@@ -165,6 +179,12 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
     w.set(k + "attention.value_length", u32(p.head_dim));
   }
   if (p.sliding_window > 0) w.set(k + "attention.sliding_window", u32(p.sliding_window));
+  if (p.n_expert > 0) {  // mixture of experts
+    w.set(k + "expert_count", u32(p.n_expert));
+    w.set(k + "expert_used_count", u32(p.n_expert_used));
+    if (p.n_ff_exp > 0) w.set(k + "expert_feed_forward_length", u32(p.n_ff_exp));
+    if (p.n_ff_shexp > 0) w.set(k + "expert_shared_feed_forward_length", u32(p.n_ff_shexp));
+  }
   set_spm_vocab(w, p.n_vocab);
 }
 
@@ -215,7 +235,7 @@ SynthReport write_synth(const SynthOptions& options, const std::filesystem::path
   for (const auto& t : plan) descs.push_back({t.name, DType::F32, t.shape});
   quantize::MixOptions mix_options;
   mix_options.file_type = mix.file_type;
-  const quantize::ModelFacts facts{arch, n_layer, preset.n_head, preset.n_head_kv, 0};
+  const quantize::ModelFacts facts{arch, n_layer, preset.n_head, preset.n_head_kv, preset.n_expert};
   const auto choices = quantize::choose_tensor_types(facts, descs, mix_options);
 
   gguf::Writer writer;
