@@ -12,5 +12,9 @@ std::unique_ptr<Model> make_qwen3(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_gemma3(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_bitnet(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_bitnet25(gguf::File file, HParams hparams);
+// Mixture of experts (llama_moe.hpp); make_llama calls make_mixtral when llama.expert_count > 0.
+std::unique_ptr<Model> make_qwen3moe(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_qwen2moe(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_mixtral(gguf::File file, HParams hparams);
 
 }  // namespace okapi::model

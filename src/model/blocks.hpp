@@ -17,6 +17,9 @@
 
 namespace okapi::model {
 
+struct MoeWeights;  // moe.hpp
+struct MoeParts;
+
 // A projection with its optional bias and optional one-element output scale (BitNet's `*.scale`).
 // A low-rank projection (okapi compress) keeps W ≈ out · in as two weights: `in` (rank x n_in,
 // tensor NAME.lr_in.weight) applied first, then `w` = out (n_out x rank, NAME.lr_out.weight).
@@ -122,6 +125,9 @@ class DecoderModel : public Model {
   Projection projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts);
   AttentionWeights attention_weights(const std::string& prefix, const AttentionParts& parts);
   FfnWeights ffn_weights(const std::string& prefix, int64_t n_ff, ProjectionParts parts, bool sub_norm);
+  // A mixture-of-experts FFN: ffn_norm, the router, each expert sliced from the 3-D ffn_*_exps
+  // tensors, and what `parts` adds (moe.hpp; defined in moe.cpp).
+  MoeWeights moe_weights(const std::string& prefix, const MoeParts& parts);
 
   // The whole forward pass of a pre-norm decoder: x = embd[tok]; per layer x += attention(x) with
   // 1/sqrt(head_dim) scaling, x += ffn(x); then output_logits.

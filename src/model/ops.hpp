@@ -97,6 +97,22 @@ struct AttentionRun {
   float* out = nullptr;
 };
 
+// Mixture of experts (moe.hpp): how a token's router logits pick its experts and weigh them, as
+// llama.cpp's build_moe_ffn does.
+enum class MoeGating {
+  Softmax,            // p = softmax(logits); top-k of p (+ selection bias); weights from p
+  Sigmoid,            // p = sigmoid(logits); likewise
+  SoftmaxOfSelected,  // top-k of the logits; weights = softmax over those k logits (gpt-oss)
+};
+struct MoeRouting {
+  int64_t n_expert = 0;
+  int64_t n_used = 0;               // experts per token (top-k), 1 <= n_used <= n_expert
+  MoeGating gating = MoeGating::Softmax;
+  bool normalize_weights = false;   // weights /= max(sum of the k weights, 2^-14)
+  float weights_scale = 0.0f;       // weights *= scale unless it is 0 or 1
+  const float* selection_bias = nullptr;  // [n_expert] added to p for the choice only (deepseek2's exp_probs_b)
+};
+
 // A backend. Besides the operations it owns what it computes with: the copies of the weights it
 // makes at load (prepare), the forward pass's buffers (workspace) and the KV stores (make_kv).
 class Ops {
@@ -152,6 +168,26 @@ class Ops {
   virtual void scale(const float* a, float s, int64_t n, float* out) = 0;
   // out[t] = dequantized row ids[t] of table (an embedding matrix of n_out rows of n_in).
   virtual void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) = 0;
+
+  // ---- mixture of experts (moe.hpp); the defaults compute in float with detmath's exp, the same
+  // bits on every build (exact mode uses them as they are) ----
+  // Each token's experts from its router logits [n_tokens x n_expert]: selected [n_tokens x n_used]
+  // in decreasing order of their selection score (ties: lower index first), weights likewise.
+  virtual void route_experts(const float* logits, int64_t n_tokens, const MoeRouting& routing, int32_t* selected,
+                             float* weights);
+  // out[i] = x[rows[i]], rows of n values.
+  virtual void gather_rows(const float* x, int64_t n, std::span<const int32_t> rows, float* out);
+  // out[t] = sum over j < n_used, in order j = 0, 1, ..., of weights[t][j] * y[rows[t][j]] (rows of
+  // n values; rows and weights [n_tokens x n_used]). A token's sum does not depend on the others.
+  virtual void combine_experts(const float* y, int64_t n, std::span<const int32_t> rows, const float* weights,
+                               int64_t n_used, int64_t n_tokens, float* out);
+  // out[t] += sigmoid(gate[t]) * y[t], n_tokens rows of n (qwen2moe's gated shared expert; the
+  // sigmoid as llama.cpp writes it: silu(g) / g).
+  virtual void add_sigmoid_gated(const float* y, const float* gate, int64_t n_tokens, int64_t n, float* out);
+  // gpt-oss's clamped SwiGLU: x = min(gate, limit), u = clamp(up, -limit, limit),
+  // out = x * sigmoid(alpha * x) * (u + 1); n_rows rows of n; out may alias gate.
+  virtual void swiglu_oai(const float* gate, const float* up, int64_t n_rows, int64_t n, float alpha, float limit,
+                          float* out);
 
  private:
   Workspace workspace_;

@@ -29,13 +29,18 @@ struct Preset {
   bool sub_norms = false;   // bitnet: attn_sub_norm, ffn_sub_norm
   bool ternary = false;     // bitnet: projections are s * {-1, 0, +1}
   int64_t sliding_window = 0;  // gemma3
-  // gpt-oss: a mixture of experts with router and expert biases, biases on every attention
+  // Mixture of experts (qwen3moe, qwen2moe, llama = Mixtral): n_expert > 0 replaces the dense FFN
+  // by ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps.
+  int64_t n_expert = 0;       // {arch}.expert_count
+  int64_t n_expert_used = 0;  // {arch}.expert_used_count
+  int64_t n_ff_exp = 0;       // {arch}.expert_feed_forward_length (0: experts are n_ff wide, Mixtral)
+  int64_t n_ff_shexp = 0;     // > 0: a shared expert with a sigmoid gate (qwen2moe)
+
+  int64_t expert_width() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
+  // gpt-oss (experts above): router and expert biases, biases on every attention
   // projection, attention sinks, the FFN norm named post_attention_norm, alternating sliding-window
   // / full layers (sliding_window above) and YaRN rope.
   bool gpt_oss = false;
-  int64_t n_expert = 0;            // expert_count
-  int64_t n_expert_used = 0;       // expert_used_count
-  int64_t n_ff_exp = 0;            // expert_feed_forward_length (one expert's width)
   float yarn_factor = 0.0f;        // > 0: rope.scaling.type yarn with this factor
   int64_t yarn_orig_ctx = 0;       // rope.scaling.original_context_length
   float expert_gain = 1.0f;        // multiplies the experts' gate / up weights (tests: clamp that bites)

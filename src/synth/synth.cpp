@@ -88,9 +88,9 @@ void plan_gpt_oss_layer(const Preset& p, const std::string& b, std::vector<Tenso
   t.push_back({b + "attn_sinks.weight", {p.n_head}, Init::Bias, p.sink_spread});
   t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::Norm, 0.1f});
   weight("ffn_gate_inp", {p.n_embd, p.n_expert});
-  weight("ffn_gate_exps", {p.n_embd, p.n_ff_exp, p.n_expert}, p.expert_gain);
-  weight("ffn_up_exps", {p.n_embd, p.n_ff_exp, p.n_expert}, p.expert_gain);
-  weight("ffn_down_exps", {p.n_ff_exp, p.n_embd, p.n_expert});
+  weight("ffn_gate_exps", {p.n_embd, p.expert_width(), p.n_expert}, p.expert_gain);
+  weight("ffn_up_exps", {p.n_embd, p.expert_width(), p.n_expert}, p.expert_gain);
+  weight("ffn_down_exps", {p.expert_width(), p.n_embd, p.n_expert});
 }
 
 }  // namespace
@@ -132,10 +132,24 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
     t.push_back(weight(b + "attn_output.weight", q_dim, p.n_embd));
     if (p.post_norms) t.push_back(norm(b + "post_attention_norm.weight", p.n_embd));
     t.push_back(norm(b + "ffn_norm.weight", p.n_embd));
-    t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
-    t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
-    if (p.sub_norms) t.push_back(norm(b + "ffn_sub_norm.weight", p.n_ff));
-    t.push_back(weight(b + "ffn_down.weight", p.n_ff, p.n_embd));
+    if (p.n_expert > 0) {  // mixture of experts: router, 3-D expert tensors (ggml ne), shared expert
+      const int64_t n_ff = p.expert_width(), n_e = p.n_expert;
+      t.push_back(weight(b + "ffn_gate_inp.weight", p.n_embd, n_e));
+      t.push_back({b + "ffn_gate_exps.weight", {p.n_embd, n_ff, n_e}, Init::Weight, inv_sqrt(p.n_embd)});
+      t.push_back({b + "ffn_up_exps.weight", {p.n_embd, n_ff, n_e}, Init::Weight, inv_sqrt(p.n_embd)});
+      t.push_back({b + "ffn_down_exps.weight", {n_ff, p.n_embd, n_e}, Init::Weight, inv_sqrt(n_ff)});
+      if (p.n_ff_shexp > 0) {
+        t.push_back({b + "ffn_gate_inp_shexp.weight", {p.n_embd}, Init::Weight, inv_sqrt(p.n_embd)});
+        t.push_back(weight(b + "ffn_gate_shexp.weight", p.n_embd, p.n_ff_shexp));
+        t.push_back(weight(b + "ffn_up_shexp.weight", p.n_embd, p.n_ff_shexp));
+        t.push_back(weight(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd));
+      }
+    } else {
+      t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
+      t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
+      if (p.sub_norms) t.push_back(norm(b + "ffn_sub_norm.weight", p.n_ff));
+      t.push_back(weight(b + "ffn_down.weight", p.n_ff, p.n_embd));
+    }
     if (p.post_norms) t.push_back(norm(b + "post_ffw_norm.weight", p.n_embd));
   }
   return t;
@@ -194,15 +208,16 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
     w.set(k + "attention.value_length", u32(p.head_dim));
   }
   if (p.sliding_window > 0) w.set(k + "attention.sliding_window", u32(p.sliding_window));
-  if (p.gpt_oss) {  // gpt-oss: experts and YaRN, as convert_hf_to_gguf writes them
+  if (p.n_expert > 0) {  // mixture of experts
     w.set(k + "expert_count", u32(p.n_expert));
     w.set(k + "expert_used_count", u32(p.n_expert_used));
-    w.set(k + "expert_feed_forward_length", u32(p.n_ff_exp));
-    if (p.yarn_factor > 0.0f) {
-      w.set(k + "rope.scaling.type", std::string("yarn"));
-      w.set(k + "rope.scaling.factor", p.yarn_factor);
-      w.set(k + "rope.scaling.original_context_length", u32(p.yarn_orig_ctx));
-    }
+    if (p.n_ff_exp > 0) w.set(k + "expert_feed_forward_length", u32(p.n_ff_exp));
+    if (p.n_ff_shexp > 0) w.set(k + "expert_shared_feed_forward_length", u32(p.n_ff_shexp));
+  }
+  if (p.gpt_oss && p.yarn_factor > 0.0f) {  // gpt-oss: YaRN, as convert_hf_to_gguf writes it
+    w.set(k + "rope.scaling.type", std::string("yarn"));
+    w.set(k + "rope.scaling.factor", p.yarn_factor);
+    w.set(k + "rope.scaling.original_context_length", u32(p.yarn_orig_ctx));
   }
   set_spm_vocab(w, p.n_vocab);
 }
