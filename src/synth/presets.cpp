@@ -41,14 +41,6 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "bitnet-2b-shape", .archs = {"bitnet-25", "bitnet-b1.58", "bitnet"}, .n_embd = 2560, .n_layer = 30,
                .n_head = 20, .n_head_kv = 5, .n_ff = 6912, .n_vocab = 128256, .context_length = 4096,
                .rope_base = 500000.0f, .tied = true, .sub_norms = true, .ternary = true});
-<<<<<<< HEAD
-  // openai/gpt-oss-20b: 32 experts of width 2880, 4 used; even layers slide over 128 tokens, odd
-  // ones attend to everything (llama.cpp's pattern 2); YaRN factor 32 over 4096 original positions.
-  p.push_back({.name = "gpt-oss-20b", .archs = {"gpt-oss"}, .n_embd = 2880, .n_layer = 24, .n_head = 64,
-               .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_vocab = 201088, .context_length = 131072,
-               .rope_base = 150000.0f, .qkv_bias = true, .sliding_window = 128, .gpt_oss = true, .n_expert = 32,
-               .n_expert_used = 4, .n_ff_exp = 2880, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096});
-=======
   // Mixture of experts. Qwen/Qwen3-30B-A3B
   p.push_back({.name = "qwen3-30b-a3b", .archs = {"qwen3moe"}, .n_embd = 2048, .n_layer = 48, .n_head = 32,
                .n_head_kv = 4, .head_dim = 128, .n_ff = 6144, .n_vocab = 151936, .context_length = 40960,
@@ -63,7 +55,12 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "mixtral-8x7b", .archs = {"llama"}, .n_embd = 4096, .n_layer = 32, .n_head = 32,
                .n_head_kv = 8, .n_ff = 14336, .n_vocab = 32000, .context_length = 32768, .rope_base = 1000000.0f,
                .n_expert = 8, .n_expert_used = 2});
->>>>>>> arch-moe
+  // openai/gpt-oss-20b: 32 experts of width 2880, 4 used; even layers slide over 128 tokens, odd
+  // ones attend to everything (llama.cpp's pattern 2); YaRN factor 32 over 4096 original positions.
+  p.push_back({.name = "gpt-oss-20b", .archs = {"gpt-oss"}, .n_embd = 2880, .n_layer = 24, .n_head = 64,
+               .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_vocab = 201088, .context_length = 131072,
+               .rope_base = 150000.0f, .qkv_bias = true, .sliding_window = 128, .n_expert = 32, .n_expert_used = 4,
+               .n_ff_exp = 2880, .gpt_oss = true, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096});
   return p;
 }
 
