@@ -16,5 +16,6 @@ std::unique_ptr<Model> make_bitnet25(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_qwen3moe(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_qwen2moe(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_mixtral(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_gpt_oss(gguf::File file, HParams hparams);  // gpt-oss (gpt_oss.cpp)
 
 }  // namespace okapi::model

@@ -6,7 +6,7 @@
 namespace okapi::model {
 
 std::span<const ArchitectureEntry> architectures() {
-  static const std::array<ArchitectureEntry, 9> entries = {{
+  static const std::array<ArchitectureEntry, 10> entries = {{
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
@@ -17,6 +17,7 @@ std::span<const ArchitectureEntry> architectures() {
       // mixture of experts (llama with experts: make_llama -> make_mixtral)
       {"qwen3moe", make_qwen3moe},
       {"qwen2moe", make_qwen2moe},
+      {"gpt-oss", make_gpt_oss},  // gpt-oss
   }};
   return entries;
 }

@@ -46,6 +46,15 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.ternary = true;
     p.tied = true;
   }
+  if (arch == "gpt-oss") {  // 2 of 4 experts, even layers windowed, YaRN
+    p.gpt_oss = true;
+    p.sliding_window = 16;
+    p.n_expert = 4;
+    p.n_expert_used = 2;
+    p.n_ff_exp = p.n_ff;
+    p.yarn_factor = 32.0f;
+    p.yarn_orig_ctx = 4096;
+  }
   return p;
 }
 
@@ -85,7 +94,10 @@ std::vector<uint8_t> compact(const gguf::File& file) {
 
 }  // namespace
 
-std::vector<std::string> tiny_model_archs() { return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe"}; }
+std::vector<std::string> tiny_model_archs() {
+  return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe",
+          "gpt-oss"};
+}
 
 std::vector<uint8_t> tiny_model(const std::string& arch) { return model_of_width(arch, 32); }
 

@@ -12,7 +12,8 @@
 namespace okapi::test {
 
 // "llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe" (8 experts,
-// top-4 / top-2, expert width n_embd; qwen2moe with a shared expert of 2 n_embd).
+// top-4 / top-2, expert width n_embd; qwen2moe with a shared expert of 2 n_embd), "gpt-oss" (4
+// experts, top-2, biases, sinks, windowed even layers, YaRN).
 std::vector<std::string> tiny_model_archs();
 // A valid GGUF of `arch` with 2 blocks, n_embd 32, 4 heads (2 KV heads), n_ff 64, 260 tokens and a
 // trained context of 128 (qwen3 and gemma3 with key_length 16 != n_embd / n_head).
