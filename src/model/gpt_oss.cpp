@@ -44,11 +44,6 @@ class GptOssModel final : public DecoderModel {
                   key, hp.n_expert);
     if (hp.n_ff_exp <= 0)
       throw_error("{}: missing or zero '{}expert_feed_forward_length' (the width of one expert)", file_.name(), key);
-    // The converter writes the experts' width (intermediate_size) under both keys; nothing else
-    // uses feed_forward_length, so a different value can only be a wrong file.
-    if (hp.n_ff > 0 && hp.n_ff != hp.n_ff_exp)
-      throw_error("{}: '{}feed_forward_length' is {} but '{}expert_feed_forward_length' is {} (gpt-oss writes the "
-                  "experts' width under both)", file_.name(), key, hp.n_ff, key, hp.n_ff_exp);
 
     load_embeddings();
     AttentionParts attn;
@@ -131,7 +126,14 @@ class GptOssModel final : public DecoderModel {
       }
       return out;
     }
-    const int64_t n = v != nullptr ? require_int(file_, key) : kDefaultSwaPattern;
+    int64_t n = kDefaultSwaPattern;
+    if (v != nullptr) {
+      try {
+        n = v->as_int();
+      } catch (const Error& e) {
+        throw_error("{}: '{}': {}", file_.name(), key, e.what());
+      }
+    }
     if (n < 0) throw_error("{}: '{}' must not be negative, got {}", file_.name(), key, n);
     for (int64_t il = 0; il < n_layer; ++il) out[static_cast<size_t>(il)] = (n == 0 || il % n < n - 1) ? 1 : 0;
     return out;

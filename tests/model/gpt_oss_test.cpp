@@ -5,11 +5,17 @@
 // SwiGLU clamp (limit 7) bites on a good share of the values, biases everywhere, YaRN rope.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
+#include "backend/cpu_ops.hpp"
 #include "core/error.hpp"
 #include "format/gguf.hpp"
+#include "model/evaluate.hpp"
 #include "model/model.hpp"
+#include "support/cache_types.hpp"
 #include "support/paths.hpp"
 #include "support/peer_logits.hpp"
+#include "support/tiny_models.hpp"
 #include "synth/synth.hpp"
 
 namespace okapi::test {
@@ -83,6 +89,53 @@ TEST_F(GptOss, Q8_0MatchesLlamaCppUpToNearTies) {
   check.near_tie = 0.12f;
   check.min_top1 = 0.95;
   expect_matches_peer(model, peer_test_prompt(), check);
+}
+
+// The logits of the tiny gpt-oss model (2 layers, window 16) over 40 tokens, with the window
+// pattern key set to `pattern` (absent: none set).
+std::vector<float> logits_with_pattern(const gguf::Value* pattern) {
+  const std::vector<uint8_t> base = tiny_model("gpt-oss");
+  const gguf::File base_file = gguf::File::parse(base, "gpt-oss");
+  const std::vector<uint8_t> bytes =
+      pattern ? with_metadata(base_file, "gpt-oss.attention.sliding_window_pattern", *pattern) : base;
+  const auto m = model::Model::load(gguf::File::parse(bytes, "gpt-oss"));
+  backend::CpuOps ops;
+  ops.prepare(m->weights());
+  const model::HParams& hp = m->hparams();
+  auto store = ops.make_kv({hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, 64},
+                           {cache_types("f32", "f32"), kv::ExactScores::Direct});
+  std::vector<int32_t> tokens(40);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  return model::evaluate_all(*m, ops, *store, tokens, 40);
+}
+
+gguf::Value bools(std::initializer_list<bool> values) {
+  gguf::Array a{gguf::ValueType::BOOL, {}};
+  for (const bool v : values) a.items.emplace_back(v);
+  return a;
+}
+
+// llama.cpp's set_swa_pattern: the default (2) windows the even layers; the key may give another
+// period (1: no window, 0: every layer windowed) or one bool per layer.
+TEST(GptOssWindows, PatternKeyAsLlamaCppReadsIt) {
+  const auto by_default = logits_with_pattern(nullptr);
+  const gguf::Value two = uint32_t{2}, one = uint32_t{1}, zero = uint32_t{0};
+  const gguf::Value even = bools({true, false}), none = bools({false, false}), all = bools({true, true});
+  EXPECT_EQ(logits_with_pattern(&two), by_default);
+  EXPECT_EQ(logits_with_pattern(&even), by_default);
+  EXPECT_EQ(logits_with_pattern(&one), logits_with_pattern(&none));
+  EXPECT_EQ(logits_with_pattern(&zero), logits_with_pattern(&all));
+  EXPECT_NE(logits_with_pattern(&one), by_default);  // the window (16) is shorter than the 40 tokens
+  EXPECT_NE(logits_with_pattern(&zero), by_default);
+  const gguf::Value three_layers = bools({true, false, true}), negative = int32_t{-2}, text = "two";
+  for (const gguf::Value* bad : {&three_layers, &negative, &text}) {
+    try {
+      logits_with_pattern(bad);
+      ADD_FAILURE() << "no error for " << bad->to_display();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("gpt-oss.attention.sliding_window_pattern"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
