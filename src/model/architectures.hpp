@@ -12,5 +12,9 @@ std::unique_ptr<Model> make_qwen3(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_gemma3(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_bitnet(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_bitnet25(gguf::File file, HParams hparams);
+// phi3, granite, smollm3
+std::unique_ptr<Model> make_phi3(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_granite(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_smollm3(gguf::File file, HParams hparams);
 
 }  // namespace okapi::model

@@ -79,6 +79,7 @@ void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size
 
 // The attention block of layer att.layer on s.x; writes s.o. Token t's K/V go to kv.store(t) and
 // its attention reads that store: store_kv + attention once per run of tokens sharing a store.
+// A rope with n_rot 0 leaves q and k unrotated (layers without rope: smollm3, granite).
 void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
                      const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
                      Scratch& s);
@@ -96,6 +97,16 @@ struct DecoderLayer {
 // selected rows are normed into s.h (gathered), so the LM head multiplies only those.
 void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output,
                    const LogitSelection& rows, Scratch& s, float* logits);
+
+// The scales and rope pattern some llama-like decoders add to the plain graph (granite,
+// smollm3); the defaults are the plain graph.
+struct PreNormOptions {
+  float embedding_scale = 1.0f;    // x = embd[tok] * embedding_scale
+  float residual_scale = 1.0f;     // x += residual_scale * block output, for both blocks
+  float attention_scale = 0.0f;    // multiplies q·k; 0: 1 / sqrt(head_dim)
+  float logit_scale = 1.0f;        // logits * (1 / logit_scale)
+  int64_t no_rope_layer_step = 0;  // > 0: layer il has no rope when (il + 1) % step == 0
+};
 
 // A decoder-only model made of these blocks: it owns the embedding, output norm and head, and
 // looks a layer's block tensors up by the usual GGUF names.
@@ -123,12 +134,13 @@ class DecoderModel : public Model {
   AttentionWeights attention_weights(const std::string& prefix, const AttentionParts& parts);
   FfnWeights ffn_weights(const std::string& prefix, int64_t n_ff, ProjectionParts parts, bool sub_norm);
 
+
   // The whole forward pass of a pre-norm decoder: x = embd[tok]; per layer x += attention(x) with
-  // 1/sqrt(head_dim) scaling, x += ffn(x); then output_logits.
+  // 1/sqrt(head_dim) scaling, x += ffn(x); then output_logits (with `options`' changes).
   void forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
                         std::span<const int32_t> positions, const LogitSelection& rows, float* logits,
                         std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,
-                        Activation ffn_activation) const;
+                        Activation ffn_activation, const PreNormOptions& options = {}) const;
 
   Weight token_embd_, output_norm_, output_;
 };

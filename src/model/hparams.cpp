@@ -154,7 +154,12 @@ class TensorCheck {
     if (hp_.n_ff > 0) {
       const Expected n_ff = single(keys_.quoted("feed_forward_length"), hp_.n_ff);
       expect("blk.0.ffn_gate.weight", {n_embd, n_ff});
-      expect("blk.0.ffn_up.weight", {n_embd, n_ff});
+      if (hp_.arch == "phi3") {  // phi3: ffn_up holds the gate and up halves
+        const std::optional<int64_t> both = checked_product(hp_.n_ff, 2);
+        expect("blk.0.ffn_up.weight", {n_embd, {fmt::format("2 x {} {}", keys_.quoted("feed_forward_length"), hp_.n_ff), both}});
+      } else {
+        expect("blk.0.ffn_up.weight", {n_embd, n_ff});
+      }
       expect("blk.0.ffn_down.weight", {n_ff, n_embd});
     }
     const std::string rot = keys_.key("rope.dimension_count");

@@ -6,7 +6,7 @@
 namespace okapi::model {
 
 std::span<const ArchitectureEntry> architectures() {
-  static const std::array<ArchitectureEntry, 7> entries = {{
+  static const std::array<ArchitectureEntry, 10> entries = {{
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
@@ -14,6 +14,10 @@ std::span<const ArchitectureEntry> architectures() {
       {"bitnet", make_bitnet},
       {"bitnet-25", make_bitnet25},
       {"bitnet-b1.58", make_bitnet25},
+      // phi3, granite, smollm3
+      {"phi3", make_phi3},
+      {"granite", make_granite},
+      {"smollm3", make_smollm3},
   }};
   return entries;
 }

@@ -32,6 +32,18 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.ternary = true;
     p.tied = true;
   }
+  // phi3, granite, smollm3 (smollm3's rope-less layer is the fourth: 2 blocks have none)
+  if (arch == "phi3") {
+    p.fused_qkv_up = true;
+    p.rope_dims = p.key_length() / 2;  // partial rotary
+    p.rope_orig_context = 64;          // LongRoPE factors
+  }
+  if (arch == "granite") {
+    p.embedding_scale = 12.0f;
+    p.residual_scale = 0.22f;
+    p.attention_scale = 0.125f;
+    p.logit_scale = 8.0f;
+  }
   return p;
 }
 
@@ -71,7 +83,11 @@ std::vector<uint8_t> compact(const gguf::File& file) {
 
 }  // namespace
 
-std::vector<std::string> tiny_model_archs() { return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25"}; }
+std::vector<std::string> tiny_model_archs() {
+  return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25",
+          // phi3, granite, smollm3
+          "phi3", "granite", "smollm3"};
+}
 
 std::vector<uint8_t> tiny_model(const std::string& arch) { return model_of_width(arch, 32); }
 

@@ -11,7 +11,7 @@
 
 namespace okapi::test {
 
-// "llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25".
+// "llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "phi3", "granite", "smollm3".
 std::vector<std::string> tiny_model_archs();
 // A valid GGUF of `arch` with 2 blocks, n_embd 32, 4 heads (2 KV heads), n_ff 64, 260 tokens and a
 // trained context of 128 (qwen3 and gemma3 with key_length 16 != n_embd / n_head).
