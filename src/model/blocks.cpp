@@ -188,7 +188,8 @@ void DecoderModel::load_embeddings() {
   uses_in_matmul(output_);
 }
 
-Projection DecoderModel::projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts) {
+Projection DecoderModel::projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts,
+                                    bool register_w) {
   const auto lookup = [this](Part part, const std::string& name, std::vector<int64_t> part_shape) {
     if (part == Part::Required) return tensor(name, std::move(part_shape));
     if (part == Part::Optional) return optional_tensor(name, std::move(part_shape));
@@ -211,7 +212,7 @@ Projection DecoderModel::projection(const std::string& prefix, std::vector<int64
   } else {
     p.w = tensor(prefix + ".weight", std::move(shape));
   }
-  uses_in_matmul(p.w);
+  if (register_w) uses_in_matmul(p.w);
   p.bias = lookup(parts.bias, prefix + ".bias", {n_out});
   p.scale = lookup(parts.scale, prefix + ".scale", {1});
   return p;

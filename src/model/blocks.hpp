@@ -23,6 +23,12 @@ namespace okapi::model {
 // An in-factor shared by several projections is stored once; the others carry the metadata key
 // kSharedInKeyPrefix + NAME naming its tensor.
 inline constexpr std::string_view kSharedInKeyPrefix = "okapi.lr_in.";
+// A fused tensor (phi3's attn_qkv, ffn_up) is used as row ranges named "<tensor>[<part>]"; the
+// stored tensor of such a weight name is the name without the bracket (other names: unchanged).
+inline std::string_view stored_tensor_name(std::string_view weight_name) {
+  const size_t bracket = weight_name.find('[');
+  return bracket == std::string_view::npos ? weight_name : weight_name.substr(0, bracket);
+}
 struct Projection {
   Weight w, bias, scale;
   Weight in;  // set only for a low-rank projection
@@ -130,7 +136,10 @@ class DecoderModel : public Model {
   // token_embd, output_norm and output (token_embd when output.weight is absent: tied).
   void load_embeddings();
   // `prefix` + ".weight" of ggml shape `shape`, with its bias / scale as `parts` says.
-  Projection projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts);
+  // register_w false: `w` (the whole weight, or the out-factor of a low-rank one) is not recorded
+  // for the matmuls; the caller passes row ranges of it instead (phi3's fused tensors).
+  Projection projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts,
+                        bool register_w = true);
   AttentionWeights attention_weights(const std::string& prefix, const AttentionParts& parts);
   FfnWeights ffn_weights(const std::string& prefix, int64_t n_ff, ProjectionParts parts, bool sub_norm);
 

@@ -12,6 +12,7 @@
 // attention.sliding_window is ignored, as llama.cpp does for phi3 ("Phi SWA is currently
 // disabled"): every layer attends to the whole context, so the logits stay llama.cpp's.
 #include <deque>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -55,36 +56,47 @@ class Phi3Model final : public DecoderModel {
     const HParams& hp = hparams_;
     const AttentionDims d = attention_dims(hp);
     DecoderLayer l;
-    if (file_.find_tensor(p + "attn_qkv.weight") == nullptr) {
+    const bool fused_qkv = file_.find_tensor(p + "attn_qkv.weight") || file_.find_tensor(p + "attn_qkv.lr_out.weight");
+    if (!fused_qkv) {
       l.attn = attention_weights(p, {});
     } else {
       l.attn.norm = tensor(p + "attn_norm.weight", {hp.n_embd});
-      const Weight qkv = tensor(p + "attn_qkv.weight", {hp.n_embd, d.n_q + d.n_k + d.n_v});
-      const Weight qkv_bias = optional_tensor(p + "attn_qkv.bias", {d.n_q + d.n_k + d.n_v});
-      Projection* parts[] = {&l.attn.q, &l.attn.k, &l.attn.v};
-      const int64_t widths[] = {d.n_q, d.n_k, d.n_v};
-      const char* names[] = {"q", "k", "v"};
-      int64_t first = 0;
-      for (size_t i = 0; i < 3; ++i) {
-        parts[i]->w = rows_of(qkv, first, widths[i], names[i]);
-        uses_in_matmul(parts[i]->w);
-        if (qkv_bias) parts[i]->bias = rows_of(qkv_bias, first, widths[i], names[i]);
-        first += widths[i];
-      }
+      split(p + "attn_qkv", {{&l.attn.q, d.n_q, "q"}, {&l.attn.k, d.n_k, "k"}, {&l.attn.v, d.n_v, "v"}},
+            Part::Optional);
       l.attn.o = projection(p + "attn_output", {d.n_o, hp.n_embd}, {});
     }
     l.ffn.norm = tensor(p + "ffn_norm.weight", {hp.n_embd});
-    const Weight gate_up = tensor(p + "ffn_up.weight", {hp.n_embd, 2 * n_ff});
-    l.ffn.gate.w = rows_of(gate_up, 0, n_ff, "gate");
-    l.ffn.up.w = rows_of(gate_up, n_ff, n_ff, "up");
-    uses_in_matmul(l.ffn.gate.w);
-    uses_in_matmul(l.ffn.up.w);
+    split(p + "ffn_up", {{&l.ffn.gate, n_ff, "gate"}, {&l.ffn.up, n_ff, "up"}}, Part::None);
     l.ffn.down = projection(p + "ffn_down", {n_ff, hp.n_embd}, {});
     return l;
   }
 
+  // The fused projection `prefix` (its rows: each part's, in order) as one projection per part:
+  // row ranges of the weight (of the out-factor, the in-factor shared, for a low-rank one made
+  // by okapi compress) and of the bias.
+  struct PartOf {
+    Projection* projection;
+    int64_t rows;
+    const char* name;
+  };
+  void split(const std::string& prefix, std::initializer_list<PartOf> parts, Part bias) {
+    int64_t n_out = 0;
+    for (const PartOf& part : parts) n_out += part.rows;
+    const Projection fused = projection(prefix, {hparams_.n_embd, n_out}, {.bias = bias}, /*register_w=*/false);
+    int64_t first = 0;
+    for (const PartOf& part : parts) {
+      Projection& out = *part.projection;
+      out.in = fused.in;
+      out.w = rows_of(fused.w, first, part.rows, part.name);
+      uses_in_matmul(out.w);
+      out.bias = rows_of(fused.bias, first, part.rows, part.name);
+      first += part.rows;
+    }
+  }
+
   // Rows [first, first + count) of the 2-D weight `w` (elements, for a 1-D one) as a weight of
-  // its own, named "<w's name>[part]" (distinct names: backends and compress key on them). An
+  // its own, named "<w's name>[part]" (stored_tensor_name: distinct names, for backends and
+  // compress key on them). An
   // empty `w` (a problem already recorded) gives an empty weight.
   Weight rows_of(const Weight& w, int64_t first, int64_t count, const char* part) {
     if (!w) return {};
