@@ -25,24 +25,6 @@ namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string load_error(const std::vector<uint8_t>& bytes) {
-  try {
-    (void)model::Model::load(gguf::File::parse(bytes, "tiny.gguf"));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
-// `src` without metadata key `key`.
-std::vector<uint8_t> without_metadata(const gguf::File& src, const std::string& key) {
-  gguf::Writer w;
-  for (const gguf::KeyValue& kv : src.metadata())
-    if (kv.key != key) w.set(kv.key, kv.value);
-  for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
-  return w.to_bytes();
-}
-
 kv::KvShape shape_of(const model::Model& m, int64_t n_ctx) {
   const model::HParams& hp = m.hparams();
   return {hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "model/model.hpp"
 #include "synth/presets.hpp"
 #include "synth/synth.hpp"
 #include "synth/vocab.hpp"
@@ -97,6 +98,23 @@ std::vector<uint8_t> with_metadata(const gguf::File& src, const std::string& key
   w.set(key, value);
   for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
   return w.to_bytes();
+}
+
+std::vector<uint8_t> without_metadata(const gguf::File& src, const std::string& key) {
+  gguf::Writer w;
+  for (const gguf::KeyValue& kv : src.metadata())
+    if (kv.key != key) w.set(kv.key, kv.value);
+  for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
+  return w.to_bytes();
+}
+
+std::string load_error(const std::vector<uint8_t>& bytes, const std::string& name) {
+  try {
+    (void)model::Model::load(gguf::File::parse(bytes, name));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
 }
 
 std::vector<HParamMutation> hparam_mutations(const gguf::File& file) {

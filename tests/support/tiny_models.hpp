@@ -19,6 +19,10 @@ std::vector<uint8_t> tiny_model(const std::string& arch);
 
 // `src` with metadata `key` set to `value` (added when absent), tensors unchanged.
 std::vector<uint8_t> with_metadata(const gguf::File& src, const std::string& key, const gguf::Value& value);
+// `src` without metadata `key`, tensors unchanged.
+std::vector<uint8_t> without_metadata(const gguf::File& src, const std::string& key);
+// The message Model::load throws for the GGUF `bytes` (called `name`), or "" when it loads.
+std::string load_error(const std::vector<uint8_t>& bytes, const std::string& name = "tiny.gguf");
 
 struct HParamMutation {
   std::string key;    // the full metadata key, e.g. "llama.block_count"
