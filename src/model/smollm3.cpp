@@ -18,7 +18,7 @@ class SmolLM3Model final : public LlamaModel {
   void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      const LogitSelection& rows, float* logits) const override {
     forward_pre_norm(ops, kv, tokens, positions, rows, logits, layers_, rope_, Activation::SiLU,
-                     {.no_rope_layer_step = 0});
+                     {.no_rope_layer_step = kNoRopeLayerStep});
   }
 };
 
