@@ -6,7 +6,7 @@
 namespace okapi::model {
 
 std::span<const ArchitectureEntry> architectures() {
-  static const std::array<ArchitectureEntry, 10> entries = {{
+  static const std::array<ArchitectureEntry, 13> entries = {{
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
@@ -18,6 +18,10 @@ std::span<const ArchitectureEntry> architectures() {
       {"qwen3moe", make_qwen3moe},
       {"qwen2moe", make_qwen2moe},
       {"gpt-oss", make_gpt_oss},  // gpt-oss
+      // phi3, granite, smollm3
+      {"phi3", make_phi3},
+      {"granite", make_granite},
+      {"smollm3", make_smollm3},
   }};
   return entries;
 }

@@ -61,6 +61,21 @@ std::vector<Preset> make_presets() {
                .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_vocab = 201088, .context_length = 131072,
                .rope_base = 150000.0f, .qkv_bias = true, .sliding_window = 128, .n_expert = 32, .n_expert_used = 4,
                .n_ff_exp = 2880, .gpt_oss = true, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096});
+  // phi3, granite, smollm3
+  // microsoft/Phi-4-mini-instruct: partial_rotary_factor 0.75 (96 of 128 dims), LongRoPE
+  // (original context 4096 of 131072), no sliding window.
+  p.push_back({.name = "phi-4-mini", .archs = {"phi3"}, .n_embd = 3072, .n_layer = 32, .n_head = 24, .n_head_kv = 8,
+               .n_ff = 8192, .n_vocab = 200064, .context_length = 131072, .tied = true, .fused_qkv_up = true,
+               .rope_dims = 96, .rope_orig_context = 4096});
+  // ibm-granite/granite-3.0-2b-instruct: embedding_multiplier 12, residual_multiplier 0.22,
+  // attention_multiplier 0.015625, logits_scaling 8.
+  p.push_back({.name = "granite-3-2b", .archs = {"granite"}, .n_embd = 2048, .n_layer = 40, .n_head = 32,
+               .n_head_kv = 8, .n_ff = 8192, .n_vocab = 49155, .context_length = 4096, .rms_eps = 1e-6f, .tied = true,
+               .embedding_scale = 12.0f, .residual_scale = 0.22f, .attention_scale = 0.015625f, .logit_scale = 8.0f});
+  // HuggingFaceTB/SmolLM3-3B: every fourth layer without rope (no_rope_layer_interval 4).
+  p.push_back({.name = "smollm3-3b", .archs = {"smollm3"}, .n_embd = 2048, .n_layer = 36, .n_head = 16,
+               .n_head_kv = 4, .n_ff = 11008, .n_vocab = 128256, .context_length = 65536, .rope_base = 5000000.0f,
+               .rms_eps = 1e-6f, .tied = true});
   return p;
 }
 

@@ -45,8 +45,17 @@ struct Preset {
   int64_t yarn_orig_ctx = 0;       // rope.scaling.original_context_length
   float expert_gain = 1.0f;        // multiplies the experts' gate / up weights (tests: clamp that bites)
   float sink_spread = 3.0f;        // standard deviation of the attention sinks
+  // phi3, granite, smollm3 (smollm3's rope-less layers have no key: llama.cpp hard-codes them)
+  bool fused_qkv_up = false;       // phi3: attn_qkv and ffn_up [n_embd, 2 n_ff] (gate rows, then up)
+  int64_t rope_dims = 0;           // rope.dimension_count; 0: the head size (phi3: partial rotary)
+  int64_t rope_orig_context = 0;   // > 0: LongRoPE rope_factors_long/short, original_context_length
+  float embedding_scale = 0.0f;    // granite's scales; 0: the key is not written
+  float residual_scale = 0.0f;
+  float attention_scale = 0.0f;
+  float logit_scale = 0.0f;
 
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
+  int64_t rope_dimensions() const { return rope_dims > 0 ? rope_dims : key_length(); }
 };
 
 std::span<const Preset> all_presets();

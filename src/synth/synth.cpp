@@ -116,9 +116,13 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
       continue;
     }
     t.push_back(norm(b + "attn_norm.weight", p.n_embd));
-    t.push_back(weight(b + "attn_q.weight", p.n_embd, q_dim));
-    t.push_back(weight(b + "attn_k.weight", p.n_embd, kv_dim));
-    t.push_back(weight(b + "attn_v.weight", p.n_embd, kv_dim));
+    if (p.fused_qkv_up) {  // phi3
+      t.push_back(weight(b + "attn_qkv.weight", p.n_embd, q_dim + 2 * kv_dim));
+    } else {
+      t.push_back(weight(b + "attn_q.weight", p.n_embd, q_dim));
+      t.push_back(weight(b + "attn_k.weight", p.n_embd, kv_dim));
+      t.push_back(weight(b + "attn_v.weight", p.n_embd, kv_dim));
+    }
     if (p.qkv_bias) {
       t.push_back({b + "attn_q.bias", {q_dim}, Init::Bias, 0.2f});
       t.push_back({b + "attn_k.bias", {kv_dim}, Init::Bias, 0.2f});
@@ -145,12 +149,20 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
         t.push_back(weight(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd));
       }
     } else {
-      t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
-      t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
+      if (p.fused_qkv_up) {  // phi3: the gate rows, then the up rows
+        t.push_back(weight(b + "ffn_up.weight", p.n_embd, 2 * p.n_ff));
+      } else {
+        t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
+        t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
+      }
       if (p.sub_norms) t.push_back(norm(b + "ffn_sub_norm.weight", p.n_ff));
       t.push_back(weight(b + "ffn_down.weight", p.n_ff, p.n_embd));
     }
     if (p.post_norms) t.push_back(norm(b + "post_ffw_norm.weight", p.n_embd));
+  }
+  if (p.rope_orig_context > 0) {  // phi3's LongRoPE factors: short ones near 1, long ones spread wider
+    t.push_back({"rope_factors_long.weight", {p.rope_dimensions() / 2}, Init::Norm, 0.25f});
+    t.push_back({"rope_factors_short.weight", {p.rope_dimensions() / 2}, Init::Norm, 0.05f});
   }
   return t;
 }
@@ -201,7 +213,7 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
   w.set(k + "attention.head_count", u32(p.n_head));
   w.set(k + "attention.head_count_kv", u32(p.n_head_kv));
   w.set(k + "rope.freq_base", p.rope_base);
-  w.set(k + "rope.dimension_count", u32(p.key_length()));
+  w.set(k + "rope.dimension_count", u32(p.rope_dimensions()));
   w.set(k + "attention.layer_norm_rms_epsilon", p.rms_eps);
   if (p.head_dim > 0) {
     w.set(k + "attention.key_length", u32(p.head_dim));
@@ -219,6 +231,19 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
     w.set(k + "rope.scaling.factor", p.yarn_factor);
     w.set(k + "rope.scaling.original_context_length", u32(p.yarn_orig_ctx));
   }
+  // phi3, granite
+  if (p.rope_orig_context > 0) {
+    // LongRoPE: the converter's attention factor sqrt(1 + ln(scale) / ln(original context)).
+    w.set(k + "rope.scaling.original_context_length", u32(p.rope_orig_context));
+    const double scale = static_cast<double>(p.context_length) / static_cast<double>(p.rope_orig_context);
+    const double factor =
+        scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(p.rope_orig_context))) : 1.0;
+    w.set(k + "rope.scaling.attn_factor", static_cast<float>(factor));
+  }
+  if (p.embedding_scale != 0.0f) w.set(k + "embedding_scale", p.embedding_scale);
+  if (p.residual_scale != 0.0f) w.set(k + "residual_scale", p.residual_scale);
+  if (p.attention_scale != 0.0f) w.set(k + "attention.scale", p.attention_scale);
+  if (p.logit_scale != 0.0f) w.set(k + "logit_scale", p.logit_scale);
   set_spm_vocab(w, p.n_vocab);
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "model/model.hpp"
 #include "synth/presets.hpp"
 #include "synth/synth.hpp"
 #include "synth/vocab.hpp"
@@ -55,6 +56,18 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.yarn_factor = 32.0f;
     p.yarn_orig_ctx = 4096;
   }
+  // phi3, granite, smollm3 (smollm3's rope-less layer is the fourth: 2 blocks have none)
+  if (arch == "phi3") {
+    p.fused_qkv_up = true;
+    p.rope_dims = p.key_length() / 2;  // partial rotary
+    p.rope_orig_context = 64;          // LongRoPE factors
+  }
+  if (arch == "granite") {
+    p.embedding_scale = 12.0f;
+    p.residual_scale = 0.22f;
+    p.attention_scale = 0.125f;
+    p.logit_scale = 8.0f;
+  }
   return p;
 }
 
@@ -95,8 +108,9 @@ std::vector<uint8_t> compact(const gguf::File& file) {
 }  // namespace
 
 std::vector<std::string> tiny_model_archs() {
-  return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe",
-          "gpt-oss"};
+  return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe", "gpt-oss",
+          // phi3, granite, smollm3
+          "phi3", "granite", "smollm3"};
 }
 
 std::vector<uint8_t> tiny_model(const std::string& arch) { return model_of_width(arch, 32); }
@@ -107,6 +121,23 @@ std::vector<uint8_t> with_metadata(const gguf::File& src, const std::string& key
   w.set(key, value);
   for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
   return w.to_bytes();
+}
+
+std::vector<uint8_t> without_metadata(const gguf::File& src, const std::string& key) {
+  gguf::Writer w;
+  for (const gguf::KeyValue& kv : src.metadata())
+    if (kv.key != key) w.set(kv.key, kv.value);
+  for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
+  return w.to_bytes();
+}
+
+std::string load_error(const std::vector<uint8_t>& bytes, const std::string& name) {
+  try {
+    (void)model::Model::load(gguf::File::parse(bytes, name));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
 }
 
 std::vector<HParamMutation> hparam_mutations(const gguf::File& file) {
