@@ -12,5 +12,7 @@ std::unique_ptr<Model> make_qwen3(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_gemma3(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_bitnet(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_bitnet25(gguf::File file, HParams hparams);
+// gemma2 (sliding-window attention, soft-capping)
+std::unique_ptr<Model> make_gemma2(gguf::File file, HParams hparams);
 
 }  // namespace okapi::model

@@ -6,7 +6,7 @@
 namespace okapi::model {
 
 std::span<const ArchitectureEntry> architectures() {
-  static const std::array<ArchitectureEntry, 7> entries = {{
+  static const std::array<ArchitectureEntry, 8> entries = {{
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
@@ -14,6 +14,8 @@ std::span<const ArchitectureEntry> architectures() {
       {"bitnet", make_bitnet},
       {"bitnet-25", make_bitnet25},
       {"bitnet-b1.58", make_bitnet25},
+      // gemma2
+      {"gemma2", make_gemma2},
   }};
   return entries;
 }

@@ -41,6 +41,12 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "bitnet-2b-shape", .archs = {"bitnet-25", "bitnet-b1.58", "bitnet"}, .n_embd = 2560, .n_layer = 30,
                .n_head = 20, .n_head_kv = 5, .n_ff = 6912, .n_vocab = 128256, .context_length = 4096,
                .rope_base = 500000.0f, .tied = true, .sub_norms = true, .ternary = true});
+  // google/gemma-2-2b: even layers slide over 4096 positions, odd ones are global (llama.cpp's
+  // default pattern 2); attention scores capped at 50, logits at 30.
+  p.push_back({.name = "gemma2-2b", .archs = {"gemma2"}, .n_embd = 2304, .n_layer = 26, .n_head = 8,
+               .n_head_kv = 4, .head_dim = 256, .n_ff = 9216, .n_vocab = 256000, .context_length = 8192,
+               .rms_eps = 1e-6f, .tied = true, .post_norms = true, .sliding_window = 4096, .attn_softcap = 50.0f,
+               .final_softcap = 30.0f});
   return p;
 }
 

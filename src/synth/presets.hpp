@@ -29,6 +29,11 @@ struct Preset {
   bool sub_norms = false;   // bitnet: attn_sub_norm, ffn_sub_norm
   bool ternary = false;     // bitnet: projections are s * {-1, 0, +1}
   int64_t sliding_window = 0;  // gemma3
+  // gemma2: attention and final logit soft-capping (written when > 0); sliding-window pattern
+  // (attention.sliding_window_pattern, written when > 0: layer il is local iff il % n < n - 1)
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  int64_t sliding_window_pattern = 0;
 
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };

@@ -165,6 +165,10 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
     w.set(k + "attention.value_length", u32(p.head_dim));
   }
   if (p.sliding_window > 0) w.set(k + "attention.sliding_window", u32(p.sliding_window));
+  // gemma2
+  if (p.attn_softcap > 0) w.set(k + "attn_logit_softcapping", p.attn_softcap);
+  if (p.final_softcap > 0) w.set(k + "final_logit_softcapping", p.final_softcap);
+  if (p.sliding_window_pattern > 0) w.set(k + "attention.sliding_window_pattern", u32(p.sliding_window_pattern));
   set_spm_vocab(w, p.n_vocab);
 }
 

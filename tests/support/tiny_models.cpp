@@ -27,6 +27,13 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.sliding_window = 16;
     p.tied = true;
   }
+  if (arch == "gemma2") {  // windows shorter than a test prompt, caps that bite
+    p.post_norms = true;
+    p.sliding_window = 8;
+    p.attn_softcap = 1.5f;
+    p.final_softcap = 2.0f;
+    p.tied = true;
+  }
   if (arch == "bitnet" || arch == "bitnet-25") {
     p.sub_norms = true;
     p.ternary = true;
@@ -71,7 +78,7 @@ std::vector<uint8_t> compact(const gguf::File& file) {
 
 }  // namespace
 
-std::vector<std::string> tiny_model_archs() { return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25"}; }
+std::vector<std::string> tiny_model_archs() { return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "gemma2"}; }
 
 std::vector<uint8_t> tiny_model(const std::string& arch) { return model_of_width(arch, 32); }
 
