@@ -9,6 +9,9 @@
 #   bench/compare.sh [--shapes "stories110M smollm2-135m"] [--types "Q8_0 Q4_0"] [--threads "1 2"]
 #                    [-p 128[,512...]] [-n 64] [-d DEPTH] [--reps 3] [--rounds 3] [--ctk f16] [--ctv f16]
 #                    [--models DIR] [--okapi PATH] [--baseline PATH] [--results FILE] [--no-rtr]
+#                    [--layers N]
+#   --layers N        synth the shapes with N blocks (every per-layer shape kept): the big MoE
+#                     presets (qwen3-30b-a3b --layers 8) fit and run in minutes
 #   -d DEPTH          long context instead: generation of -n tokens over a cache holding DEPTH
 #                     tokens ('tg32 @ d4096'; okapi and llama.cpp -d, ik_llama.cpp -gp DEPTH,N), with
 #                     the peers' flash attention on
@@ -37,6 +40,7 @@ ctv=f16
 rtr=1
 depth=0
 baseline=""
+layers=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --shapes) shapes="$2"; shift ;;
@@ -54,7 +58,8 @@ while [[ $# -gt 0 ]]; do
     --baseline) baseline="$2"; shift ;;
     --results) results="$2"; shift ;;
     --no-rtr) rtr=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --layers) layers="$2"; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -84,9 +89,15 @@ for r in records:
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for shape in $shapes; do
   for type in $types; do
-    file="$models/$shape-$type.gguf"
-    [[ -f "$file" ]] || "$okapi" synth --preset "$shape" --type "$type" --seed 1 -o "$file" >&2
-    label="$shape $type"
+    if [[ $layers -gt 0 ]]; then
+      file="$models/$shape-L$layers-$type.gguf"
+      [[ -f "$file" ]] || "$okapi" synth --preset "$shape" --layers "$layers" --type "$type" --seed 1 -o "$file" >&2
+      label="$shape L$layers $type"
+    else
+      file="$models/$shape-$type.gguf"
+      [[ -f "$file" ]] || "$okapi" synth --preset "$shape" --type "$type" --seed 1 -o "$file" >&2
+      label="$shape $type"
+    fi
     for round in $(seq "$rounds"); do
       for t in $threads; do
         echo "== $label t$t round $round (load $(cut -d' ' -f1 /proc/loadavg))" >&2

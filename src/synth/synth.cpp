@@ -202,9 +202,14 @@ std::vector<uint8_t> produce(const TensorPlan& t, DType type, uint64_t seed, Thr
 
 SynthReport write_synth(const SynthOptions& options, const std::filesystem::path& output,
                         const std::function<void(size_t, size_t, const std::string&)>& on_tensor) {
+  return write_synth(preset_by_name(options.preset), options, output, on_tensor);
+}
+
+SynthReport write_synth(const Preset& given, const SynthOptions& options, const std::filesystem::path& output,
+                        const std::function<void(size_t, size_t, const std::string&)>& on_tensor) {
   const auto start = std::chrono::steady_clock::now();
   check_output_path({output, "the output"});  // no inputs, but an existing directory is refused before the work
-  Preset preset = preset_by_name(options.preset);
+  Preset preset = given;
   if (options.vocab != 0 && options.vocab < kMinVocab) {
     throw_error_for(Setting::Vocab, "the vocabulary must hold at least {} tokens, got {}", kMinVocab, options.vocab);
   }

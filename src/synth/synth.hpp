@@ -59,5 +59,9 @@ void set_metadata(gguf::Writer& writer, const Preset& preset, const std::string&
 // the model atomically. on_tensor(done, total, name) after each tensor.
 SynthReport write_synth(const SynthOptions& options, const std::filesystem::path& output,
                         const std::function<void(size_t, size_t, const std::string&)>& on_tensor = {});
+// The same for a preset given whole (options.preset is ignored): tests shrink a real preset's
+// widths while keeping its features.
+SynthReport write_synth(const Preset& preset, const SynthOptions& options, const std::filesystem::path& output,
+                        const std::function<void(size_t, size_t, const std::string&)>& on_tensor = {});
 
 }  // namespace okapi::synth
