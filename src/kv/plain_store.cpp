@@ -74,6 +74,7 @@ void KvStore::note_written(int64_t layer, int64_t position) {
   const int64_t cap = shape_.cells(layer);
   if (cap >= shape_.n_ctx) return;
   int64_t& lost = lost_below_[static_cast<size_t>(layer)];
+  if (position == 0) lost = 0;  // a new sequence: nothing before it is read
   lost = std::max(lost, position - cap + 1);
 }
 
@@ -100,6 +101,7 @@ void KvStore::truncate(int64_t position) {
     throw_error("KV store: cannot roll back to position {}: a sliding-window layer's ring has overwritten cells "
                 "that position reads",
                 position);
+  for (int64_t& lost : lost_below_) lost = std::min(lost, position);  // truncate(0): nothing is lost
 }
 
 void KvStore::ring_pieces_error(int64_t layer, int64_t lo, int64_t hi) const {
