@@ -138,7 +138,8 @@ class TiledAttention {
       float* x = s.scores.data() + r * kAttentionTile + (s.begin[i] - c0);
       // As ggml: scale (and soft-cap) the scores before the softmax.
       if (c_.softcap > 0.0f) {
-        for (int64_t j = 0; j < count; ++j) x[j] = c_.softcap * std::tanh(x[j] * c_.scale / c_.softcap);
+        const float inv = 1.0f / c_.softcap;  // ggml_scale by 1 / cap, tanh, ggml_scale by cap
+        for (int64_t j = 0; j < count; ++j) x[j] = std::tanh((x[j] * c_.scale) * inv) * c_.softcap;
       } else {
         for (int64_t j = 0; j < count; ++j) x[j] *= c_.scale;
       }

@@ -21,5 +21,7 @@ std::unique_ptr<Model> make_gpt_oss(gguf::File file, HParams hparams);  // gpt-o
 std::unique_ptr<Model> make_phi3(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_granite(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_smollm3(gguf::File file, HParams hparams);
+// gemma2 (sliding-window attention, soft-capping)
+std::unique_ptr<Model> make_gemma2(gguf::File file, HParams hparams);
 
 }  // namespace okapi::model

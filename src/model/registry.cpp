@@ -1,12 +1,10 @@
 // general.architecture -> model factory. Adding an architecture: one file + one line here.
-#include <array>
-
 #include "model/architectures.hpp"
 
 namespace okapi::model {
 
 std::span<const ArchitectureEntry> architectures() {
-  static const std::array<ArchitectureEntry, 13> entries = {{
+  static const ArchitectureEntry entries[] = {
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
@@ -22,7 +20,9 @@ std::span<const ArchitectureEntry> architectures() {
       {"phi3", make_phi3},
       {"granite", make_granite},
       {"smollm3", make_smollm3},
-  }};
+      // gemma2
+      {"gemma2", make_gemma2},
+  };
   return entries;
 }
 

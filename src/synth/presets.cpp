@@ -76,6 +76,12 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "smollm3-3b", .archs = {"smollm3"}, .n_embd = 2048, .n_layer = 36, .n_head = 16,
                .n_head_kv = 4, .n_ff = 11008, .n_vocab = 128256, .context_length = 65536, .rope_base = 5000000.0f,
                .rms_eps = 1e-6f, .tied = true});
+  // google/gemma-2-2b: even layers slide over 4096 positions, odd ones are global (llama.cpp's
+  // default pattern 2); attention scores capped at 50, logits at 30.
+  p.push_back({.name = "gemma2-2b", .archs = {"gemma2"}, .n_embd = 2304, .n_layer = 26, .n_head = 8,
+               .n_head_kv = 4, .head_dim = 256, .n_ff = 9216, .n_vocab = 256000, .context_length = 8192,
+               .rms_eps = 1e-6f, .tied = true, .post_norms = true, .sliding_window = 4096, .attn_softcap = 50.0f,
+               .final_softcap = 30.0f});
   return p;
 }
 

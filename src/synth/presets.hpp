@@ -53,6 +53,11 @@ struct Preset {
   float residual_scale = 0.0f;
   float attention_scale = 0.0f;
   float logit_scale = 0.0f;
+  // gemma2: attention and final logit soft-capping (written when > 0); sliding-window pattern
+  // (attention.sliding_window_pattern, written when > 0: layer il is local iff il % n < n - 1)
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  int64_t sliding_window_pattern = 0;
 
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
   int64_t rope_dimensions() const { return rope_dims > 0 ? rope_dims : key_length(); }

@@ -244,6 +244,10 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
   if (p.residual_scale != 0.0f) w.set(k + "residual_scale", p.residual_scale);
   if (p.attention_scale != 0.0f) w.set(k + "attention.scale", p.attention_scale);
   if (p.logit_scale != 0.0f) w.set(k + "logit_scale", p.logit_scale);
+  // gemma2
+  if (p.attn_softcap > 0) w.set(k + "attn_logit_softcapping", p.attn_softcap);
+  if (p.final_softcap > 0) w.set(k + "final_logit_softcapping", p.final_softcap);
+  if (p.sliding_window_pattern > 0) w.set(k + "attention.sliding_window_pattern", u32(p.sliding_window_pattern));
   set_spm_vocab(w, p.n_vocab);
 }
 

@@ -42,6 +42,13 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.qkv_bias = true;
     p.n_ff_shexp = 2 * width;
   }
+  if (arch == "gemma2") {  // windows shorter than a test prompt, caps that bite
+    p.post_norms = true;
+    p.sliding_window = 8;
+    p.attn_softcap = 1.5f;
+    p.final_softcap = 2.0f;
+    p.tied = true;
+  }
   if (arch == "bitnet" || arch == "bitnet-25") {
     p.sub_norms = true;
     p.ternary = true;
@@ -110,7 +117,9 @@ std::vector<uint8_t> compact(const gguf::File& file) {
 std::vector<std::string> tiny_model_archs() {
   return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe", "gpt-oss",
           // phi3, granite, smollm3
-          "phi3", "granite", "smollm3"};
+          "phi3", "granite", "smollm3",
+          // gemma2
+          "gemma2"};
 }
 
 std::vector<uint8_t> tiny_model(const std::string& arch) { return model_of_width(arch, 32); }
