@@ -38,7 +38,11 @@ class GptOssModel final : public DecoderModel {
     sliding_window_ = require_int(file_, key + "attention.sliding_window");
     if (sliding_window_ <= 0)
       throw_error("{}: '{}attention.sliding_window' must be positive, got {}", file_.name(), key, sliding_window_);
-    windowed_ = windowed_layers(key + "attention.sliding_window_pattern");
+    // The windowed layers' KV caches are rings of the window (Model::kv_shape).
+    const std::vector<uint8_t> windowed = windowed_layers(key + "attention.sliding_window_pattern");
+    std::vector<int64_t> windows(windowed.size());
+    for (size_t il = 0; il < windowed.size(); ++il) windows[il] = windowed[il] ? sliding_window_ : 0;
+    set_layer_windows(std::move(windows));
     if (hp.n_expert <= 0)
       throw_error("{}: '{}expert_count' must be positive for gpt-oss (a mixture of experts), got {}", file_.name(),
                   key, hp.n_expert);
@@ -75,9 +79,6 @@ class GptOssModel final : public DecoderModel {
     moe_config_.activation = MoeActivation::SwigluOai;
   }
 
-  // Whether layer il attends over a sliding window.
-  bool windowed(int64_t il) const { return windowed_[static_cast<size_t>(il)] != 0; }
-
  protected:
   void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      const LogitSelection& rows, float* logits) const override {
@@ -89,9 +90,9 @@ class GptOssModel final : public DecoderModel {
     ops.get_rows(token_embd_, tokens, s.x.data());
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       const Layer& l = layers_[static_cast<size_t>(il)];
-      const bool swa = windowed(il);
       att.layer = il;
-      att.sliding_window = swa ? sliding_window_ : 0;
+      att.sliding_window = layer_window(il);
+      const bool swa = att.sliding_window > 0;
       att.sinks = l.sinks.f32();
       attention_block(ops, kv, hp, l.attn, swa ? swa_rope_ : rope_, att, positions, s);
       ops.add(s.x.data(), s.o.data(), T * n_embd, s.x.data());
@@ -140,7 +141,6 @@ class GptOssModel final : public DecoderModel {
   }
 
   std::vector<Layer> layers_;
-  std::vector<uint8_t> windowed_;
   kernels::RopeConfig rope_, swa_rope_;
   int64_t sliding_window_ = 0;
   float attention_scale_ = 1.0f;

@@ -9,6 +9,7 @@
 
 #include "backend/cpu_ops.hpp"
 #include "core/error.hpp"
+#include "core/thread_pool.hpp"
 #include "format/gguf.hpp"
 #include "model/evaluate.hpp"
 #include "model/model.hpp"
@@ -89,6 +90,35 @@ TEST_F(GptOss, Q8_0MatchesLlamaCppUpToNearTies) {
   check.near_tie = 0.12f;
   check.min_top1 = 0.95;
   expect_matches_peer(model, peer_test_prompt(), check);
+}
+
+// The windowed layers keep rings (Model::kv_shape): over a prompt longer than the ring (it wraps)
+// and decode steps after it, the bits of a store that keeps every cell.
+TEST_F(GptOss, RingStoreGivesTheBitsOfTheFullStore) {
+  const auto path = write_synth_model(tiny_gpt_oss(), "", "F32", 4, dir_ / "gpt-oss.gguf");
+  const auto m = model::Model::load(gguf::File::open(path));
+  ThreadPool pool(2);
+  backend::CpuOps ops(&pool);
+  ops.prepare(m->weights());
+  constexpr int64_t kCtx = 400, kBatch = 16, kPrompt = 320;
+  const kv::KvShape ring_shape = m->kv_shape(kCtx, kBatch);
+  ASSERT_LT(ring_shape.cells(0), kPrompt);  // layer 0 slides: its ring wraps
+  ASSERT_EQ(ring_shape.cells(1), kCtx);     // layer 1 sees everything
+  kv::KvShape full_shape = ring_shape;
+  full_shape.window.clear();
+  std::vector<int32_t> tokens(kCtx);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 500);
+  for (const char* type : {"f32", "f16"}) {
+    SCOPED_TRACE(type);
+    const auto ring = ops.make_kv(ring_shape, {cache_types(type, type), kv::ExactScores::Direct});
+    const auto full = ops.make_kv(full_shape, {cache_types(type, type), kv::ExactScores::Direct});
+    EXPECT_LT(ring->bytes(), full->bytes());
+    const auto prompt = std::span<const int32_t>(tokens).first(kPrompt + 30);
+    EXPECT_EQ(model::evaluate_all(*m, ops, *ring, prompt.first(kPrompt), kBatch),
+              model::evaluate_all(*m, ops, *full, prompt.first(kPrompt), kBatch));
+    EXPECT_EQ(model::evaluate_all(*m, ops, *ring, prompt.subspan(kPrompt), 1, kPrompt),
+              model::evaluate_all(*m, ops, *full, prompt.subspan(kPrompt), 1, kPrompt));
+  }
 }
 
 // The logits of the tiny gpt-oss model (2 layers, window 16) over 40 tokens, with the window
