@@ -39,6 +39,9 @@ class GptOssModel final : public DecoderModel {
     if (sliding_window_ <= 0)
       throw_error("{}: '{}attention.sliding_window' must be positive, got {}", file_.name(), key, sliding_window_);
     windowed_ = windowed_layers(key + "attention.sliding_window_pattern");
+    std::vector<int64_t> windows(static_cast<size_t>(hp.n_layer));  // the KV store keeps rings for these
+    for (int64_t il = 0; il < hp.n_layer; ++il) windows[static_cast<size_t>(il)] = windowed(il) ? sliding_window_ : 0;
+    set_layer_windows(std::move(windows));
     if (hp.n_expert <= 0)
       throw_error("{}: '{}expert_count' must be positive for gpt-oss (a mixture of experts), got {}", file_.name(),
                   key, hp.n_expert);
