@@ -56,6 +56,9 @@ class KeyReader {
   std::string text(std::string_view name, std::string fallback) {
     return read<std::string>(name, fallback, [](const gguf::Value& v) { return v.as_string(); });
   }
+  bool flag(std::string_view name, bool fallback) {
+    return read<bool>(name, fallback, [](const gguf::Value& v) { return v.as_bool(); });
+  }
   bool present(std::string_view name) const { return find_key(file_, key(name)) != nullptr; }
 
  private:
@@ -154,12 +157,42 @@ class TensorCheck {
     if (hp_.n_ff > 0) {
       const Expected n_ff = single(keys_.quoted("feed_forward_length"), hp_.n_ff);
       expect("blk.0.ffn_gate.weight", {n_embd, n_ff});
-      expect("blk.0.ffn_up.weight", {n_embd, n_ff});
+      if (hp_.arch == "phi3") {  // phi3: ffn_up holds the gate and up halves
+        const std::optional<int64_t> both = checked_product(hp_.n_ff, 2);
+        expect("blk.0.ffn_up.weight", {n_embd, {fmt::format("2 x {} {}", keys_.quoted("feed_forward_length"), hp_.n_ff), both}});
+      } else {
+        expect("blk.0.ffn_up.weight", {n_embd, n_ff});
+      }
       expect("blk.0.ffn_down.weight", {n_ff, n_embd});
+    }
+    if (hp_.n_expert > 0) {  // mixture of experts: the router's width, the experts' and the shared expert's
+      const Expected n_expert = single(keys_.quoted("expert_count"), hp_.n_expert);
+      expect("blk.0.ffn_gate_inp.weight", {n_embd, n_expert});
+      if (hp_.n_ff_exp > 0) {
+        const Expected n_ff_exp = single(keys_.quoted("expert_feed_forward_length"), hp_.n_ff_exp);
+        expect("blk.0.ffn_gate_exps.weight", {n_embd, n_ff_exp, n_expert});
+        expect("blk.0.ffn_up_exps.weight", {n_embd, n_ff_exp, n_expert});
+        expect("blk.0.ffn_down_exps.weight", {n_ff_exp, n_embd, n_expert});
+      }
+      if (hp_.n_ff_shexp > 0) {
+        const Expected n_ff_shexp = single(keys_.quoted("expert_shared_feed_forward_length"), hp_.n_ff_shexp);
+        expect("blk.0.ffn_gate_shexp.weight", {n_embd, n_ff_shexp});
+        expect("blk.0.ffn_up_shexp.weight", {n_embd, n_ff_shexp});
+        expect("blk.0.ffn_down_shexp.weight", {n_ff_shexp, n_embd});
+      }
     }
     const std::string rot = keys_.key("rope.dimension_count");
     const Expected rot_half{fmt::format("'{}' {} / 2 = {}", rot, hp_.n_rot, hp_.n_rot / 2), hp_.n_rot / 2};
     expect("rope_freqs.weight", {rot_half});
+    // phi3: the fused attn_qkv (the q rows, then k, then v) and the LongRoPE factors
+    std::optional<int64_t> n_qkv;
+    if (int64_t qk = 0, qkv = 0; n_q.value && n_k.value && n_v.value &&
+                                 !__builtin_add_overflow(*n_q.value, *n_k.value, &qk) &&
+                                 !__builtin_add_overflow(qk, *n_v.value, &qkv))
+      n_qkv = qkv;
+    expect("blk.0.attn_qkv.weight", {n_embd, {fmt::format("{} + {} + {}", n_q.what, n_k.what, n_v.what), n_qkv}});
+    expect("rope_factors_long.weight", {rot_half});
+    expect("rope_factors_short.weight", {rot_half});
   }
 
  private:
@@ -317,9 +350,34 @@ HParams HParams::from_gguf(const gguf::File& file) {
   finite("attn_logit_softcapping", hp.attn_logit_softcap, false);
   hp.final_logit_softcap = keys.real("final_logit_softcapping", 0.0f);
   finite("final_logit_softcapping", hp.final_logit_softcap, false);
-  // None of the architectures here has a mixture-of-experts FFN (ffn_*_exps tensors).
-  if (const int64_t experts = keys.integer("expert_count", 0); experts > 0)
-    problems.add("'{}' is {}: mixture-of-experts models are not supported", keys.key("expert_count"), experts);
+  // Mixture of experts.
+  hp.n_expert = keys.integer("expert_count", 0);
+  hp.n_expert_used = keys.integer("expert_used_count", hp.n_expert > 0 ? std::nullopt : std::optional<int64_t>(0));
+  if (hp.n_expert < 0 || hp.n_expert > kMaxExperts) {
+    problems.add("'{}' is {}, expected 0 (no experts) to {}", keys.key("expert_count"), hp.n_expert, kMaxExperts);
+    sane = false;
+  } else if (hp.n_expert > 0 && (hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert)) {
+    problems.add("'{}' is {}, expected 1 to '{}' {}", keys.key("expert_used_count"), hp.n_expert_used,
+                 keys.key("expert_count"), hp.n_expert);
+  } else if (hp.n_expert == 0 && hp.n_expert_used != 0) {
+    problems.add("'{}' is {} but '{}' is 0 (no experts)", keys.key("expert_used_count"), hp.n_expert_used,
+                 keys.key("expert_count"));
+  }
+  hp.n_ff_exp = keys.integer("expert_feed_forward_length", 0);
+  not_negative("expert_feed_forward_length", hp.n_ff_exp);
+  hp.n_ff_shexp = keys.integer("expert_shared_feed_forward_length", 0);
+  not_negative("expert_shared_feed_forward_length", hp.n_ff_shexp);
+  hp.expert_weights_norm = keys.flag("expert_weights_norm", false);
+  hp.expert_weights_scale = keys.real("expert_weights_scale", 0.0f);
+  finite("expert_weights_scale", hp.expert_weights_scale, false);
+  hp.expert_gating_func = keys.integer("expert_gating_func", 0);
+  if (hp.expert_gating_func < 0 || hp.expert_gating_func > 4)
+    problems.add("'{}' is {}, expected 0 to 4 (none, softmax, sigmoid, softmax of the selected, sqrt of softplus)",
+                 keys.key("expert_gating_func"), hp.expert_gating_func);
+  hp.n_layer_dense_lead = keys.integer("leading_dense_block_count", 0);
+  if (hp.n_layer_dense_lead < 0 || (hp.n_layer > 0 && hp.n_layer_dense_lead > hp.n_layer))
+    problems.add("'{}' is {}, expected 0 to '{}' {}", keys.key("leading_dense_block_count"), hp.n_layer_dense_lead,
+                 keys.key("block_count"), hp.n_layer);
 
   // The vocabulary size is the row count of the embedding table.
   if (const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight"); !embd) {

@@ -33,6 +33,18 @@ struct HParams {
   int64_t sliding_window = 0;              // {arch}.attention.sliding_window (0 if absent)
   float attn_logit_softcap = 0.0f;         // {arch}.attn_logit_softcapping
   float final_logit_softcap = 0.0f;        // {arch}.final_logit_softcapping
+  // Mixture of experts (qwen2moe, qwen3moe, Mixtral, ...), read as llama.cpp reads them; which of
+  // them an architecture honours is its own choice (llama.cpp reads the weights' norm, scale and
+  // gating function only for some).
+  int64_t n_expert = 0;                    // {arch}.expert_count (0: a dense FFN)
+  int64_t n_expert_used = 0;               // {arch}.expert_used_count (required with experts)
+  int64_t n_ff_exp = 0;                    // {arch}.expert_feed_forward_length (0 if absent)
+  int64_t n_ff_shexp = 0;                  // {arch}.expert_shared_feed_forward_length (0 if absent)
+  bool expert_weights_norm = false;        // {arch}.expert_weights_norm
+  float expert_weights_scale = 0.0f;       // {arch}.expert_weights_scale (0: none)
+  int64_t expert_gating_func = 0;          // {arch}.expert_gating_func: 0 none, 1 softmax, 2 sigmoid,
+                                           // 3 softmax of the selected, 4 sqrt(softplus)
+  int64_t n_layer_dense_lead = 0;          // {arch}.leading_dense_block_count
 
   // Throws okapi::Error naming the key for a missing required key or an invalid value.
   static HParams from_gguf(const gguf::File& file);
@@ -43,5 +55,8 @@ int64_t require_int(const gguf::File& file, std::string_view key);
 int64_t optional_int(const gguf::File& file, std::string_view key, int64_t fallback);
 float require_float(const gguf::File& file, std::string_view key);
 float optional_float(const gguf::File& file, std::string_view key, float fallback);
+
+// The most experts a layer may have (llama.cpp's LLAMA_MAX_EXPERTS).
+inline constexpr int64_t kMaxExperts = 1024;
 
 }  // namespace okapi::model

@@ -34,6 +34,7 @@ void LlamaModel::forward_batch(Ops& ops, const KvBinding& kv, std::span<const in
 }
 
 std::unique_ptr<Model> make_llama(gguf::File file, HParams hparams) {
+  if (hparams.n_expert > 0) return make_mixtral(std::move(file), std::move(hparams));  // Mixtral
   return std::make_unique<LlamaModel>(std::move(file), std::move(hparams), LlamaOptions{});
 }
 

@@ -83,6 +83,10 @@ struct AttentionConfig {
   int64_t sliding_window = 0;   // > 0: key j visible from query i iff 0 <= i - j < window
   float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale * (1 / softcap)): the scale
                                 // first (gemma2 scales q), then the cap, as llama.cpp's graph
+  // gpt-oss: attention sinks, one logit per query head (n_head values; null: none). Head h's
+  // softmax denominator gains exp(sinks[h]) (a logit compared unscaled with the scaled scores,
+  // as ggml_soft_max_ext / ggml_flash_attn_ext_add_sinks); the sink has no value row.
+  const float* sinks = nullptr;
 };
 
 // The queries of one attention() call: tokens at `positions` over the store `kv` (already holding
@@ -92,6 +96,22 @@ struct AttentionRun {
   const float* q = nullptr;
   std::span<const int32_t> positions;
   float* out = nullptr;
+};
+
+// Mixture of experts (moe.hpp): how a token's router logits pick its experts and weigh them, as
+// llama.cpp's build_moe_ffn does.
+enum class MoeGating {
+  Softmax,            // p = softmax(logits); top-k of p (+ selection bias); weights from p
+  Sigmoid,            // p = sigmoid(logits); likewise
+  SoftmaxOfSelected,  // top-k of the logits; weights = softmax over those k logits (gpt-oss)
+};
+struct MoeRouting {
+  int64_t n_expert = 0;
+  int64_t n_used = 0;               // experts per token (top-k), 1 <= n_used <= n_expert
+  MoeGating gating = MoeGating::Softmax;
+  bool normalize_weights = false;   // weights /= max(sum of the k weights, 2^-14)
+  float weights_scale = 0.0f;       // weights *= scale unless it is 0 or 1
+  const float* selection_bias = nullptr;  // [n_expert] added to p for the choice only (deepseek2's exp_probs_b)
 };
 
 // A backend. Besides the operations it owns what it computes with: the copies of the weights it
@@ -152,6 +172,26 @@ class Ops {
   // Soft-capping (gemma2's final logits), in place over n values, in ggml's steps:
   // x = cap * tanh(x * (1 / cap)). The default uses std::tanh (ggml's tanhf).
   virtual void softcap(float* x, int64_t n, float cap);
+
+  // ---- mixture of experts (moe.hpp); the defaults compute in float with detmath's exp, the same
+  // bits on every build (exact mode uses them as they are) ----
+  // Each token's experts from its router logits [n_tokens x n_expert]: selected [n_tokens x n_used]
+  // in decreasing order of their selection score (ties: lower index first), weights likewise.
+  virtual void route_experts(const float* logits, int64_t n_tokens, const MoeRouting& routing, int32_t* selected,
+                             float* weights);
+  // out[i] = x[rows[i]], rows of n values.
+  virtual void gather_rows(const float* x, int64_t n, std::span<const int32_t> rows, float* out);
+  // out[t] = sum over j < n_used, in order j = 0, 1, ..., of weights[t][j] * y[rows[t][j]] (rows of
+  // n values; rows and weights [n_tokens x n_used]). A token's sum does not depend on the others.
+  virtual void combine_experts(const float* y, int64_t n, std::span<const int32_t> rows, const float* weights,
+                               int64_t n_used, int64_t n_tokens, float* out);
+  // out[t] += sigmoid(gate[t]) * y[t], n_tokens rows of n (qwen2moe's gated shared expert; the
+  // sigmoid as llama.cpp writes it: silu(g) / g).
+  virtual void add_sigmoid_gated(const float* y, const float* gate, int64_t n_tokens, int64_t n, float* out);
+  // gpt-oss's clamped SwiGLU: x = min(gate, limit), u = clamp(up, -limit, limit),
+  // out = x * sigmoid(alpha * x) * (u + 1); n_rows rows of n; out may alias gate.
+  virtual void swiglu_oai(const float* gate, const float* up, int64_t n_rows, int64_t n, float alpha, float limit,
+                          float* out);
 
  private:
   Workspace workspace_;

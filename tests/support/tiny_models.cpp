@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "model/model.hpp"
 #include "synth/presets.hpp"
 #include "synth/synth.hpp"
 #include "synth/vocab.hpp"
@@ -27,6 +28,20 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.sliding_window = 16;
     p.tied = true;
   }
+  // Mixture of experts: 8 experts, top-k below the count, qwen2moe with its gated shared expert.
+  if (arch == "qwen3moe" || arch == "qwen2moe") {
+    p.n_expert = 8;
+    p.n_expert_used = arch == "qwen3moe" ? 4 : 2;
+    p.n_ff_exp = width;
+  }
+  if (arch == "qwen3moe") {
+    p.qk_norm = true;
+    p.head_dim = width / 2;
+  }
+  if (arch == "qwen2moe") {
+    p.qkv_bias = true;
+    p.n_ff_shexp = 2 * width;
+  }
   if (arch == "gemma2") {  // windows shorter than a test prompt, caps that bite
     p.post_norms = true;
     p.sliding_window = 8;
@@ -38,6 +53,27 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.sub_norms = true;
     p.ternary = true;
     p.tied = true;
+  }
+  if (arch == "gpt-oss") {  // 2 of 4 experts, even layers windowed, YaRN
+    p.gpt_oss = true;
+    p.sliding_window = 16;
+    p.n_expert = 4;
+    p.n_expert_used = 2;
+    p.n_ff_exp = p.n_ff;
+    p.yarn_factor = 32.0f;
+    p.yarn_orig_ctx = 4096;
+  }
+  // phi3, granite, smollm3 (smollm3's rope-less layer is the fourth: 2 blocks have none)
+  if (arch == "phi3") {
+    p.fused_qkv_up = true;
+    p.rope_dims = p.key_length() / 2;  // partial rotary
+    p.rope_orig_context = 64;          // LongRoPE factors
+  }
+  if (arch == "granite") {
+    p.embedding_scale = 12.0f;
+    p.residual_scale = 0.22f;
+    p.attention_scale = 0.125f;
+    p.logit_scale = 8.0f;
   }
   return p;
 }
@@ -78,7 +114,13 @@ std::vector<uint8_t> compact(const gguf::File& file) {
 
 }  // namespace
 
-std::vector<std::string> tiny_model_archs() { return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "gemma2"}; }
+std::vector<std::string> tiny_model_archs() {
+  return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe", "gpt-oss",
+          // phi3, granite, smollm3
+          "phi3", "granite", "smollm3",
+          // gemma2
+          "gemma2"};
+}
 
 std::vector<uint8_t> tiny_model(const std::string& arch) { return model_of_width(arch, 32); }
 
@@ -88,6 +130,23 @@ std::vector<uint8_t> with_metadata(const gguf::File& src, const std::string& key
   w.set(key, value);
   for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
   return w.to_bytes();
+}
+
+std::vector<uint8_t> without_metadata(const gguf::File& src, const std::string& key) {
+  gguf::Writer w;
+  for (const gguf::KeyValue& kv : src.metadata())
+    if (kv.key != key) w.set(kv.key, kv.value);
+  for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
+  return w.to_bytes();
+}
+
+std::string load_error(const std::vector<uint8_t>& bytes, const std::string& name) {
+  try {
+    (void)model::Model::load(gguf::File::parse(bytes, name));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
 }
 
 std::vector<HParamMutation> hparam_mutations(const gguf::File& file) {
@@ -110,7 +169,8 @@ std::vector<HParamMutation> hparam_mutations(const gguf::File& file) {
       {"attention.head_count_kv", int_or(a + "attention.head_count_kv", n_head), false},
       {"attention.key_length", int_or(a + "attention.key_length", head_dim), false},
       {"attention.value_length", int_or(a + "attention.value_length", head_dim), false},
-      {"feed_forward_length", int_or(a + "feed_forward_length", 0), false},
+      // A mixture of experts with expert_feed_forward_length uses feed_forward_length for nothing.
+      {"feed_forward_length", int_or(a + "feed_forward_length", 0), file.find(a + "expert_feed_forward_length") != nullptr},
       {"rope.dimension_count", int_or(a + "rope.dimension_count", head_dim), false},
       {"context_length", int_or(a + "context_length", 0), true},
   };
@@ -132,7 +192,30 @@ std::vector<HParamMutation> hparam_mutations(const gguf::File& file) {
     if (f.value > 1) add(key, static_cast<uint32_t>(f.value - 1), f.metadata_only);
     add(key, "many", false);
   }
-  add(a + "expert_count", uint32_t{8}, false);
+  if (const int64_t n_expert = int_or(a + "expert_count", 0); n_expert == 0) {
+    add(a + "expert_count", uint32_t{8}, false);  // a dense model has no expert tensors
+  } else {  // mixture of experts: the router pins expert_count; 1 <= expert_used_count <= expert_count
+    const std::string count = a + "expert_count", used = a + "expert_used_count";
+    add(count, uint64_t{1} << 40, false);
+    add(count, uint32_t{0}, false);
+    add(count, static_cast<uint32_t>(2 * n_expert), false);
+    add(count, int32_t{-1}, false);
+    add(used, uint32_t{0}, false);
+    add(used, static_cast<uint32_t>(n_expert + 1), false);
+    add(used, std::numeric_limits<uint32_t>::max(), false);
+    add(used, uint32_t{1}, true);
+    add(used, static_cast<uint32_t>(n_expert), true);
+    // The widths the expert tensors pin (0 is "absent": a fallback width, not this key's error).
+    for (const std::string name : {"expert_feed_forward_length", "expert_shared_feed_forward_length"}) {
+      const int64_t width = int_or(a + name, 0);
+      if (width == 0) continue;
+      add(a + name, uint64_t{1} << 40, false);
+      add(a + name, static_cast<uint32_t>(2 * width), false);
+      add(a + name, static_cast<uint32_t>(width + 1), false);
+      add(a + name, int32_t{-1}, false);
+      add(a + name, "many", false);
+    }
+  }
   return out;
 }
 
