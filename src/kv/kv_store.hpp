@@ -112,16 +112,15 @@ class KvStore {
   // Where the store keeps (layer, kv head, position): a row index over all layers, heads and
   // cells (layer by layer, head by head, cells(layer) rows each). row_of_slot takes the ring slot.
   int64_t row_of_slot(int64_t layer, int64_t head, int64_t slot) const {
-    return layer_row_[static_cast<size_t>(layer)] + head * shape_.cells(layer) + slot;
+    return layer_row_[static_cast<size_t>(layer)] + head * layer_cells_[static_cast<size_t>(layer)] + slot;
   }
   int64_t slot(int64_t layer, int64_t position) const {
-    const int64_t c = shape_.cells(layer);
+    const int64_t c = layer_cells_[static_cast<size_t>(layer)];
     return c < shape_.n_ctx ? position % c : position;
   }
   int64_t row(int64_t layer, int64_t head, int64_t position) const {
     return row_of_slot(layer, head, slot(layer, position));
   }
-  int64_t total_rows() const { return layer_row_.back(); }
   // Records that `position` of `layer` was written (ring layers: what it overwrote is gone).
   void note_written(int64_t layer, int64_t position);
   // The tile methods on a ring: fn(queries, first) once per stretch of the queries' cells that is
@@ -134,7 +133,8 @@ class KvStore {
   size_t bytes_ = 0;
 
  private:
-  std::vector<int64_t> layer_row_;   // the first row of each layer, and the total
+  std::vector<int64_t> layer_row_;    // the first row of each layer, and the total
+  std::vector<int64_t> layer_cells_;  // shape_.cells(layer)
   std::vector<int64_t> lost_below_;  // ring layers: positions below this were overwritten
   void ring_pieces_error(int64_t layer, int64_t lo, int64_t hi) const;
   struct Piece {
@@ -146,7 +146,7 @@ class KvStore {
 
 template <typename Fn>
 void KvStore::for_each_ring_piece(int64_t layer, const tile::Queries& qs, int64_t first, Fn&& fn) const {
-  const int64_t cap = shape_.cells(layer);
+  const int64_t cap = layer_cells_[static_cast<size_t>(layer)];
   if (cap >= shape_.n_ctx) return fn(qs, first);
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (int r = 0; r < qs.n; ++r)

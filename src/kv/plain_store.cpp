@@ -63,15 +63,16 @@ KvStore::KvStore(const KvShape& shape) : shape_(shape) {
   layer_row_.reserve(static_cast<size_t>(shape.n_layer + 1));
   int64_t row = 0;
   for (int64_t l = 0; l < shape.n_layer; ++l) {
+    layer_cells_.push_back(shape.cells(l));
     layer_row_.push_back(row);
-    row += shape.n_head_kv * shape.cells(l);
+    row += shape.n_head_kv * layer_cells_.back();
   }
   layer_row_.push_back(row);
   lost_below_.assign(static_cast<size_t>(shape.n_layer), 0);
 }
 
 void KvStore::note_written(int64_t layer, int64_t position) {
-  const int64_t cap = shape_.cells(layer);
+  const int64_t cap = layer_cells_[static_cast<size_t>(layer)];
   if (cap >= shape_.n_ctx) return;
   int64_t& lost = lost_below_[static_cast<size_t>(layer)];
   if (position == 0) lost = 0;  // a new sequence: nothing before it is read
