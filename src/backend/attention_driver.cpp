@@ -138,7 +138,8 @@ class TiledAttention {
       float* x = s.scores.data() + r * kAttentionTile + (s.begin[i] - c0);
       // As ggml: scale (and soft-cap) the scores before the softmax.
       if (c_.softcap > 0.0f) {
-        for (int64_t j = 0; j < count; ++j) x[j] = c_.softcap * std::tanh(x[j] * c_.scale / c_.softcap);
+        const float inv = 1.0f / c_.softcap;  // ggml_scale by 1 / cap, tanh, ggml_scale by cap
+        for (int64_t j = 0; j < count; ++j) x[j] = std::tanh((x[j] * c_.scale) * inv) * c_.softcap;
       } else {
         for (int64_t j = 0; j < count; ++j) x[j] *= c_.scale;
       }
@@ -148,9 +149,21 @@ class TiledAttention {
     rows.kv->tile_accumulate(c_.layer, rows.kv_head, qs, c0, s.scores.data(), kAttentionTile, acc);
   }
 
-  // out row r = acc[r] (normalized already), mapped back from the store's domain.
-  void finish(const QueryRows& rows, float* acc) const {
+  // out row r = acc[r] (normalized already; with sinks, renormalized over the sink's logit too:
+  // m[r], l[r] are the row's merged max and sum), mapped back from the store's domain.
+  void finish(const QueryRows& rows, const float* m, const float* l, float* acc) const {
     const int64_t dim = c_.head_dim_v;
+    if (c_.sinks != nullptr) {
+      for (int r = 0; r < rows.n(); ++r) {
+        if (l[r] < 0.0f) continue;  // the row saw no cell (never for causal rows)
+        const float sink = c_.sinks[rows.kv_head * group_ + r % group_];
+        // acc * l / (l + e^(sink - m)), both sides taken against max(m, sink) as ggml does.
+        const float top = std::max(m[r], sink);
+        const float kept = l[r] * std::exp(m[r] - top);
+        const float factor = kept / (kept + std::exp(sink - top));
+        for (int64_t d = 0; d < dim; ++d) acc[r * dim + d] *= factor;
+      }
+    }
     rows.kv->finish_values(c_.layer, rows.kv_head, acc, rows.n());
     for (int r = 0; r < rows.n(); ++r) std::copy(acc + r * dim, acc + (r + 1) * dim, rows.out[static_cast<size_t>(r)]);
   }
@@ -239,7 +252,7 @@ void tiled_attention(std::span<const model::AttentionRun> runs, const model::Att
         state.reset(rows.n(), dim);
         for (int64_t task = task_start[static_cast<size_t>(u)]; task < task_start[static_cast<size_t>(u + 1)]; ++task)
           state.merge(rows.n(), dim, m_of(task), l_of(task), acc_of(task));
-        attn.finish(rows, state.acc.data());
+        attn.finish(rows, state.m.data(), state.l.data(), state.acc.data());
       }
     });
     return;
@@ -258,7 +271,7 @@ void tiled_attention(std::span<const model::AttentionRun> runs, const model::Att
         attn.tile_partial(rows, tile, scratch, m_t.data(), l_t.data(), acc_t.data());
         state.merge(rows.n(), dim, m_t.data(), l_t.data(), acc_t.data());
       }
-      attn.finish(rows, state.acc.data());
+      attn.finish(rows, state.m.data(), state.l.data(), state.acc.data());
     }
   });
 }
@@ -300,7 +313,8 @@ void exact_attention(std::span<const model::AttentionRun> runs, const model::Att
       const int64_t first = first_visible(c, pos), last = pos + 1;
       probs.resize(static_cast<size_t>(last - first));
       run.kv->scores(c.layer, h / group, run.q + (t * c.n_head + h) * c.head_dim_k, first, last, probs.data());
-      exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, scratch, tier);
+      exact_islands::softmax_scores(probs.data(), last - first, c.scale, c.softcap, c.sinks ? &c.sinks[h] : nullptr,
+                                    scratch, tier);
       run.kv->accumulate_values(c.layer, h / group, probs.data(), first, last,
                                 run.out + (t * c.n_head + h) * c.head_dim_v);
     }

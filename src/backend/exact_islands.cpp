@@ -85,9 +85,11 @@ void rope_token(float* x, int64_t n_heads, int64_t head_dim, int64_t position, c
   }
 }
 
-void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::vector<double>& scratch, Isa tier) {
+void softmax_scores(float* scores, int64_t n, float scale, float softcap, const float* sink,
+                    std::vector<double>& scratch, Isa tier) {
   if (n <= 0) return;
-  scratch.resize(static_cast<size_t>(n));
+  // The sink, when there is one, is the last entry: in the max and the sum, never written out.
+  scratch.resize(static_cast<size_t>(n + (sink ? 1 : 0)));
   const double s = scale, cap = softcap;
   double max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) {
@@ -95,8 +97,9 @@ void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::v
     scratch[static_cast<size_t>(i)] = cap > 0.0 ? cap * det::tanh(v / cap) : v;
     max = std::max(max, scratch[static_cast<size_t>(i)]);
   }
+  if (sink) max = std::max(max, scratch[static_cast<size_t>(n)] = *sink);
   for (double& v : scratch) v -= max;
-  det::exp_in_place(scratch.data(), n, tier);
+  det::exp_in_place(scratch.data(), static_cast<int64_t>(scratch.size()), tier);
   double sum = 0.0;
   for (const double v : scratch) sum += v;
   const double inverse = 1.0 / sum;

@@ -22,8 +22,10 @@ void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, floa
 void rope_token(float* x, int64_t n_heads, int64_t head_dim, int64_t position, const kernels::RopeConfig& config);
 
 // In place over scores[0, n): s -> softcap > 0 ? softcap tanh(s scale / softcap) : s scale, then a
-// max-subtracted softmax (det::exp, sum in index order). `scratch` is reused storage.
-void softmax_scores(float* scores, int64_t n, float scale, float softcap, std::vector<double>& scratch, Isa tier);
+// max-subtracted softmax (det::exp, sum in index order). A `sink` logit (gpt-oss; may be null)
+// joins the max and the sum but gets no output. `scratch` is reused storage.
+void softmax_scores(float* scores, int64_t n, float scale, float softcap, const float* sink,
+                    std::vector<double>& scratch, Isa tier);
 
 // out[i] = act(gate[i]) * up[i]. GELU and GELUF32 are both the tanh formula
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with det::tanh: ggml's fp16 lookup table is a

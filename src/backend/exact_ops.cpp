@@ -15,6 +15,7 @@
 #include "backend/exact_islands.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "exact/detmath.hpp"
 #include "exact/frobenius.hpp"
 #include "exact/int_matmul.hpp"
 #include "kernels/format_table.hpp"
@@ -272,6 +273,10 @@ void ExactOps::mul(const float* a, const float* b, int64_t n, float* out) {
 
 void ExactOps::scale(const float* a, float s, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] * s;
+}
+
+void ExactOps::softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * exact::det::tanh(static_cast<double>(x[i]) / cap));
 }
 
 void ExactOps::get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) {

@@ -62,6 +62,7 @@ class ExactOps : public model::Ops {
   void add(const float* a, const float* b, int64_t n, float* out) override;
   void mul(const float* a, const float* b, int64_t n, float* out) override;
   void scale(const float* a, float s, int64_t n, float* out) override;
+  void softcap(float* x, int64_t n, float cap) override;  // det::tanh in double
   void get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) override;
 
  private:

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "format/model_file.hpp"
+#include "model/blocks.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -134,6 +135,10 @@ class StatsRecorder : public ObservingOps::Observer {
       stats->sink_mean.assign(static_cast<size_t>(n), 0.0);
     }
     for (const std::string_view w : weights.subspan(1)) inputs_[std::string(w)] = stats;
+    // The row ranges of a fused tensor (phi3) read the same input: so does the stored tensor.
+    for (const std::string_view w : weights) {
+      if (const std::string_view stored = model::stored_tensor_name(w); stored != w) inputs_[std::string(stored)] = stats;
+    }
     if (stats->n != n) return;
     // xᵀx of this batch in float (OpenBLAS), summed into doubles: batches are at most a few
     // hundred rows, so float holds each batch's sum well.

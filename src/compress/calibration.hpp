@@ -114,6 +114,7 @@ class ObservingOps : public model::Ops {
   void add(const float* a, const float* b, int64_t n, float* out) override { inner_.add(a, b, n, out); }
   void mul(const float* a, const float* b, int64_t n, float* out) override { inner_.mul(a, b, n, out); }
   void scale(const float* a, float s, int64_t n, float* out) override { inner_.scale(a, s, n, out); }
+  void softcap(float* x, int64_t n, float cap) override { inner_.softcap(x, n, cap); }
   void get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) override {
     inner_.get_rows(table, ids, out);
   }

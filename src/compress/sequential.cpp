@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "format/model_file.hpp"
+#include "model/blocks.hpp"
 
 namespace okapi::compress {
 
@@ -20,7 +21,7 @@ namespace {
 
 // Input sites in forward order within a layer.
 int site_of(const std::string& kind) {
-  if (kind == "attn_q" || kind == "attn_k" || kind == "attn_v") return 0;
+  if (kind == "attn_q" || kind == "attn_k" || kind == "attn_v" || kind == "attn_qkv") return 0;
   if (kind == "attn_output") return 1;
   if (kind == "ffn_gate" || kind == "ffn_up") return 2;
   return 3;  // ffn_down
@@ -34,8 +35,9 @@ class SiteCapture : public ObservingOps::Observer {
   int64_t n = 0, tokens = 0;
 
   void matmul_input(std::span<const std::string_view> names, const float* x, int64_t n_tokens, int64_t width) override {
+    // (a row range of a fused tensor, phi3's, reads the input of the tensor)
     const bool ours = std::any_of(names.begin(), names.end(), [&](std::string_view name) {
-      return std::find(weights.begin(), weights.end(), name) != weights.end();
+      return std::find(weights.begin(), weights.end(), model::stored_tensor_name(name)) != weights.end();
     });
     if (!ours) return;
     rows.assign(x, x + n_tokens * width);

@@ -59,7 +59,8 @@ std::pair<int64_t, std::string> layer_and_kind(const std::string& tensor_name) {
 }
 
 bool is_weight_matrix(const gguf::TensorInfo& t, const std::string& filter) {
-  return t.shape.size() == 2 && t.shape[0] >= 2 && t.shape[1] >= 2 &&
+  // A 2-D bias is a table of per-expert vectors (gpt-oss's ffn_*_exps.bias), not a projection.
+  return t.shape.size() == 2 && t.shape[0] >= 2 && t.shape[1] >= 2 && !t.name.ends_with(".bias") &&
          (filter.empty() || t.name.find(filter) != std::string::npos);
 }
 

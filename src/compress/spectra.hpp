@@ -28,7 +28,7 @@ MatrixSpectrum summarize_spectrum(std::string name, int64_t rows, int64_t cols, 
 // blk.N.KIND.weight -> (N, KIND); other names -> (-1, name without ".weight").
 std::pair<int64_t, std::string> layer_and_kind(const std::string& tensor_name);
 
-// True for a 2-D weight matrix (both sides >= 2) whose name contains `filter` ("" for all).
+// True for a 2-D weight matrix (both sides >= 2, not a .bias table) whose name contains `filter` ("" for all).
 bool is_weight_matrix(const gguf::TensorInfo& t, const std::string& filter = "");
 // The matrix as floats, row-major (rows = ggml ne[1]); `who` ("analyze", "compress") starts the
 // error for a type okapi cannot dequantize.

@@ -112,7 +112,9 @@ BenchSample run_bench_case(runtime::Engine& engine, const BenchCase& test, int64
                           : test.n_gen == 0  ? Setting::BenchPrompt
                           : test.n_prompt == 0 ? Setting::BenchGenerate
                                                : Setting::BenchPromptGenerate;
-  const auto kv = engine.make_kv(test.n_depth + n, {.batch = batched ? batch_size : 1, .context = context});
+  // Each run rolls back to the depth: sliding-window rings are sized for the whole test beyond it.
+  const int64_t ring_batch = test.n_depth > 0 ? std::max(batch_size, n) : batch_size;
+  const auto kv = engine.make_kv(test.n_depth + n, {.batch = batched ? ring_batch : 1, .context = context});
   return out_of_memory_as_error("benchmarking",
                                 [&] { return run_bench_case_on(engine, *kv, test, batch_size, repetitions); });
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "core/error.hpp"
@@ -101,12 +102,18 @@ std::string CacheTypes::name() const {
 
 double CacheTypes::bytes(const KvShape& shape) const {
   // Bits per value of a whole row, exact for the block formats (row_codec in codec_store.cpp).
-  const double k_bits = k.bits_per_value(shape.head_dim_k, "K", shape.n_ctx),
-               v_bits = v.bits_per_value(shape.head_dim_v, "V", shape.n_ctx);
-  const double rows =
-      static_cast<double>(shape.n_layer) * static_cast<double>(shape.n_ctx) * static_cast<double>(shape.n_head_kv);
-  return rows * (static_cast<double>(shape.head_dim_k) * k_bits + static_cast<double>(shape.head_dim_v) * v_bits) /
-         8.0;
+  // Sliding-window layers keep their ring's cells (KvShape::cells); sp's calibration is per
+  // (layer, kv head), whatever the cells.
+  const double k_bits = k.bits_per_value(shape.head_dim_k, "K"), v_bits = v.bits_per_value(shape.head_dim_v, "V");
+  const double rows = shape.total_cells() * static_cast<double>(shape.n_head_kv);
+  double bytes =
+      rows * (static_cast<double>(shape.head_dim_k) * k_bits + static_cast<double>(shape.head_dim_v) * v_bits) / 8.0;
+  const double heads = static_cast<double>(shape.n_layer) * static_cast<double>(shape.n_head_kv);
+  if (const SpSpec* s = k.sp(); s && shape.head_dim_k > 0)
+    bytes += heads * std::floor(sp_metadata_bits(*s, shape.head_dim_k) / 8.0);
+  if (const SpSpec* s = v.sp(); s && shape.head_dim_v > 0)
+    bytes += heads * std::floor(sp_metadata_bits(*s, shape.head_dim_v) / 8.0);
+  return bytes;
 }
 
 std::unique_ptr<KvStore> make_store(const KvShape& shape, const CacheTypes& types, Isa tier, uint64_t seed) {

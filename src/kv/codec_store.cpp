@@ -32,7 +32,8 @@ CodecStore::Side CodecStore::make_side(const KvShape& shape, std::string_view wh
                                        KvRotation rotation, uint64_t seed, uint64_t salt) {
   Side side;
   side.codec = row_codec(which, type, dim);
-  side.rows.resize(static_cast<size_t>(shape.n_layer * shape.n_head_kv * shape.n_ctx) * side.codec.row_bytes);
+  side.rows.resize(static_cast<size_t>(shape.total_cells() * static_cast<double>(shape.n_head_kv)) *
+                   side.codec.row_bytes);
   if (side.codec.sp != nullptr) {
     // The seed's VHT2 (no random signs), and a calibration per head made by the first batch.
     for (int64_t i = 0; i < shape.n_layer * shape.n_head_kv; ++i) {
@@ -68,10 +69,9 @@ CodecStore::CodecStore(const KvShape& shape, const CacheTypes& types, uint64_t s
   }
 }
 
-void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x) {
+void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t position, const float* x) {
   const int64_t dim = side.codec.dim;
-  uint8_t* out = side.rows.data() +
-                 static_cast<size_t>((layer * shape_.n_head_kv + head) * shape_.n_ctx + cell) * side.codec.row_bytes;
+  uint8_t* out = side.rows.data() + static_cast<size_t>(row(layer, head, position)) * side.codec.row_bytes;
   const float* row = x;
   thread_local std::vector<float> rotated;
   if (const HadamardRotation* r = side.rotation(shape_, layer, head)) {
@@ -92,6 +92,7 @@ void CodecStore::encode(Side& side, int64_t layer, int64_t head, int64_t cell, c
 
 void CodecStore::append(int64_t layer, int64_t position, const float* k, const float* v) {
   check_position(layer, position);
+  note_written(layer, position);
   for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
     encode(k_, layer, h, position, k + h * shape_.head_dim_k);
     encode(v_, layer, h, position, v + h * shape_.head_dim_v);
@@ -125,20 +126,20 @@ void CodecStore::append_tokens(int64_t layer, std::span<const int32_t> positions
   KvStore::append_tokens(layer, positions, k, v);
 }
 
-void CodecStore::decode_rows(const Side& side, const KvShape& s, Isa tier, int64_t layer, int64_t head, int64_t c0,
-                             int64_t c1, float* out) {
+void CodecStore::decode_slots(const Side& side, int64_t layer, int64_t head, int64_t s0, int64_t s1, float* out) const {
   const int64_t dim = side.codec.dim;
   if (side.codec.tbq != nullptr) {
-    tbq_decode_rows(*side.codec.tbq, side.row(s, layer, head, c0), side.codec.row_bytes, c1 - c0, dim, out, tier);
+    tbq_decode_rows(*side.codec.tbq, side.row(row_of_slot(layer, head, s0)), side.codec.row_bytes, s1 - s0, dim, out,
+                    tier_);
     return;
   }
   if (side.codec.sp != nullptr) {
-    const SpHead& sp = side.sp_heads[static_cast<size_t>(layer * s.n_head_kv + head)];
-    for (int64_t c = c0; c < c1; ++c) sp.decode(side.row(s, layer, head, c), out + (c - c0) * dim);
+    const SpHead& sp = side.sp_heads[static_cast<size_t>(layer * shape_.n_head_kv + head)];
+    for (int64_t c = s0; c < s1; ++c) sp.decode(side.row(row_of_slot(layer, head, c)), out + (c - s0) * dim);
     return;
   }
-  const quant::Format& f = quant::format(side.codec.type, tier);
-  for (int64_t c = c0; c < c1; ++c) f.dequantize(side.row(s, layer, head, c), out + (c - c0) * dim, dim);
+  const quant::Format& f = quant::format(side.codec.type, tier_);
+  for (int64_t c = s0; c < s1; ++c) f.dequantize(side.row(row_of_slot(layer, head, c)), out + (c - s0) * dim, dim);
 }
 
 void CodecStore::scores(int64_t layer, int64_t kv_head, const float* q, int64_t first, int64_t last, float* out) const {
@@ -146,7 +147,8 @@ void CodecStore::scores(int64_t layer, int64_t kv_head, const float* q, int64_t 
   std::vector<float> rq(q, q + dim), row(static_cast<size_t>(dim));
   if (const HadamardRotation* r = k_.rotation(shape_, layer, kv_head)) r->apply(rq.data());
   for (int64_t j = first; j < last; ++j) {
-    decode_rows(k_, shape_, tier_, layer, kv_head, j, j + 1, row.data());
+    const int64_t at = slot(layer, j);
+    decode_slots(k_, layer, kv_head, at, at + 1, row.data());
     out[j - first] = vector_.dot_f32(rq.data(), row.data(), dim);
   }
 }
@@ -157,7 +159,8 @@ void CodecStore::accumulate_values(int64_t layer, int64_t kv_head, const float* 
   std::vector<float> row(static_cast<size_t>(dim));
   std::fill(out, out + dim, 0.0f);
   for (int64_t j = first; j < last; ++j) {
-    decode_rows(v_, shape_, tier_, layer, kv_head, j, j + 1, row.data());
+    const int64_t at = slot(layer, j);
+    decode_slots(v_, layer, kv_head, at, at + 1, row.data());
     vector_.axpy(probs[j - first], row.data(), dim, out);
   }
   if (const HadamardRotation* r = v_.rotation(shape_, layer, kv_head)) r->inverse(out);
@@ -178,21 +181,25 @@ void CodecStore::finish_values(int64_t layer, int64_t kv_head, float* acc, int n
 void CodecStore::decode_for_tiles(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride) {
   const auto& h = *static_cast<const TileRows*>(ctx);
   const Side& side = h.values ? h.store->v_ : h.store->k_;
-  const KvShape& s = h.store->shape_;
-  if (stride == side.codec.dim) return decode_rows(side, s, h.store->tier_, h.layer, h.head, j0, j0 + n, out);
-  for (int64_t c = j0; c < j0 + n; ++c) decode_rows(side, s, h.store->tier_, h.layer, h.head, c, c + 1, out + (c - j0) * stride);
+  // The tile kernels run on ring slots (for_each_ring_piece), so j0 is a slot.
+  if (stride == side.codec.dim) return h.store->decode_slots(side, h.layer, h.head, j0, j0 + n, out);
+  for (int64_t c = j0; c < j0 + n; ++c) h.store->decode_slots(side, h.layer, h.head, c, c + 1, out + (c - j0) * stride);
 }
 
 void CodecStore::tile_scores(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, float* out,
                              int64_t out_stride) const {
   const TileRows rows{this, layer, kv_head, false};
-  tiles_.scores_decoded(qs, {decode_for_tiles, &rows, k_.codec.dim}, first, out, out_stride);
+  for_each_ring_piece(layer, qs, first, [&](const tile::Queries& piece, int64_t piece_first) {
+    tiles_.scores_decoded(piece, {decode_for_tiles, &rows, k_.codec.dim}, piece_first, out, out_stride);
+  });
 }
 
 void CodecStore::tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first,
                                  const float* probs, int64_t p_stride, float* acc) const {
   const TileRows rows{this, layer, kv_head, true};
-  tiles_.accumulate_decoded(qs, {decode_for_tiles, &rows, v_.codec.dim}, first, probs, p_stride, acc);
+  for_each_ring_piece(layer, qs, first, [&](const tile::Queries& piece, int64_t piece_first) {
+    tiles_.accumulate_decoded(piece, {decode_for_tiles, &rows, v_.codec.dim}, piece_first, probs, p_stride, acc);
+  });
 }
 
 }  // namespace okapi::kv

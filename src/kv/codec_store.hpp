@@ -59,18 +59,17 @@ class CodecStore final : public KvStore {
     std::vector<uint8_t> rows;
     std::vector<HadamardRotation> rotations;  // one per (layer, kv head), or none
     std::vector<SpHead> sp_heads;             // sp types: one calibration per (layer, kv head)
-    const uint8_t* row(const KvShape& s, int64_t layer, int64_t head, int64_t cell) const {
-      return rows.data() + static_cast<size_t>((layer * s.n_head_kv + head) * s.n_ctx + cell) * codec.row_bytes;
-    }
+    // The row of store row index `index` (KvStore::row, row_of_slot).
+    const uint8_t* row(int64_t index) const { return rows.data() + static_cast<size_t>(index) * codec.row_bytes; }
     const HadamardRotation* rotation(const KvShape& s, int64_t layer, int64_t head) const {
       return rotations.empty() ? nullptr : &rotations[static_cast<size_t>(layer * s.n_head_kv + head)];
     }
   };
   static Side make_side(const KvShape& shape, std::string_view which, CacheType type, int64_t dim,
                         KvRotation rotation, uint64_t seed, uint64_t salt);
-  // Rows [c0, c1) of one head decoded into `out` (row-major, codec.dim floats each).
-  static void decode_rows(const Side& side, const KvShape& s, Isa tier, int64_t layer, int64_t head, int64_t c0,
-                          int64_t c1, float* out);
+  // Ring slots [s0, s1) of one head (positions, for a full layer) decoded into `out` (row-major,
+  // codec.dim floats each).
+  void decode_slots(const Side& side, int64_t layer, int64_t head, int64_t s0, int64_t s1, float* out) const;
   // The tile kernels' decoder (tile::Decoded) of one head's K or V rows; ctx is a TileRows.
   struct TileRows {
     const CodecStore* store;
@@ -78,7 +77,7 @@ class CodecStore final : public KvStore {
     bool values;
   };
   static void decode_for_tiles(const void* ctx, int64_t j0, int64_t n, float* out, int64_t stride);
-  void encode(Side& side, int64_t layer, int64_t head, int64_t cell, const float* x);
+  void encode(Side& side, int64_t layer, int64_t head, int64_t position, const float* x);
   // sp: calibrates the heads of `layer` not yet calibrated on the n rows of x (token-major).
   void calibrate(Side& side, int64_t layer, const float* x, int64_t n);
 

@@ -227,8 +227,12 @@ void ExactStore::truncate(int64_t position) {
 }  // namespace
 
 std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores, ExactKernel kernel) {
-  check_store_fits(exact_store_bytes(shape, scores), shape);
-  return std::make_unique<ExactStore>(shape, scores, kernel);
+  // The exact stores keep every cell: no ring for sliding-window layers (attention still reads
+  // only the window).
+  KvShape full = shape;
+  full.window.clear();
+  check_store_fits(exact_store_bytes(full, scores), full);
+  return std::make_unique<ExactStore>(full, scores, kernel);
 }
 
 std::unique_ptr<KvStore> make_exact_store(const KvShape& shape, ExactScores scores, Isa tier) {

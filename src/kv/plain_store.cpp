@@ -18,8 +18,7 @@ size_t checked_count(const KvShape& s, int64_t head_dim) {
   if (s.n_layer <= 0 || s.n_head_kv <= 0 || head_dim <= 0 || s.n_ctx <= 0)
     throw_error("KV store: invalid shape (layers {}, kv heads {}, head dim {}, context {})", s.n_layer, s.n_head_kv,
                 head_dim, s.n_ctx);
-  const double n = static_cast<double>(s.n_layer) * static_cast<double>(s.n_ctx) * static_cast<double>(s.n_head_kv) *
-                   static_cast<double>(head_dim);
+  const double n = s.total_cells() * static_cast<double>(s.n_head_kv) * static_cast<double>(head_dim);
   if (n > static_cast<double>(std::numeric_limits<int64_t>::max() / 4))
     throw_error("KV store: context {} is too large ({} elements)", s.n_ctx, n);
   return static_cast<size_t>(n);
@@ -36,6 +35,94 @@ void store_row(const quant::Format&, const float* x, int64_t n, float* out) { st
 void store_row(const quant::Format& f16, const float* x, int64_t n, uint16_t* out) { f16.quantize(x, out, n); }
 
 }  // namespace
+
+int64_t KvShape::cells(int64_t layer) const {
+  const int64_t w = window_of(layer);
+  if (w <= 0 || w >= n_ctx) return n_ctx;
+  const int64_t need = w - 1 + std::max<int64_t>(1, batch);
+  if (need >= n_ctx) return n_ctx;
+  const int64_t ring = (need + kRingAlign - 1) / kRingAlign * kRingAlign;
+  return ring < n_ctx ? ring : n_ctx;
+}
+
+double KvShape::total_cells() const {
+  double total = 0;
+  for (int64_t l = 0; l < n_layer; ++l) total += static_cast<double>(cells(l));
+  return total;
+}
+
+KvStore::KvStore(const KvShape& shape) : shape_(shape) {
+  if (shape.n_layer <= 0 || shape.n_head_kv <= 0 || shape.n_ctx <= 0) return;  // the store's own check throws
+  if (shape.total_cells() * static_cast<double>(shape.n_head_kv) > static_cast<double>(int64_t{1} << 53))
+    throw_error("KV store: context {} is too large ({} layers x {} kv heads)", shape.n_ctx, shape.n_layer,
+                shape.n_head_kv);
+  for (const int64_t w : shape.window)
+    if (w < 0) throw_error("KV store: a sliding window must not be negative, got {}", w);
+  if (static_cast<int64_t>(shape.window.size()) > shape.n_layer)
+    throw_error("KV store: {} sliding windows for {} layers", shape.window.size(), shape.n_layer);
+  layer_row_.reserve(static_cast<size_t>(shape.n_layer + 1));
+  int64_t row = 0;
+  for (int64_t l = 0; l < shape.n_layer; ++l) {
+    layer_cells_.push_back(shape.cells(l));
+    layer_row_.push_back(row);
+    row += shape.n_head_kv * layer_cells_.back();
+  }
+  layer_row_.push_back(row);
+  lost_below_.assign(static_cast<size_t>(shape.n_layer), 0);
+}
+
+void KvStore::note_written(int64_t layer, int64_t position) {
+  const int64_t cap = layer_cells_[static_cast<size_t>(layer)];
+  if (cap >= shape_.n_ctx) return;
+  int64_t& lost = lost_below_[static_cast<size_t>(layer)];
+  if (position == 0) lost = 0;  // a new sequence: nothing before it is read
+  lost = std::max(lost, position - cap + 1);
+}
+
+int64_t KvStore::kept_prefix(int64_t position) const {
+  if (position <= 0) return 0;
+  for (int64_t l = 0; l < static_cast<int64_t>(lost_below_.size()); ++l) {
+    const int64_t w = shape_.window_of(l);
+    if (shape_.cells(l) >= shape_.n_ctx) continue;
+    // The next query, at `position`, reads [position - w + 1, position).
+    if (std::max<int64_t>(0, position - w + 1) < lost_below_[static_cast<size_t>(l)]) return 0;
+  }
+  return position;
+}
+
+int64_t KvStore::max_batch() const {
+  int64_t most = INT64_MAX;
+  for (int64_t l = 0; l < shape_.n_layer; ++l)
+    if (shape_.cells(l) < shape_.n_ctx) most = std::min(most, shape_.cells(l) - shape_.window_of(l) + 1);
+  return most;
+}
+
+void KvStore::truncate(int64_t position) {
+  if (kept_prefix(position) != position)
+    throw_error("KV store: cannot roll back to position {}: a sliding-window layer's ring has overwritten cells "
+                "that position reads",
+                position);
+  for (int64_t& lost : lost_below_) lost = std::min(lost, position);  // truncate(0): nothing is lost
+}
+
+void KvStore::ring_pieces_error(int64_t layer, int64_t lo, int64_t hi) const {
+  throw_error("KV store: layer {} keeps a ring of {} cells (window {}); attention read positions [{}, {}), which it "
+              "no longer holds",
+              layer, shape_.cells(layer), shape_.window_of(layer), lo, hi);
+}
+
+KvStore::Piece KvStore::ring_piece(const tile::Queries& qs, int64_t p0, int64_t p1, int64_t delta) const {
+  thread_local std::vector<int64_t> begin, end;
+  begin.resize(static_cast<size_t>(qs.n));
+  end.resize(static_cast<size_t>(qs.n));
+  for (int r = 0; r < qs.n; ++r) {
+    int64_t b = std::max(qs.begin[r], p0), e = std::min(qs.end[r], p1);
+    if (b >= e) b = e = p0;
+    begin[static_cast<size_t>(r)] = b - delta;
+    end[static_cast<size_t>(r)] = e - delta;
+  }
+  return {begin.data(), end.data()};
+}
 
 void KvStore::append_tokens(int64_t layer, std::span<const int32_t> positions, const float* k, const float* v) {
   for (size_t t = 0; t < positions.size(); ++t) {
@@ -87,6 +174,7 @@ PlainStore<KElem, VElem>::PlainStore(const KvShape& shape, Isa tier)
 template <typename KElem, typename VElem>
 void PlainStore<KElem, VElem>::append(int64_t layer, int64_t position, const float* k, const float* v) {
   check_position(layer, position);
+  note_written(layer, position);
   for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
     store_row(f16_, k + h * shape_.head_dim_k, shape_.head_dim_k, &k_[k_offset(layer, position, h)]);
     store_row(f16_, v + h * shape_.head_dim_v, shape_.head_dim_v, &v_[v_offset(layer, position, h)]);
@@ -128,10 +216,9 @@ void PlainStore<KElem, VElem>::tile_scores(int64_t layer, int64_t kv_head, const
                                            float* out, int64_t out_stride) const {
   const int64_t d = shape_.head_dim_k;
   if (d > tile::kMaxDim) return KvStore::tile_scores(layer, kv_head, qs, first, out, out_stride);
-  const tile::Rows<KElem> k{&k_[k_offset(layer, 0, kv_head)], d, d};
-  if constexpr (std::is_same_v<KElem, float>) {
-    tiles_.scores_f32(qs, k, first, out, out_stride);
-  } else {
+  const tile::Rows<KElem> k{&k_[slot_offset(layer, 0, kv_head, d)], d, d};
+  tile::Queries queries = qs;
+  if constexpr (!std::is_same_v<KElem, float>) {
     // q rounded to fp16 (as ggml converts src1 to K's vec_dot type), kept as floats.
     const quant::Format& f16 = f16_;
     thread_local std::vector<float> rounded;
@@ -146,10 +233,15 @@ void PlainStore<KElem, VElem>::tile_scores(int64_t layer, int64_t kv_head, const
       f16.dequantize(halves.data(), dst, d);
       rows[static_cast<size_t>(r)] = dst;
     }
-    tile::Queries rounded_qs = qs;
-    rounded_qs.q = rows.data();
-    tiles_.scores_f16(rounded_qs, k, first, out, out_stride);
+    queries.q = rows.data();
   }
+  for_each_ring_piece(layer, queries, first, [&](const tile::Queries& piece, int64_t piece_first) {
+    if constexpr (std::is_same_v<KElem, float>) {
+      tiles_.scores_f32(piece, k, piece_first, out, out_stride);
+    } else {
+      tiles_.scores_f16(piece, k, piece_first, out, out_stride);
+    }
+  });
 }
 
 template <typename KElem, typename VElem>
@@ -157,12 +249,14 @@ void PlainStore<KElem, VElem>::tile_accumulate(int64_t layer, int64_t kv_head, c
                                                const float* probs, int64_t p_stride, float* acc) const {
   const int64_t d = shape_.head_dim_v;
   if (d > tile::kMaxDim) return KvStore::tile_accumulate(layer, kv_head, qs, first, probs, p_stride, acc);
-  const tile::Rows<VElem> v{&v_[v_offset(layer, 0, kv_head)], d, d};
-  if constexpr (std::is_same_v<VElem, float>) {
-    tiles_.accumulate_f32(qs, v, first, probs, p_stride, acc);
-  } else {
-    tiles_.accumulate_f16(qs, v, first, probs, p_stride, acc);  // rounds probs to fp16 first
-  }
+  const tile::Rows<VElem> v{&v_[slot_offset(layer, 0, kv_head, d)], d, d};
+  for_each_ring_piece(layer, qs, first, [&](const tile::Queries& piece, int64_t piece_first) {
+    if constexpr (std::is_same_v<VElem, float>) {
+      tiles_.accumulate_f32(piece, v, piece_first, probs, p_stride, acc);
+    } else {
+      tiles_.accumulate_f16(piece, v, piece_first, probs, p_stride, acc);  // rounds probs to fp16 first
+    }
+  });
 }
 
 template class PlainStore<float, float>;

@@ -32,11 +32,15 @@ class PlainStore final : public KvStore {
                        int64_t p_stride, float* acc) const override;
 
  private:
-  size_t k_offset(int64_t layer, int64_t cell, int64_t head) const {
-    return static_cast<size_t>(((layer * shape_.n_head_kv + head) * shape_.n_ctx + cell) * shape_.head_dim_k);
+  // The element offsets of (layer, position, head)'s K and V rows (ring layers: their slot).
+  size_t k_offset(int64_t layer, int64_t position, int64_t head) const {
+    return static_cast<size_t>(row(layer, head, position) * shape_.head_dim_k);
   }
-  size_t v_offset(int64_t layer, int64_t cell, int64_t head) const {
-    return static_cast<size_t>(((layer * shape_.n_head_kv + head) * shape_.n_ctx + cell) * shape_.head_dim_v);
+  size_t v_offset(int64_t layer, int64_t position, int64_t head) const {
+    return static_cast<size_t>(row(layer, head, position) * shape_.head_dim_v);
+  }
+  size_t slot_offset(int64_t layer, int64_t slot, int64_t head, int64_t dim) const {
+    return static_cast<size_t>(row_of_slot(layer, head, slot) * dim);
   }
   std::vector<KElem> k_;
   std::vector<VElem> v_;

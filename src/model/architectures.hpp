@@ -16,5 +16,12 @@ std::unique_ptr<Model> make_bitnet25(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_qwen3moe(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_qwen2moe(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_mixtral(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_gpt_oss(gguf::File file, HParams hparams);  // gpt-oss (gpt_oss.cpp)
+// phi3, granite, smollm3
+std::unique_ptr<Model> make_phi3(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_granite(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_smollm3(gguf::File file, HParams hparams);
+// gemma2 (sliding-window attention, soft-capping)
+std::unique_ptr<Model> make_gemma2(gguf::File file, HParams hparams);
 
 }  // namespace okapi::model

@@ -121,8 +121,10 @@ void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const Att
   project_group(ops, qkv, qkv_out, 3, s.h.data(), T);
   if (w.q_norm) ops.rmsnorm(s.q.data(), w.q_norm, T * hp.n_head, hp.head_dim_k, hp.norm_eps, s.q.data());
   if (w.k_norm) ops.rmsnorm(s.k.data(), w.k_norm, T * hp.n_head_kv, hp.head_dim_k, hp.norm_eps, s.k.data());
-  ops.rope(s.q.data(), T, hp.n_head, hp.head_dim_k, positions, rope);
-  ops.rope(s.k.data(), T, hp.n_head_kv, hp.head_dim_k, positions, rope);
+  if (rope.n_rot > 0) {
+    ops.rope(s.q.data(), T, hp.n_head, hp.head_dim_k, positions, rope);
+    ops.rope(s.k.data(), T, hp.n_head_kv, hp.head_dim_k, positions, rope);
+  }
   if (kv.single()) {
     ops.store_kv(kv.store(0), att.layer, s.k.data(), s.v.data(), positions);
     ops.attention(kv.store(0), att, s.q.data(), positions, s.attn.data());
@@ -186,7 +188,8 @@ void DecoderModel::load_embeddings() {
   uses_in_matmul(output_);
 }
 
-Projection DecoderModel::projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts) {
+Projection DecoderModel::projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts,
+                                    bool register_w) {
   const auto lookup = [this](Part part, const std::string& name, std::vector<int64_t> part_shape) {
     if (part == Part::Required) return tensor(name, std::move(part_shape));
     if (part == Part::Optional) return optional_tensor(name, std::move(part_shape));
@@ -209,7 +212,7 @@ Projection DecoderModel::projection(const std::string& prefix, std::vector<int64
   } else {
     p.w = tensor(prefix + ".weight", std::move(shape));
   }
-  uses_in_matmul(p.w);
+  if (register_w) uses_in_matmul(p.w);
   p.bias = lookup(parts.bias, prefix + ".bias", {n_out});
   p.scale = lookup(parts.scale, prefix + ".scale", {1});
   return p;
@@ -246,23 +249,38 @@ FfnWeights DecoderModel::ffn_weights(const std::string& prefix, int64_t n_ff, Pr
 void DecoderModel::forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
                                     std::span<const int32_t> positions, const LogitSelection& rows, float* logits,
                                     std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,
-                                    Activation ffn_activation) const {
+                                    Activation ffn_activation, const PreNormOptions& options) const {
   const HParams& hp = hparams_;
-  const int64_t T = static_cast<int64_t>(tokens.size());
+  const int64_t T = static_cast<int64_t>(tokens.size()), n = T * hp.n_embd;
   Scratch s(ops.workspace(), hp, T, layers.front().ffn.gate.w.n_out);
-  AttentionConfig att = attention_config(hp, 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)));
+  const float kq_scale = options.attention_scale != 0.0f ? options.attention_scale
+                                                         : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  AttentionConfig att = attention_config(hp, kq_scale);
+  kernels::RopeConfig no_rope = rope;
+  no_rope.n_rot = 0;
+  const auto add_residual = [&] {
+    if (options.residual_scale != 1.0f) ops.scale(s.o.data(), options.residual_scale, n, s.o.data());
+    ops.add(s.x.data(), s.o.data(), n, s.x.data());
+  };
 
   ops.get_rows(token_embd_, tokens, s.x.data());
+  if (options.embedding_scale != 1.0f) ops.scale(s.x.data(), options.embedding_scale, n, s.x.data());
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     if (skips_layer(il)) continue;
     const DecoderLayer& l = layers[static_cast<size_t>(il)];
     att.layer = il;
-    attention_block(ops, kv, hp, l.attn, rope, att, positions, s);
-    ops.add(s.x.data(), s.o.data(), T * hp.n_embd, s.x.data());
+    const bool roped = options.no_rope_layer_step <= 0 || (il + 1) % options.no_rope_layer_step != 0;
+    attention_block(ops, kv, hp, l.attn, roped ? rope : no_rope, att, positions, s);
+    add_residual();
     ffn_block(ops, hp, l.ffn, ffn_activation, s);
-    ops.add(s.x.data(), s.o.data(), T * hp.n_embd, s.x.data());
+    add_residual();
   }
   output_logits(ops, hp, output_norm_, output_, rows, s, logits);
+  if (options.logit_scale != 1.0f) {
+    int64_t n_rows = 0;
+    rows.for_each_run(T, [&](int64_t, int64_t count) { n_rows += count; });
+    if (n_rows > 0) ops.scale(logits, 1.0f / options.logit_scale, n_rows * hp.n_vocab, logits);
+  }
 }
 
 }  // namespace okapi::model

@@ -26,6 +26,12 @@ struct MoeParts;
 // An in-factor shared by several projections is stored once; the others carry the metadata key
 // kSharedInKeyPrefix + NAME naming its tensor.
 inline constexpr std::string_view kSharedInKeyPrefix = "okapi.lr_in.";
+// A fused tensor (phi3's attn_qkv, ffn_up) is used as row ranges named "<tensor>[<part>]"; the
+// stored tensor of such a weight name is the name without the bracket (other names: unchanged).
+inline std::string_view stored_tensor_name(std::string_view weight_name) {
+  const size_t bracket = weight_name.find('[');
+  return bracket == std::string_view::npos ? weight_name : weight_name.substr(0, bracket);
+}
 struct Projection {
   Weight w, bias, scale;
   Weight in;  // set only for a low-rank projection
@@ -82,6 +88,7 @@ void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size
 
 // The attention block of layer att.layer on s.x; writes s.o. Token t's K/V go to kv.store(t) and
 // its attention reads that store: store_kv + attention once per run of tokens sharing a store.
+// A rope with n_rot 0 leaves q and k unrotated (layers without rope: smollm3, granite).
 void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
                      const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
                      Scratch& s);
@@ -99,6 +106,16 @@ struct DecoderLayer {
 // selected rows are normed into s.h (gathered), so the LM head multiplies only those.
 void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output,
                    const LogitSelection& rows, Scratch& s, float* logits);
+
+// The scales and rope pattern some llama-like decoders add to the plain graph (granite,
+// smollm3); the defaults are the plain graph.
+struct PreNormOptions {
+  float embedding_scale = 1.0f;    // x = embd[tok] * embedding_scale
+  float residual_scale = 1.0f;     // x += residual_scale * block output, for both blocks
+  float attention_scale = 0.0f;    // multiplies q·k; 0: 1 / sqrt(head_dim)
+  float logit_scale = 1.0f;        // logits * (1 / logit_scale)
+  int64_t no_rope_layer_step = 0;  // > 0: layer il has no rope when (il + 1) % step == 0
+};
 
 // A decoder-only model made of these blocks: it owns the embedding, output norm and head, and
 // looks a layer's block tensors up by the usual GGUF names.
@@ -122,19 +139,23 @@ class DecoderModel : public Model {
   // token_embd, output_norm and output (token_embd when output.weight is absent: tied).
   void load_embeddings();
   // `prefix` + ".weight" of ggml shape `shape`, with its bias / scale as `parts` says.
-  Projection projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts);
+  // register_w false: `w` (the whole weight, or the out-factor of a low-rank one) is not recorded
+  // for the matmuls; the caller passes row ranges of it instead (phi3's fused tensors).
+  Projection projection(const std::string& prefix, std::vector<int64_t> shape, ProjectionParts parts,
+                        bool register_w = true);
   AttentionWeights attention_weights(const std::string& prefix, const AttentionParts& parts);
   FfnWeights ffn_weights(const std::string& prefix, int64_t n_ff, ProjectionParts parts, bool sub_norm);
   // A mixture-of-experts FFN: ffn_norm, the router, each expert sliced from the 3-D ffn_*_exps
   // tensors, and what `parts` adds (moe.hpp; defined in moe.cpp).
   MoeWeights moe_weights(const std::string& prefix, const MoeParts& parts);
 
+
   // The whole forward pass of a pre-norm decoder: x = embd[tok]; per layer x += attention(x) with
-  // 1/sqrt(head_dim) scaling, x += ffn(x); then output_logits.
+  // 1/sqrt(head_dim) scaling, x += ffn(x); then output_logits (with `options`' changes).
   void forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
                         std::span<const int32_t> positions, const LogitSelection& rows, float* logits,
                         std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,
-                        Activation ffn_activation) const;
+                        Activation ffn_activation, const PreNormOptions& options = {}) const;
 
   Weight token_embd_, output_norm_, output_;
 };

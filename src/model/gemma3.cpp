@@ -34,6 +34,9 @@ class Gemma3Model final : public DecoderModel {
     sliding_window_ = require_int(file_, hp.arch + ".attention.sliding_window");
     if (sliding_window_ <= 0)
       throw_error("{}: {}.attention.sliding_window must be positive, got {}", file_.name(), hp.arch, sliding_window_);
+    std::vector<int64_t> windows(static_cast<size_t>(hp.n_layer));
+    for (int64_t il = 0; il < hp.n_layer; ++il) windows[static_cast<size_t>(il)] = is_global_layer(il) ? 0 : sliding_window_;
+    set_layer_windows(std::move(windows));
     load_embeddings();
     const int64_t n_ff = ffn_width_from_gate(file_, hp.n_ff);
     AttentionParts attn;
@@ -72,9 +75,9 @@ class Gemma3Model final : public DecoderModel {
     ops.scale(s.x.data(), std::sqrt(static_cast<float>(n_embd)), T * n_embd, s.x.data());
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       const Layer& l = layers_[static_cast<size_t>(il)];
-      const bool global = is_global_layer(il);
       att.layer = il;
-      att.sliding_window = global ? 0 : sliding_window_;
+      att.sliding_window = layer_window(il);
+      const bool global = att.sliding_window == 0;
       attention_block(ops, kv, hp, l.attn, global ? global_rope_ : local_rope_, att, positions, s);
       ops.rmsnorm(s.o.data(), l.post_attn_norm, T, n_embd, hp.norm_eps, s.o.data());
       ops.add(s.x.data(), s.o.data(), T * n_embd, s.x.data());

@@ -157,7 +157,12 @@ class TensorCheck {
     if (hp_.n_ff > 0) {
       const Expected n_ff = single(keys_.quoted("feed_forward_length"), hp_.n_ff);
       expect("blk.0.ffn_gate.weight", {n_embd, n_ff});
-      expect("blk.0.ffn_up.weight", {n_embd, n_ff});
+      if (hp_.arch == "phi3") {  // phi3: ffn_up holds the gate and up halves
+        const std::optional<int64_t> both = checked_product(hp_.n_ff, 2);
+        expect("blk.0.ffn_up.weight", {n_embd, {fmt::format("2 x {} {}", keys_.quoted("feed_forward_length"), hp_.n_ff), both}});
+      } else {
+        expect("blk.0.ffn_up.weight", {n_embd, n_ff});
+      }
       expect("blk.0.ffn_down.weight", {n_ff, n_embd});
     }
     if (hp_.n_expert > 0) {  // mixture of experts: the router's width, the experts' and the shared expert's
@@ -179,6 +184,15 @@ class TensorCheck {
     const std::string rot = keys_.key("rope.dimension_count");
     const Expected rot_half{fmt::format("'{}' {} / 2 = {}", rot, hp_.n_rot, hp_.n_rot / 2), hp_.n_rot / 2};
     expect("rope_freqs.weight", {rot_half});
+    // phi3: the fused attn_qkv (the q rows, then k, then v) and the LongRoPE factors
+    std::optional<int64_t> n_qkv;
+    if (int64_t qk = 0, qkv = 0; n_q.value && n_k.value && n_v.value &&
+                                 !__builtin_add_overflow(*n_q.value, *n_k.value, &qk) &&
+                                 !__builtin_add_overflow(qk, *n_v.value, &qkv))
+      n_qkv = qkv;
+    expect("blk.0.attn_qkv.weight", {n_embd, {fmt::format("{} + {} + {}", n_q.what, n_k.what, n_v.what), n_qkv}});
+    expect("rope_factors_long.weight", {rot_half});
+    expect("rope_factors_short.weight", {rot_half});
   }
 
  private:

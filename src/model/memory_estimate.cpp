@@ -46,7 +46,9 @@ MemoryEstimate estimate_memory(const gguf::File& file, const HParams& hp, const 
   m.mapped = as_double(static_cast<int64_t>(file.file_size()));
   if (run.exact) m.weights = exact_weight_copies(file);
 
-  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, run.n_ctx};
+  kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, run.n_ctx};
+  shape.window = run.layer_windows;  // sliding-window layers keep rings (KvShape::cells)
+  shape.batch = run.batch;
   m.kv = run.exact ? kv::exact_store_bytes(shape, run.exact_scores) : run.cache.bytes(shape);
 
   // One batch of activations (model/blocks.hpp's Scratch): x, h, o, q, k, v, attention output and

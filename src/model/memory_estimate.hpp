@@ -4,6 +4,7 @@
 // are doubles: the inputs come from files and flags, and no claimed size may overflow them.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "format/gguf.hpp"
 #include "kv/cache_type.hpp"
@@ -21,6 +22,7 @@ struct RunShape {
   kv::CacheTypes cache;
   bool exact = false;  // ExactOps and an exact KV store (the cache types are then not used)
   kv::ExactScores exact_scores = kv::ExactScores::Direct;
+  std::vector<int64_t> layer_windows;  // Model::layer_windows(): their layers keep rings of cells
 };
 
 struct MemoryEstimate {

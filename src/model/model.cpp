@@ -71,8 +71,31 @@ void Model::check_tensors() const {
               problems_.summary());
 }
 
+void Model::set_layer_windows(std::vector<int64_t> windows) {
+  if (static_cast<int64_t>(windows.size()) != hparams_.n_layer)
+    throw_error("{}: {} sliding windows for {} layers", file_.name(), windows.size(), hparams_.n_layer);
+  layer_windows_ = std::move(windows);
+}
+
+kv::KvShape Model::kv_shape(int64_t n_ctx, int64_t batch) const {
+  const HParams& hp = hparams_;
+  kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
+  shape.window = layer_windows_;
+  shape.batch = batch;
+  return shape;
+}
+
 void Model::check_store_shape(const kv::KvStore& kv, std::string_view where, int64_t token_index) const {
   const kv::KvShape& s = kv.shape();
+  // A ring keeps only the cells of its window: the layer must not read further back.
+  for (int64_t il = 0; il < s.n_layer && il < hparams_.n_layer; ++il) {
+    if (s.cells(il) >= s.n_ctx) continue;
+    const int64_t w = layer_window(il);
+    if (w <= 0 || w > s.window_of(il))
+      throw_error("{}: layer {} of the KV store keeps a ring for a window of {} positions, but the model's layer {} "
+                  "{}",
+                  where, il, s.window_of(il), il, w <= 0 ? std::string("is global") : fmt::format("has a window of {}", w));
+  }
   if (s.n_layer != hparams_.n_layer || s.n_head_kv != hparams_.n_head_kv || s.head_dim_k != hparams_.head_dim_k ||
       s.head_dim_v != hparams_.head_dim_v)
     throw_error("{}: {}KV store shape (layers {}, kv heads {}, head dims {}/{}) does not match the model ({}, {}, {}/{})",
@@ -96,7 +119,25 @@ void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, 
                       "forward: position {} (token index {}) does not fit the context of {} tokens; use a larger context",
                       positions[t], t, n_ctx);
   }
-  forward_batch(ops, kv, tokens, positions, rows, logits);
+  // A store with ring layers holds at most max_batch() new positions besides the windows: a longer
+  // batch runs in chunks (each token's logits are the same bits in any batch).
+  const auto T = static_cast<int64_t>(tokens.size());
+  const int64_t chunk = kv.max_batch();
+  if (T <= chunk) return forward_batch(ops, kv, tokens, positions, rows, logits);
+  const std::vector<uint8_t> none(static_cast<size_t>(chunk), 0);
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t n = std::min(chunk, T - t0);
+    const auto part = [&](auto span) { return span.subspan(static_cast<size_t>(t0), static_cast<size_t>(n)); };
+    const bool last = t0 + n == T;
+    if (rows == LogitRows::All) {
+      forward_batch(ops, kv, part(tokens), part(positions), LogitRows::All, logits + t0 * hparams_.n_vocab);
+    } else if (last) {
+      forward_batch(ops, kv, part(tokens), part(positions), LogitRows::Last, logits);
+    } else {
+      forward_batch(ops, kv, part(tokens), part(positions),
+                    LogitSelection(std::span<const uint8_t>(none.data(), static_cast<size_t>(n))), nullptr);
+    }
+  }
 }
 
 void Model::forward_sequences(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
@@ -129,6 +170,16 @@ void Model::forward_sequences(Ops& ops, std::span<kv::KvStore* const> stores, st
     any_wanted = any_wanted || want_logits[t] != 0;
   }
   if (any_wanted && !logits) throw_error("forward_sequences: logits are wanted but the output buffer is null");
+  // Ring stores: a store's tokens in this pass must fit what its rings hold besides the windows.
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    if ((t > 0 && stores[t - 1] == stores[t]) || stores[t]->max_batch() >= static_cast<int64_t>(tokens.size())) continue;
+    size_t n = 0;
+    for (size_t u = t; u < tokens.size(); ++u) n += stores[u] == stores[t] ? 1 : 0;
+    if (static_cast<int64_t>(n) > stores[t]->max_batch())
+      throw_error("forward_sequences: {} tokens of one sequence in a pass, but its KV store's sliding-window rings "
+                  "hold batches of up to {}",
+                  n, stores[t]->max_batch());
+  }
   forward_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_logits), logits);
 }
 

@@ -74,6 +74,17 @@ class Model {
   // Every weight the forward pass multiplies by, for Ops::prepare.
   WeightSet weights() const;
 
+  // Sliding-window attention, per layer: > 0 for a layer whose queries see only the last that many
+  // positions, 0 for a global layer; empty when every layer is global. Architectures set it in
+  // their constructor (set_layer_windows) and read it in their forward pass (layer_window).
+  std::span<const int64_t> layer_windows() const { return layer_windows_; }
+  int64_t layer_window(int64_t layer) const {
+    return static_cast<size_t>(layer) < layer_windows_.size() ? layer_windows_[static_cast<size_t>(layer)] : 0;
+  }
+  // The KV store shape for a context of n_ctx cells and forward passes of up to `batch` tokens:
+  // the windowed layers keep rings (kv/kv_store.hpp).
+  kv::KvShape kv_shape(int64_t n_ctx, int64_t batch) const;
+
   // Runs tokens[t] at positions[t] (prefill when many, decode when one), appending their K/V to
   // `kv`, and writes logits [rows x n_vocab]: every token (All) or the last one (Last).
   // Throws okapi::Error when a position does not fit the store or a token id is out of range.
@@ -108,6 +119,9 @@ class Model {
   virtual void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
                              std::span<const int32_t> positions, const LogitSelection& rows, float* logits) const = 0;
 
+  // Per layer (n_layer values): the sliding window of a local layer, 0 for a global one.
+  void set_layer_windows(std::vector<int64_t> windows);
+
   // Tensor lookup for constructors: a missing required tensor (or one of the wrong shape) is
   // recorded and reported together by check_tensors(). `shape` is ggml ne[] (empty: any).
   Weight tensor(const std::string& name, std::vector<int64_t> shape);
@@ -130,6 +144,7 @@ class Model {
  private:
   ProblemList problems_;
   std::vector<Weight> matmul_weights_;
+  std::vector<int64_t> layer_windows_;
   mutable std::span<const uint8_t> skip_;  // set only during forward_skipping()
 };
 

@@ -113,7 +113,7 @@ MoeWeights DecoderModel::moe_weights(const std::string& prefix, const MoeParts& 
   MoeWeights w;
   w.n_ff_exp = n_ff;
   w.n_ff_shexp = parts.n_ff_shexp;
-  w.norm = tensor(prefix + "ffn_norm.weight", {n_embd});
+  w.norm = tensor(prefix + parts.norm + ".weight", {n_embd});
   w.router = projection(prefix + "ffn_gate_inp", {n_embd, n_expert}, {.bias = part(parts.router_bias)});
   // Expert e of a 3-D [n_in, n_out, n_expert] tensor is its e-th block of n_out rows; a bias
   // [n_out, n_expert] likewise.

@@ -30,7 +30,7 @@ struct MoeConfig {
 };
 
 struct MoeWeights {
-  Weight norm;                        // ffn_norm
+  Weight norm;                        // ffn_norm (MoeParts::norm)
   Projection router;                  // ffn_gate_inp [n_embd, n_expert] (+ gpt-oss's .bias [n_expert])
   std::vector<Projection> gate, up, down;  // one per expert, sliced from ffn_*_exps (+ .bias [n, n_expert])
   Weight probs_bias;                  // exp_probs_b [n_expert] (deepseek2); may be empty
@@ -49,6 +49,7 @@ struct MoeParts {
   bool probs_bias = false;         // required exp_probs_b.bias
   int64_t n_ff_shexp = 0;          // > 0: required shared expert ffn_{gate,up,down}_shexp of this width
   bool shared_router = false;      // required ffn_gate_inp_shexp
+  std::string norm = "ffn_norm";   // the FFN input norm's tensor (gpt-oss: post_attention_norm)
 };
 
 // The MoE block on s.x (normed into s.h); writes s.o. Uses s.gate / s.up for the shared expert

@@ -1,6 +1,7 @@
 #include "model/ops.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -27,6 +28,11 @@ void Ops::matmul_group(std::span<const MatmulTarget> targets, const float* x, in
 
 void Ops::attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& config) {
   for (const AttentionRun& run : runs) attention(*run.kv, config, run.q, run.positions, run.out);
+}
+
+void Ops::softcap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
 }
 
 void Ops::matmul_glu(Activation act, const Weight& gate, const Weight& up, const float* x, int64_t n_tokens,

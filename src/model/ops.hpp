@@ -81,7 +81,12 @@ struct AttentionConfig {
   int64_t head_dim_v = 0;
   float scale = 1.0f;           // applied to q·k before the softmax
   int64_t sliding_window = 0;   // > 0: key j visible from query i iff 0 <= i - j < window
-  float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale / softcap)
+  float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale * (1 / softcap)): the scale
+                                // first (gemma2 scales q), then the cap, as llama.cpp's graph
+  // gpt-oss: attention sinks, one logit per query head (n_head values; null: none). Head h's
+  // softmax denominator gains exp(sinks[h]) (a logit compared unscaled with the scaled scores,
+  // as ggml_soft_max_ext / ggml_flash_attn_ext_add_sinks); the sink has no value row.
+  const float* sinks = nullptr;
 };
 
 // The queries of one attention() call: tokens at `positions` over the store `kv` (already holding
@@ -177,6 +182,9 @@ class Ops {
   virtual void scale(const float* a, float s, int64_t n, float* out) = 0;
   // out[t] = dequantized row ids[t] of table (an embedding matrix of n_out rows of n_in).
   virtual void get_rows(const Weight& table, std::span<const int32_t> ids, float* out) = 0;
+  // Soft-capping (gemma2's final logits), in place over n values, in ggml's steps:
+  // x = cap * tanh(x * (1 / cap)). The default uses std::tanh (ggml's tanhf).
+  virtual void softcap(float* x, int64_t n, float cap);
 
   // ---- mixture of experts (moe.hpp); the defaults compute in float with detmath's exp, the same
   // bits on every build (exact mode uses them as they are) ----

@@ -1,12 +1,10 @@
 // general.architecture -> model factory. Adding an architecture: one file + one line here.
-#include <array>
-
 #include "model/architectures.hpp"
 
 namespace okapi::model {
 
 std::span<const ArchitectureEntry> architectures() {
-  static const std::array<ArchitectureEntry, 9> entries = {{
+  static const ArchitectureEntry entries[] = {
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
@@ -17,7 +15,14 @@ std::span<const ArchitectureEntry> architectures() {
       // mixture of experts (llama with experts: make_llama -> make_mixtral)
       {"qwen3moe", make_qwen3moe},
       {"qwen2moe", make_qwen2moe},
-  }};
+      {"gpt-oss", make_gpt_oss},  // gpt-oss
+      // phi3, granite, smollm3
+      {"phi3", make_phi3},
+      {"granite", make_granite},
+      {"smollm3", make_smollm3},
+      // gemma2
+      {"gemma2", make_gemma2},
+  };
   return entries;
 }
 

@@ -95,6 +95,8 @@ size_t ModelDrafter::catch_up(std::span<const TokenId> context) {
   while (common < cached_.size() && common < context.size() && cached_[common] == context[common]) ++common;
   // The last token is run again when it is cached already: its logits are the ones needed.
   if (common == context.size()) --common;
+  // A cache with sliding-window rings may have overwritten what an older prefix needs.
+  common = static_cast<size_t>(kv_->kept_prefix(static_cast<int64_t>(common)));
   cached_.resize(common);
   kv_->truncate(static_cast<int64_t>(common));
   // In batches of the size the cache was checked for (prompts can be long).

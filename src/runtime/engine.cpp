@@ -65,8 +65,10 @@ bool warn_beyond_trained_context(int64_t n_ctx, const model::HParams& hp, Settin
 
 namespace {
 
-model::RunShape run_shape(const EngineOptions& options, int threads, int64_t n_ctx, const Workload& work) {
+model::RunShape run_shape(const model::Model& model, const EngineOptions& options, int threads, int64_t n_ctx,
+                          const Workload& work) {
   model::RunShape run;
+  run.layer_windows.assign(model.layer_windows().begin(), model.layer_windows().end());
   run.n_ctx = n_ctx;
   run.batch = work.batch;
   run.logit_rows = work.logit_rows;
@@ -86,7 +88,7 @@ std::string kv_description(const model::MemoryEstimate& need, int64_t n_ctx) {
 void check_memory(const model::Model& model, const EngineOptions& options, int threads, int64_t n_ctx,
                   const Workload& work, bool weights_loaded) {
   const model::HParams& hp = model.hparams();
-  const model::RunShape run = run_shape(options, threads, n_ctx, work);
+  const model::RunShape run = run_shape(model, options, threads, n_ctx, work);
   const model::MemoryEstimate need = model::estimate_memory(model.file(), hp, run);
   // Copies that already exist have already lowered what is available.
   const double to_allocate = need.total() - (weights_loaded ? need.weights : 0.0);
@@ -111,12 +113,12 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::O
                                              int threads, int64_t n_ctx, const Workload& work, bool weights_loaded) {
   check_memory(model, options, threads, n_ctx, work, weights_loaded);
   const model::HParams& hp = model.hparams();
-  const kv::KvShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, n_ctx};
+  const kv::KvShape shape = model.kv_shape(n_ctx, work.batch);
   const model::KvTypes types{options.cache, options.exact_attention};
   try {
     return ops.make_kv(shape, types);
   } catch (const std::bad_alloc&) {
-    const model::MemoryEstimate need = model::estimate_memory(model.file(), hp, run_shape(options, threads, n_ctx, work));
+    const model::MemoryEstimate need = model::estimate_memory(model.file(), hp, run_shape(model, options, threads, n_ctx, work));
     throw_error("out of memory allocating the {}", kv_description(need, n_ctx));
   }
 }

@@ -180,7 +180,10 @@ void Scheduler::admit_waiting() {
 void Scheduler::start_job(Slot& slot, std::shared_ptr<Job> job, double submitted) {
   const auto& request = job->request();
   // Keep at least one prompt token to run: its logits give the first generated token.
-  const size_t keep = std::min(common_prefix(slot.cached, request.prompt), request.prompt.size() - 1);
+  // A store with sliding-window rings may have overwritten what an older prefix needs
+  // (KvStore::kept_prefix): then the prompt runs from the start.
+  const size_t shared = std::min(common_prefix(slot.cached, request.prompt), request.prompt.size() - 1);
+  const auto keep = static_cast<size_t>(slot.kv->kept_prefix(static_cast<int64_t>(shared)));
   slot.kv->truncate(static_cast<int64_t>(keep));
   slot.cached.resize(keep);
   slot.job = std::move(job);

@@ -55,6 +55,33 @@ std::vector<Preset> make_presets() {
   p.push_back({.name = "mixtral-8x7b", .archs = {"llama"}, .n_embd = 4096, .n_layer = 32, .n_head = 32,
                .n_head_kv = 8, .n_ff = 14336, .n_vocab = 32000, .context_length = 32768, .rope_base = 1000000.0f,
                .n_expert = 8, .n_expert_used = 2});
+  // openai/gpt-oss-20b: 32 experts of width 2880, 4 used; even layers slide over 128 tokens, odd
+  // ones attend to everything (llama.cpp's pattern 2); YaRN factor 32 over 4096 original positions.
+  p.push_back({.name = "gpt-oss-20b", .archs = {"gpt-oss"}, .n_embd = 2880, .n_layer = 24, .n_head = 64,
+               .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_vocab = 201088, .context_length = 131072,
+               .rope_base = 150000.0f, .qkv_bias = true, .sliding_window = 128, .n_expert = 32, .n_expert_used = 4,
+               .n_ff_exp = 2880, .gpt_oss = true, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096});
+  // phi3, granite, smollm3
+  // microsoft/Phi-4-mini-instruct: partial_rotary_factor 0.75 (96 of 128 dims), LongRoPE
+  // (original context 4096 of 131072), no sliding window.
+  p.push_back({.name = "phi-4-mini", .archs = {"phi3"}, .n_embd = 3072, .n_layer = 32, .n_head = 24, .n_head_kv = 8,
+               .n_ff = 8192, .n_vocab = 200064, .context_length = 131072, .tied = true, .fused_qkv_up = true,
+               .rope_dims = 96, .rope_orig_context = 4096});
+  // ibm-granite/granite-3.0-2b-instruct: embedding_multiplier 12, residual_multiplier 0.22,
+  // attention_multiplier 0.015625, logits_scaling 8.
+  p.push_back({.name = "granite-3-2b", .archs = {"granite"}, .n_embd = 2048, .n_layer = 40, .n_head = 32,
+               .n_head_kv = 8, .n_ff = 8192, .n_vocab = 49155, .context_length = 4096, .rms_eps = 1e-6f, .tied = true,
+               .embedding_scale = 12.0f, .residual_scale = 0.22f, .attention_scale = 0.015625f, .logit_scale = 8.0f});
+  // HuggingFaceTB/SmolLM3-3B: every fourth layer without rope (no_rope_layer_interval 4).
+  p.push_back({.name = "smollm3-3b", .archs = {"smollm3"}, .n_embd = 2048, .n_layer = 36, .n_head = 16,
+               .n_head_kv = 4, .n_ff = 11008, .n_vocab = 128256, .context_length = 65536, .rope_base = 5000000.0f,
+               .rms_eps = 1e-6f, .tied = true});
+  // google/gemma-2-2b: even layers slide over 4096 positions, odd ones are global (llama.cpp's
+  // default pattern 2); attention scores capped at 50, logits at 30.
+  p.push_back({.name = "gemma2-2b", .archs = {"gemma2"}, .n_embd = 2304, .n_layer = 26, .n_head = 8,
+               .n_head_kv = 4, .head_dim = 256, .n_ff = 9216, .n_vocab = 256000, .context_length = 8192,
+               .rms_eps = 1e-6f, .tied = true, .post_norms = true, .sliding_window = 4096, .attn_softcap = 50.0f,
+               .final_softcap = 30.0f});
   return p;
 }
 

@@ -37,8 +37,30 @@ struct Preset {
   int64_t n_ff_shexp = 0;     // > 0: a shared expert with a sigmoid gate (qwen2moe)
 
   int64_t expert_width() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
+  // gpt-oss (experts above): router and expert biases, biases on every attention
+  // projection, attention sinks, the FFN norm named post_attention_norm, alternating sliding-window
+  // / full layers (sliding_window above) and YaRN rope.
+  bool gpt_oss = false;
+  float yarn_factor = 0.0f;        // > 0: rope.scaling.type yarn with this factor
+  int64_t yarn_orig_ctx = 0;       // rope.scaling.original_context_length
+  float expert_gain = 1.0f;        // multiplies the experts' gate / up weights (tests: clamp that bites)
+  float sink_spread = 3.0f;        // standard deviation of the attention sinks
+  // phi3, granite, smollm3 (smollm3's rope-less layers have no key: llama.cpp hard-codes them)
+  bool fused_qkv_up = false;       // phi3: attn_qkv and ffn_up [n_embd, 2 n_ff] (gate rows, then up)
+  int64_t rope_dims = 0;           // rope.dimension_count; 0: the head size (phi3: partial rotary)
+  int64_t rope_orig_context = 0;   // > 0: LongRoPE rope_factors_long/short, original_context_length
+  float embedding_scale = 0.0f;    // granite's scales; 0: the key is not written
+  float residual_scale = 0.0f;
+  float attention_scale = 0.0f;
+  float logit_scale = 0.0f;
+  // gemma2: attention and final logit soft-capping (written when > 0); sliding-window pattern
+  // (attention.sliding_window_pattern, written when > 0: layer il is local iff il % n < n - 1)
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  int64_t sliding_window_pattern = 0;
 
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
+  int64_t rope_dimensions() const { return rope_dims > 0 ? rope_dims : key_length(); }
 };
 
 std::span<const Preset> all_presets();

@@ -68,6 +68,31 @@ std::string resolve_arch(const Preset& preset, const std::string& arch) {
   throw_error("preset '{}' cannot be written as architecture '{}'; valid: {}", preset.name, arch, valid);
 }
 
+// gpt-oss's layer: attention with biases and sinks, then a mixture of experts whose router and
+// experts all have biases, its input normed by post_attention_norm.
+void plan_gpt_oss_layer(const Preset& p, const std::string& b, std::vector<TensorPlan>& t) {
+  const int64_t q_dim = p.n_head * p.key_length(), kv_dim = p.n_head_kv * p.key_length();
+  const auto std_of = [&](int64_t fan_in, float gain) {
+    return gain * static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in)));
+  };
+  const auto weight = [&](const std::string& name, std::vector<int64_t> shape, float gain = 1.0f) {
+    t.push_back({b + name + ".weight", shape, Init::Weight, std_of(shape[0], gain)});
+    shape.erase(shape.begin());
+    t.push_back({b + name + ".bias", std::move(shape), Init::Bias, 0.2f});
+  };
+  t.push_back({b + "attn_norm.weight", {p.n_embd}, Init::Norm, 0.1f});
+  weight("attn_q", {p.n_embd, q_dim});
+  weight("attn_k", {p.n_embd, kv_dim});
+  weight("attn_v", {p.n_embd, kv_dim});
+  weight("attn_output", {q_dim, p.n_embd});
+  t.push_back({b + "attn_sinks.weight", {p.n_head}, Init::Bias, p.sink_spread});
+  t.push_back({b + "post_attention_norm.weight", {p.n_embd}, Init::Norm, 0.1f});
+  weight("ffn_gate_inp", {p.n_embd, p.n_expert});
+  weight("ffn_gate_exps", {p.n_embd, p.expert_width(), p.n_expert}, p.expert_gain);
+  weight("ffn_up_exps", {p.n_embd, p.expert_width(), p.n_expert}, p.expert_gain);
+  weight("ffn_down_exps", {p.expert_width(), p.n_embd, p.n_expert});
+}
+
 }  // namespace
 
 std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
@@ -86,10 +111,18 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
   if (!p.tied) t.push_back({"output.weight", {p.n_embd, p.n_vocab}, Init::Embedding, inv_sqrt(p.n_embd)});
   for (int64_t il = 0; il < n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
+    if (p.gpt_oss) {
+      plan_gpt_oss_layer(p, b, t);
+      continue;
+    }
     t.push_back(norm(b + "attn_norm.weight", p.n_embd));
-    t.push_back(weight(b + "attn_q.weight", p.n_embd, q_dim));
-    t.push_back(weight(b + "attn_k.weight", p.n_embd, kv_dim));
-    t.push_back(weight(b + "attn_v.weight", p.n_embd, kv_dim));
+    if (p.fused_qkv_up) {  // phi3
+      t.push_back(weight(b + "attn_qkv.weight", p.n_embd, q_dim + 2 * kv_dim));
+    } else {
+      t.push_back(weight(b + "attn_q.weight", p.n_embd, q_dim));
+      t.push_back(weight(b + "attn_k.weight", p.n_embd, kv_dim));
+      t.push_back(weight(b + "attn_v.weight", p.n_embd, kv_dim));
+    }
     if (p.qkv_bias) {
       t.push_back({b + "attn_q.bias", {q_dim}, Init::Bias, 0.2f});
       t.push_back({b + "attn_k.bias", {kv_dim}, Init::Bias, 0.2f});
@@ -116,12 +149,20 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
         t.push_back(weight(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd));
       }
     } else {
-      t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
-      t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
+      if (p.fused_qkv_up) {  // phi3: the gate rows, then the up rows
+        t.push_back(weight(b + "ffn_up.weight", p.n_embd, 2 * p.n_ff));
+      } else {
+        t.push_back(weight(b + "ffn_gate.weight", p.n_embd, p.n_ff));
+        t.push_back(weight(b + "ffn_up.weight", p.n_embd, p.n_ff));
+      }
       if (p.sub_norms) t.push_back(norm(b + "ffn_sub_norm.weight", p.n_ff));
       t.push_back(weight(b + "ffn_down.weight", p.n_ff, p.n_embd));
     }
     if (p.post_norms) t.push_back(norm(b + "post_ffw_norm.weight", p.n_embd));
+  }
+  if (p.rope_orig_context > 0) {  // phi3's LongRoPE factors: short ones near 1, long ones spread wider
+    t.push_back({"rope_factors_long.weight", {p.rope_dimensions() / 2}, Init::Norm, 0.25f});
+    t.push_back({"rope_factors_short.weight", {p.rope_dimensions() / 2}, Init::Norm, 0.05f});
   }
   return t;
 }
@@ -172,7 +213,7 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
   w.set(k + "attention.head_count", u32(p.n_head));
   w.set(k + "attention.head_count_kv", u32(p.n_head_kv));
   w.set(k + "rope.freq_base", p.rope_base);
-  w.set(k + "rope.dimension_count", u32(p.key_length()));
+  w.set(k + "rope.dimension_count", u32(p.rope_dimensions()));
   w.set(k + "attention.layer_norm_rms_epsilon", p.rms_eps);
   if (p.head_dim > 0) {
     w.set(k + "attention.key_length", u32(p.head_dim));
@@ -185,6 +226,28 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
     if (p.n_ff_exp > 0) w.set(k + "expert_feed_forward_length", u32(p.n_ff_exp));
     if (p.n_ff_shexp > 0) w.set(k + "expert_shared_feed_forward_length", u32(p.n_ff_shexp));
   }
+  if (p.gpt_oss && p.yarn_factor > 0.0f) {  // gpt-oss: YaRN, as convert_hf_to_gguf writes it
+    w.set(k + "rope.scaling.type", std::string("yarn"));
+    w.set(k + "rope.scaling.factor", p.yarn_factor);
+    w.set(k + "rope.scaling.original_context_length", u32(p.yarn_orig_ctx));
+  }
+  // phi3, granite
+  if (p.rope_orig_context > 0) {
+    // LongRoPE: the converter's attention factor sqrt(1 + ln(scale) / ln(original context)).
+    w.set(k + "rope.scaling.original_context_length", u32(p.rope_orig_context));
+    const double scale = static_cast<double>(p.context_length) / static_cast<double>(p.rope_orig_context);
+    const double factor =
+        scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(p.rope_orig_context))) : 1.0;
+    w.set(k + "rope.scaling.attn_factor", static_cast<float>(factor));
+  }
+  if (p.embedding_scale != 0.0f) w.set(k + "embedding_scale", p.embedding_scale);
+  if (p.residual_scale != 0.0f) w.set(k + "residual_scale", p.residual_scale);
+  if (p.attention_scale != 0.0f) w.set(k + "attention.scale", p.attention_scale);
+  if (p.logit_scale != 0.0f) w.set(k + "logit_scale", p.logit_scale);
+  // gemma2
+  if (p.attn_softcap > 0) w.set(k + "attn_logit_softcapping", p.attn_softcap);
+  if (p.final_softcap > 0) w.set(k + "final_logit_softcapping", p.final_softcap);
+  if (p.sliding_window_pattern > 0) w.set(k + "attention.sliding_window_pattern", u32(p.sliding_window_pattern));
   set_spm_vocab(w, p.n_vocab);
 }
 

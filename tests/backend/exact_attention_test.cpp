@@ -33,6 +33,7 @@ struct AttentionCase {
   int64_t n_tokens = 20, n_head = 4, n_head_kv = 2, head_dim = 32;
   int64_t sliding_window = 0;
   float softcap = 0.0f;
+  std::vector<float> sinks;  // empty: none
 };
 
 // Runs one batch of attention through `ops` over `kv` (filled through ops.store_kv).
@@ -50,6 +51,7 @@ std::vector<float> run_attention(Ops& ops, kv::KvStore& kv, const AttentionCase&
   att.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   att.sliding_window = c.sliding_window;
   att.softcap = c.softcap;
+  att.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
   std::vector<float> out(static_cast<size_t>(c.n_tokens * c.n_head * c.head_dim));
   ops.attention(kv, att, q.data(), positions, out.data());
   return out;
@@ -58,9 +60,10 @@ std::vector<float> run_attention(Ops& ops, kv::KvStore& kv, const AttentionCase&
 kv::KvShape shape_of(const AttentionCase& c) { return {1, c.n_head_kv, c.head_dim, c.head_dim, 64}; }
 
 TEST(ExactAttention, CloseToFloatAndIdenticalThroughNttAndDirect) {
-  std::vector<AttentionCase> cases(3);
+  std::vector<AttentionCase> cases(4);
   cases[1].sliding_window = 5;
   cases[2].softcap = 2.0f;
+  cases[3].sinks = {3.0f, -1.0f, 0.5f, 8.0f};  // gpt-oss's sinks: from negligible to dominant
   for (const AttentionCase& c : cases) {
     CpuOps cpu;
     const auto float_store = kv::make_f32_store(shape_of(c), isa());

@@ -230,7 +230,7 @@ TEST(ExactOps, SoftmaxWithScaleAndSoftcapMatchesFloat64) {
   std::vector<double> scratch;
   for (const float softcap : {0.0f, 30.0f}) {
     auto got = scores;
-    exact_islands::softmax_scores(got.data(), 300, 0.125f, softcap, scratch, isa());
+    exact_islands::softmax_scores(got.data(), 300, 0.125f, softcap, nullptr, scratch, isa());
     std::vector<double> want(300);
     double max = -1e300, sum = 0;
     for (size_t i = 0; i < 300; ++i) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kernels/format_table.hpp"
 #include "runtime/engine.hpp"
 #include "support/paths.hpp"
+#include "support/tiny_models.hpp"
 
 namespace okapi::compress {
 namespace {
@@ -152,6 +154,47 @@ TEST(LowRank, EveryMethodRunsAsItsProduct) {
     EXPECT_EQ(compressed.find("okapi.lr_in.blk.0.attn_k") != nullptr, method == "grc") << method;
     EXPECT_EQ(compressed.find("okapi.lr_in.blk.1.attn_k") != nullptr, method == "grc" || method == "basis-sharing")
         << method;
+    write_reconstructed(compressed, dir / "dense.gguf");
+    EXPECT_NEAR(run(out) / run(dir / "dense.gguf"), 1.0, 1e-4) << method;
+  }
+  fs::remove_all(dir);
+}
+
+// phi3's fused attn_qkv and ffn_up, which the model uses as row ranges: calibrated through the
+// ranges, factored whole, and the factored model runs as the dense product of its factors.
+TEST(LowRank, FusedTensorsOfPhi3RunAsTheirProduct) {
+  const fs::path dir = fs::temp_directory_path() / ("okapi-low-rank-phi3-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path model = dir / "phi3.gguf";
+  {
+    const std::vector<uint8_t> bytes = test::tiny_model("phi3");
+    std::ofstream(model, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                 static_cast<std::streamsize>(bytes.size()));
+  }
+  const std::string text = okapi::read_text_file(test::repo_dir() / "tests/data/runtime/stories260K-once-upon-a-time.txt");
+  CalibrationOptions calib_options;
+  calib_options.n_ctx = 64;
+  const Calibration calibration = calibrate(model, text, calib_options);
+  ASSERT_NE(calibration.input_of("blk.0.ffn_up.weight"), nullptr);
+  EXPECT_EQ(calibration.input_of("blk.0.attn_qkv.weight"), calibration.input_of("blk.0.attn_qkv.weight[k]"));
+  const auto file = gguf::File::open(model);
+  eval::PerplexityOptions ppl;
+  ppl.n_ctx = 64;
+  const auto run = [&](const fs::path& m) {
+    const auto engine = runtime::Engine::load(m, {1});
+    return eval::compute_perplexity(*engine, text, ppl).ppl;
+  };
+  for (const std::string method : {"svd", "best"}) {
+    CompressOptions options;
+    options.method = method;
+    options.ratio = 0.15;
+    options.calibration = &calibration;
+    const CalibrationSource source{model, text, calib_options};
+    options.source = &source;
+    const fs::path out = dir / (method + ".gguf");
+    (void)compress_model(file, out, options);
+    const auto compressed = gguf::File::open(out);
+    EXPECT_NE(compressed.find_tensor("blk.0.ffn_up.lr_out.weight"), nullptr) << method;
     write_reconstructed(compressed, dir / "dense.gguf");
     EXPECT_NEAR(run(out) / run(dir / "dense.gguf"), 1.0, 1e-4) << method;
   }

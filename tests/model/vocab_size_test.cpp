@@ -24,15 +24,6 @@ namespace fs = std::filesystem;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string load_error(const std::vector<uint8_t>& bytes) {
-  try {
-    (void)model::Model::load(gguf::File::parse(bytes, "vocab.gguf"));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));

@@ -32,6 +32,7 @@ synth::Preset tiny_preset(std::string_view name) {
   if (p.head_dim > 0) p.head_dim = 16;
   p.n_ff = 96;
   p.n_vocab = 512;
+  if (p.rope_dims > 0) p.rope_dims = 12;  // phi3: partial rotary, 12 of 16 dims as 96 of 128
   return p;
 }
 

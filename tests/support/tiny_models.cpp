@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "model/model.hpp"
 #include "synth/presets.hpp"
 #include "synth/synth.hpp"
 #include "synth/vocab.hpp"
@@ -41,10 +42,38 @@ synth::Preset tiny_preset(const std::string& arch, int64_t width) {
     p.qkv_bias = true;
     p.n_ff_shexp = 2 * width;
   }
+  if (arch == "gemma2") {  // windows shorter than a test prompt, caps that bite
+    p.post_norms = true;
+    p.sliding_window = 8;
+    p.attn_softcap = 1.5f;
+    p.final_softcap = 2.0f;
+    p.tied = true;
+  }
   if (arch == "bitnet" || arch == "bitnet-25") {
     p.sub_norms = true;
     p.ternary = true;
     p.tied = true;
+  }
+  if (arch == "gpt-oss") {  // 2 of 4 experts, even layers windowed, YaRN
+    p.gpt_oss = true;
+    p.sliding_window = 16;
+    p.n_expert = 4;
+    p.n_expert_used = 2;
+    p.n_ff_exp = p.n_ff;
+    p.yarn_factor = 32.0f;
+    p.yarn_orig_ctx = 4096;
+  }
+  // phi3, granite, smollm3 (smollm3's rope-less layer is the fourth: 2 blocks have none)
+  if (arch == "phi3") {
+    p.fused_qkv_up = true;
+    p.rope_dims = p.key_length() / 2;  // partial rotary
+    p.rope_orig_context = 64;          // LongRoPE factors
+  }
+  if (arch == "granite") {
+    p.embedding_scale = 12.0f;
+    p.residual_scale = 0.22f;
+    p.attention_scale = 0.125f;
+    p.logit_scale = 8.0f;
   }
   return p;
 }
@@ -85,7 +114,13 @@ std::vector<uint8_t> compact(const gguf::File& file) {
 
 }  // namespace
 
-std::vector<std::string> tiny_model_archs() { return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe"}; }
+std::vector<std::string> tiny_model_archs() {
+  return {"llama", "qwen2", "qwen3", "gemma3", "bitnet", "bitnet-25", "qwen3moe", "qwen2moe", "gpt-oss",
+          // phi3, granite, smollm3
+          "phi3", "granite", "smollm3",
+          // gemma2
+          "gemma2"};
+}
 
 std::vector<uint8_t> tiny_model(const std::string& arch) { return model_of_width(arch, 32); }
 
@@ -95,6 +130,23 @@ std::vector<uint8_t> with_metadata(const gguf::File& src, const std::string& key
   w.set(key, value);
   for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
   return w.to_bytes();
+}
+
+std::vector<uint8_t> without_metadata(const gguf::File& src, const std::string& key) {
+  gguf::Writer w;
+  for (const gguf::KeyValue& kv : src.metadata())
+    if (kv.key != key) w.set(kv.key, kv.value);
+  for (const auto& t : src.tensors()) w.add_tensor_view(t.name, t.type, t.shape, t.bytes());
+  return w.to_bytes();
+}
+
+std::string load_error(const std::vector<uint8_t>& bytes, const std::string& name) {
+  try {
+    (void)model::Model::load(gguf::File::parse(bytes, name));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
 }
 
 std::vector<HParamMutation> hparam_mutations(const gguf::File& file) {
