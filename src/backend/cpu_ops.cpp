@@ -93,6 +93,21 @@ void CpuOps::matmul_glu(model::Activation act, const model::Weight& gate, const 
   model::Ops::matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
 }
 
+void CpuOps::expert_ffns(model::Activation act, std::span<const model::ExpertRun> runs) {
+  if (runs.empty()) return;
+  // Every expert's gate and up in one parallel loop, then every down in another.
+  expert_jobs_.clear();
+  for (const model::ExpertRun& r : runs) expert_jobs_.push_back({output(*r.gate, r.g), output(*r.up, r.u), r.x, r.n_tokens});
+  if (!kernels::matmul_experts(tier_, expert_jobs_, runs.front().gate->n_in, glu_kernel(act), pool_)) {
+    for (const model::ExpertRun& r : runs) matmul_glu(act, *r.gate, *r.up, r.x, r.n_tokens, r.g, r.u);
+  }
+  expert_jobs_.clear();
+  for (const model::ExpertRun& r : runs) expert_jobs_.push_back({output(*r.down, r.y), {}, r.g, r.n_tokens});
+  if (!kernels::matmul_experts(tier_, expert_jobs_, runs.front().down->n_in, nullptr, pool_)) {
+    for (const model::ExpertRun& r : runs) matmul(*r.down, r.g, r.n_tokens, r.y);
+  }
+}
+
 void CpuOps::add_bias(const model::Weight& bias, float* x, int64_t n_tokens) {
   const int64_t n = bias.n_in;
   const float* b = bias.f32();

@@ -49,6 +49,7 @@ class CpuOps : public model::Ops {
   void mul(const float* a, const float* b, int64_t n, float* out) override;
   void scale(const float* a, float s, int64_t n, float* out) override;
   void get_rows(const model::Weight& table, std::span<const int32_t> ids, float* out) override;
+  void expert_ffns(model::Activation act, std::span<const model::ExpertRun> runs) override;
 
  private:
   template <typename Fn>
@@ -68,6 +69,7 @@ class CpuOps : public model::Ops {
   Isa tier_;
   const kernels::VectorKernels& vector_;  // tier_'s
   std::vector<kernels::PackedWeight> packed_;  // by matmul_index of the prepared set
+  std::vector<kernels::ExpertMatmul> expert_jobs_;  // expert_ffns' list, kept between calls
 };
 
 }  // namespace okapi::backend

@@ -59,6 +59,20 @@ using GluKernel = void (*)(const float* gate, const float* up, int64_t n, float*
 // packed, with the same number of rows, a multiple of 8); the caller then runs the two steps.
 bool matmul_glu(Isa tier, const MatmulOutput& gate, const MatmulOutput& up, int64_t n_in, const float* x,
                 int64_t n_tokens, GluKernel glu, float* out, ThreadPool* pool);
+// Mixture of experts: each expert's own input rows x [n_tokens x n_in] through its weight w
+// (w.y = w·x), or with `glu`, through its gate w and up (w.y = glu(w·x, up·x), up.y scratch).
+// All the experts' activations are prepared at once and all their row groups run as one parallel
+// loop (a decode step's k experts: two barriers instead of two per expert). Every value is the
+// bits of matmul() / matmul_glu() of that expert alone. Returns false, having done nothing, when
+// some expert is not on packed row-group kernels of experts[0]'s activation layout (or, with
+// glu, cannot be fused as matmul_glu fuses); the caller then runs them one by one.
+struct ExpertMatmul {
+  MatmulOutput w;   // the weight, or the gate
+  MatmulOutput up;  // with glu only
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+};
+bool matmul_experts(Isa tier, std::span<const ExpertMatmul> experts, int64_t n_in, GluKernel glu, ThreadPool* pool);
 
 struct RopeConfig {
   bool neox = false;         // NEOX: pairs (i, i + n_rot/2); normal: adjacent pairs (2i, 2i+1)

@@ -319,4 +319,82 @@ bool matmul_glu(Isa tier, const MatmulOutput& gate, const MatmulOutput& up, int6
   return true;
 }
 
+bool matmul_experts(Isa tier, std::span<const ExpertMatmul> experts, int64_t n_in, GluKernel glu, ThreadPool* pool) {
+  if (experts.empty()) return true;
+  // The row-group weights, two per expert (gate, up) with glu, else one.
+  const size_t per = glu != nullptr ? 2 : 1;
+  thread_local std::vector<RowGroupWeight> weights;
+  thread_local std::vector<int64_t> first_unit, first_token;  // per expert, then the totals
+  weights.resize(experts.size() * per);
+  first_unit.assign(experts.size() + 1, 0);
+  first_token.assign(experts.size() + 1, 0);
+  const quant::RowGroupKernels* k0 = nullptr;
+  int64_t work = 0;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const ExpertMatmul& ex = experts[e];
+    for (size_t j = 0; j < per; ++j) {
+      const MatmulOutput& out = j == 0 ? ex.w : ex.up;
+      const detail::MatmulPlan plan = detail::plan_matmul(tier, out.w_type, out.w, n_in, out.n_out, ex.n_tokens);
+      const quant::RowGroupKernels& k = plan.format->row_groups;
+      if (k0 == nullptr) k0 = &k;
+      if (!uses_row_groups(plan) || out.n_out == 0 || k.prepare_activation != k0->prepare_activation ||
+          k.activation_bytes(n_in) != k0->activation_bytes(n_in))
+        return false;
+      if (out.packed == nullptr || !out.packed->holds(tier, out.w_type, out.w, n_in, out.n_out)) return false;
+      weights[e * per + j] = {&k, out.packed->groups(), out.n_out, out.y, plan.scale};
+      work += n_in * out.n_out * ex.n_tokens;
+    }
+    const RowGroupWeight& w = weights[e * per];
+    if (glu != nullptr) {  // as matmul_glu
+      const RowGroupWeight& up = weights[e * per + 1];
+      if (w.n_out != up.n_out || w.n_out % 8 != 0 || w.k->rows != up.k->rows || w.rows_per_unit(ex.n_tokens) % 8 != 0)
+        return false;
+    }
+    const int64_t token_tiles = (ex.n_tokens + kTokenTile - 1) / kTokenTile;
+    first_unit[e + 1] = first_unit[e] + w.row_units(ex.n_tokens) * token_tiles;
+    first_token[e + 1] = first_token[e] + ex.n_tokens;
+  }
+  if (pool != nullptr && (pool->size() == 1 || work < kMinParallelWork)) pool = nullptr;
+
+  // Every expert's activation rows, one after another.
+  const size_t a_row = k0->activation_bytes(n_in);
+  const int64_t n_rows = first_token.back();
+  thread_local std::vector<uint8_t> buffer;  // the caller's: the workers read it through `a`
+  if (buffer.size() < a_row * static_cast<size_t>(n_rows)) buffer.resize(a_row * static_cast<size_t>(n_rows));
+  uint8_t* const a = buffer.data();
+  const int64_t* const token_start = first_token.data();
+  const auto expert_of = [&](const int64_t* starts, int64_t i) {  // the expert whose range holds i
+    return static_cast<size_t>(std::upper_bound(starts, starts + experts.size() + 1, i) - starts - 1);
+  };
+  run_on(n_rows > 1 ? pool : nullptr, n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const size_t e = expert_of(token_start, r);
+      k0->prepare_activation(experts[e].x + (r - token_start[e]) * n_in, n_in, a + static_cast<size_t>(r) * a_row);
+    }
+  });
+
+  const int64_t* const unit_start = first_unit.data();
+  const RowGroupWeight* const ws = weights.data();
+  run_on(pool, first_unit.back(), [&](int64_t begin, int64_t end, int) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const size_t e = expert_of(unit_start, unit);
+      const int64_t n_tokens = experts[e].n_tokens, token_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
+      const RowGroupWeight& w = ws[e * per];
+      const int64_t rows_per_unit = w.rows_per_unit(n_tokens), local = unit - unit_start[e];
+      const int64_t o0 = local / token_tiles * rows_per_unit, t0 = local % token_tiles * kTokenTile;
+      const int64_t n_out_rows = std::min(rows_per_unit, w.n_out - o0), n_t = std::min(kTokenTile, n_tokens - t0);
+      const uint8_t* a_e = a + static_cast<size_t>(token_start[e]) * a_row;
+      run_unit(w, n_in, a_e, a_row, o0, t0, n_out_rows, n_t);
+      if (glu == nullptr) continue;
+      const RowGroupWeight& up = ws[e * per + 1];
+      run_unit(up, n_in, a_e, a_row, o0, t0, n_out_rows, n_t);
+      for (int64_t t = t0; t < t0 + n_t; ++t) {
+        const int64_t at = t * w.n_out + o0;
+        glu(w.y + at, up.y + at, n_out_rows, w.y + at);
+      }
+    }
+  });
+  return true;
+}
+
 }  // namespace okapi::kernels

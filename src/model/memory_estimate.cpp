@@ -68,7 +68,17 @@ MemoryEstimate estimate_memory(const gguf::File& file, const HParams& hp, const 
                         as_double(hp.n_vocab) * 4 * kFloat;
   // Attention: each thread's probabilities over the context (doubles as well in exact mode).
   const double attention = as_double(std::max(1, run.threads)) * as_double(run.n_ctx) * (run.exact ? 3 : 1) * kFloat;
-  m.scratch = activations + matmul + logits + attention;
+  // Mixture of experts (moe.hpp): the router's logits and weights, and each (token, expert) pair's
+  // input, gate, up and output rows, plus the shared expert's output.
+  double experts = 0;
+  if (hp.n_expert > 0) {
+    const gguf::TensorInfo* gate = file.find_tensor("blk.0.ffn_gate_exps.weight");
+    const double n_ff_exp = gate && gate->shape.size() == 3 ? as_double(gate->shape[1]) : as_double(n_ff);
+    const double pairs = tokens * as_double(hp.n_expert_used);
+    experts = (tokens * as_double(hp.n_expert) + pairs * (1 + 2 * as_double(hp.n_embd) + 2 * n_ff_exp) +
+               tokens * (as_double(hp.n_embd) + 1)) * kFloat;
+  }
+  m.scratch = activations + matmul + logits + attention + experts;
   return m;
 }
 

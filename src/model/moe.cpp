@@ -1,5 +1,6 @@
 #include "model/moe.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -71,14 +72,25 @@ void moe_block(Ops& ops, const HParams& hp, const MoeWeights& w, const MoeConfig
   float* outputs = ws.floats(kOutputs, rows * static_cast<size_t>(n_embd));
   ops.gather_rows(s.h.data(), n_embd, token_of, inputs);
 
-  // One matmul per expert over the tokens that chose it.
+  // Each chosen expert over the tokens that chose it: plain SiLU experts in one Ops::expert_ffns
+  // call (the backend may run them as one parallel loop), others one by one.
+  const bool plain_experts = c.activation == MoeActivation::SiLU &&
+                             std::all_of(w.gate.begin(), w.gate.end(), plain) &&
+                             std::all_of(w.up.begin(), w.up.end(), plain) && std::all_of(w.down.begin(), w.down.end(), plain);
+  std::vector<ExpertRun> runs;
   for (int64_t e = 0; e < n_expert; ++e) {
     const int64_t begin = first[static_cast<size_t>(e)], count = first[static_cast<size_t>(e) + 1] - begin;
     if (count == 0) continue;
     const auto i = static_cast<size_t>(e);
-    gated_ffn(ops, w.gate[i], w.up[i], w.down[i], c.activation, inputs + begin * n_embd, count, gate + begin * n_ff,
-              up + begin * n_ff, outputs + begin * n_embd);
+    if (plain_experts) {
+      runs.push_back({&w.gate[i].w, &w.up[i].w, &w.down[i].w, inputs + begin * n_embd, count, gate + begin * n_ff,
+                      up + begin * n_ff, outputs + begin * n_embd});
+    } else {
+      gated_ffn(ops, w.gate[i], w.up[i], w.down[i], c.activation, inputs + begin * n_embd, count, gate + begin * n_ff,
+                up + begin * n_ff, outputs + begin * n_embd);
+    }
   }
+  if (!runs.empty()) ops.expert_ffns(Activation::SiLU, runs);
   ops.combine_experts(outputs, n_embd, row_of, weights, k, T, s.o.data());
 
   if (w.shared_gate.w) {

@@ -95,6 +95,13 @@ void Ops::route_experts(const float* logits, int64_t n_tokens, const MoeRouting&
   }
 }
 
+void Ops::expert_ffns(Activation act, std::span<const ExpertRun> runs) {
+  for (const ExpertRun& r : runs) {
+    matmul_glu(act, *r.gate, *r.up, r.x, r.n_tokens, r.g, r.u);
+    matmul(*r.down, r.g, r.n_tokens, r.y);
+  }
+}
+
 void Ops::gather_rows(const float* x, int64_t n, std::span<const int32_t> rows, float* out) {
   for (size_t i = 0; i < rows.size(); ++i) std::copy_n(x + rows[i] * n, n, out + static_cast<int64_t>(i) * n);
 }

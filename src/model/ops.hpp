@@ -114,6 +114,19 @@ struct MoeRouting {
   const float* selection_bias = nullptr;  // [n_expert] added to p for the choice only (deepseek2's exp_probs_b)
 };
 
+// One expert of a MoE block over its own input rows: y = down · (act(gate · x) * (up · x)), with
+// g and u [n_tokens x gate.n_out] scratch (g ends holding the activation).
+struct ExpertRun {
+  const Weight* gate = nullptr;
+  const Weight* up = nullptr;
+  const Weight* down = nullptr;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  float* g = nullptr;
+  float* u = nullptr;
+  float* y = nullptr;
+};
+
 // A backend. Besides the operations it owns what it computes with: the copies of the weights it
 // makes at load (prepare), the forward pass's buffers (workspace) and the KV stores (make_kv).
 class Ops {
@@ -179,6 +192,10 @@ class Ops {
   // in decreasing order of their selection score (ties: lower index first), weights likewise.
   virtual void route_experts(const float* logits, int64_t n_tokens, const MoeRouting& routing, int32_t* selected,
                              float* weights);
+  // Each run's expert FFN (every gate the same n_in, every down too). A backend may run all the
+  // experts' matmuls as one parallel loop; each y is the bits of matmul_glu then matmul of its run
+  // alone, which the default does run by run.
+  virtual void expert_ffns(Activation act, std::span<const ExpertRun> runs);
   // out[i] = x[rows[i]], rows of n values.
   virtual void gather_rows(const float* x, int64_t n, std::span<const int32_t> rows, float* out);
   // out[t] = sum over j < n_used, in order j = 0, 1, ..., of weights[t][j] * y[rows[t][j]] (rows of
