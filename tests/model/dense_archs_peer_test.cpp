@@ -23,15 +23,7 @@ class DenseArchsPeer : public ::testing::Test {
   // F32 weights: both cache types, one batch and token by token.
   void expect_f32_matches(const synth::Preset& preset, int64_t n_layer, const std::string& name) {
     const auto model = write_synth_model(preset, "", "F32", n_layer, dir_ / (name + ".gguf"));
-    for (const char* kv : {"f32", "f16"}) {
-      for (bool one_by_one : {false, true}) {
-        SCOPED_TRACE(name + std::string(" kv ") + kv + (one_by_one ? " token by token" : " batch"));
-        PeerCheck check;
-        check.kv = kv;
-        check.token_by_token = one_by_one;
-        expect_matches_peer(model, peer_test_prompt(), check);
-      }
-    }
+    expect_matches_peer_every_cache_and_mode(model, peer_test_prompt());
   }
 
   void expect_quantized_matches(const synth::Preset& preset, int64_t n_layer, const std::string& type,

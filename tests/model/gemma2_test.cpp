@@ -32,14 +32,7 @@ synth::Preset biting_gemma2() {
 TEST_F(Gemma2Fidelity, F32BatchAndTokenByTokenBothCaches) {
   OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
   const auto model = write_synth_model(biting_gemma2(), "", "F32", 2, dir_ / "gemma2.gguf");
-  for (const char* kv : {"f32", "f16"}) {
-    for (bool one_by_one : {false, true}) {
-      PeerCheck check;
-      check.kv = kv;
-      check.token_by_token = one_by_one;
-      expect_matches_peer(model, peer_test_prompt(), check);
-    }
-  }
+  expect_matches_peer_every_cache_and_mode(model, peer_test_prompt());
 }
 
 TEST_F(Gemma2Fidelity, Q8_0NearTies) {

@@ -43,14 +43,7 @@ class MoeFidelity : public ::testing::Test {
     const synth::Preset p = tiny_moe(preset);
     const std::string stem(preset);
     const auto f32 = write_synth_model(p, "", "F32", 3, dir_ / (stem + ".gguf"));
-    for (const char* kv : {"f32", "f16"}) {
-      for (const bool one_by_one : {false, true}) {
-        PeerCheck c;
-        c.kv = kv;
-        c.token_by_token = one_by_one;
-        expect_matches_peer(f32, peer_test_prompt(), c);
-      }
-    }
+    expect_matches_peer_every_cache_and_mode(f32, peer_test_prompt());
     const auto q = write_synth_model(p, "", quantized, 3, dir_ / (stem + "-" + quantized + ".gguf"));
     PeerCheck c;
     c.max_rel = 0;

@@ -18,14 +18,7 @@ class PeerFidelity : public ::testing::Test {
 TEST_F(PeerFidelity, Qwen3F32BatchAndTokenByTokenBothCaches) {
   OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
   const auto model = write_synth_model(tiny_preset("qwen3-0.6b"), "", "F32", 2, dir_ / "qwen3.gguf");
-  for (const char* kv : {"f32", "f16"}) {
-    for (bool one_by_one : {false, true}) {
-      PeerCheck check;
-      check.kv = kv;
-      check.token_by_token = one_by_one;
-      expect_matches_peer(model, peer_test_prompt(), check);
-    }
-  }
+  expect_matches_peer_every_cache_and_mode(model, peer_test_prompt());
 }
 
 TEST_F(PeerFidelity, Gemma3WindowShorterThanThePromptQ8_0) {

@@ -134,6 +134,18 @@ PeerComparison expect_matches_peer(const std::filesystem::path& model, const std
   return c;
 }
 
+void expect_matches_peer_every_cache_and_mode(const std::filesystem::path& model, const std::string& prompt) {
+  for (const char* kv : {"f32", "f16"}) {
+    for (const bool one_by_one : {false, true}) {
+      SCOPED_TRACE(std::string("kv ") + kv + (one_by_one ? " token by token" : " batch"));
+      PeerCheck check;
+      check.kv = kv;
+      check.token_by_token = one_by_one;
+      expect_matches_peer(model, prompt, check);
+    }
+  }
+}
+
 std::string peer_test_prompt(int n_words) {
   static const char* const kWords[] = {"the", "little", "fox", "ran", "over", "a", "green", "hill", "and", "saw",
                                        "river", "where", "children", "played", "with", "bright", "stones", "under",

@@ -64,6 +64,10 @@ PeerComparison compare_logits(const PeerLogits& peer, const std::vector<float>& 
 PeerComparison expect_matches_peer(const std::filesystem::path& model, const std::string& prompt,
                                    const PeerCheck& check);
 
+// expect_matches_peer() with F32 weights' defaults for each cache type (f32, f16) in one batch and
+// token by token: the four runs every architecture's F32 model is held to.
+void expect_matches_peer_every_cache_and_mode(const std::filesystem::path& model, const std::string& prompt);
+
 // A prompt of about `n_words` words of ordinary text (deterministic): long enough to cross windows.
 std::string peer_test_prompt(int n_words = 60);
 
