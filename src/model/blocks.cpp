@@ -283,4 +283,26 @@ void DecoderModel::forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<con
   }
 }
 
+void DecoderModel::forward_post_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                                     std::span<const int32_t> positions, std::span<const PostNormLayer> layers,
+                                     const kernels::RopeConfig& global_rope, const kernels::RopeConfig& local_rope,
+                                     AttentionConfig att, Activation ffn_activation, Scratch& s) const {
+  const HParams& hp = hparams_;
+  const int64_t T = static_cast<int64_t>(tokens.size()), n_embd = hp.n_embd;
+  ops.get_rows(token_embd_, tokens, s.x.data());
+  ops.scale(s.x.data(), std::sqrt(static_cast<float>(n_embd)), T * n_embd, s.x.data());
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const PostNormLayer& l = layers[static_cast<size_t>(il)];
+    att.layer = il;
+    att.sliding_window = layer_window(il);
+    attention_block(ops, kv, hp, l.attn, att.sliding_window > 0 ? local_rope : global_rope, att, positions, s);
+    ops.rmsnorm(s.o.data(), l.post_attn_norm, T, n_embd, hp.norm_eps, s.o.data());
+    ops.add(s.x.data(), s.o.data(), T * n_embd, s.x.data());
+
+    ffn_block(ops, hp, l.ffn, ffn_activation, s);
+    ops.rmsnorm(s.o.data(), l.post_ffn_norm, T, n_embd, hp.norm_eps, s.o.data());
+    ops.add(s.x.data(), s.o.data(), T * n_embd, s.x.data());
+  }
+}
+
 }  // namespace okapi::model

@@ -102,6 +102,14 @@ struct DecoderLayer {
   FfnWeights ffn;
 };
 
+// One layer of a decoder whose blocks carry post-norms (gemma2, gemma3): x += rms(block(x), post-norm).
+struct PostNormLayer {
+  AttentionWeights attn;
+  Weight post_attn_norm;  // post_attention_norm
+  FfnWeights ffn;
+  Weight post_ffn_norm;   // post_ffw_norm
+};
+
 // logits = output · rms(x, output_norm) for the rows of s.x that `rows` selects, packed: the
 // selected rows are normed into s.h (gathered), so the LM head multiplies only those.
 void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const Weight& output,
@@ -156,6 +164,14 @@ class DecoderModel : public Model {
                         std::span<const int32_t> positions, const LogitSelection& rows, float* logits,
                         std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,
                         Activation ffn_activation, const PreNormOptions& options = {}) const;
+
+  // Gemma's layers up to the final norm: x = embd[tok] * sqrt(n_embd); per layer x += rms(attention(x)),
+  // x += rms(ffn(x)), the windowed layers (layer_window) with `local_rope`, the others with
+  // `global_rope`. `att` carries the scale and soft-cap; its layer and window are set per layer.
+  void forward_post_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                         std::span<const int32_t> positions, std::span<const PostNormLayer> layers,
+                         const kernels::RopeConfig& global_rope, const kernels::RopeConfig& local_rope,
+                         AttentionConfig att, Activation ffn_activation, Scratch& s) const;
 
   Weight token_embd_, output_norm_, output_;
 };

@@ -43,7 +43,7 @@ class Gemma3Model final : public DecoderModel {
     attn.qk_norm = true;
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       const std::string p = layer_prefix(il);
-      Layer l;
+      PostNormLayer l;
       l.attn = attention_weights(p, attn);
       l.post_attn_norm = tensor(p + "post_attention_norm.weight", {hp.n_embd});
       l.ffn = ffn_weights(p, n_ff, {}, /*sub_norm=*/false);
@@ -67,36 +67,16 @@ class Gemma3Model final : public DecoderModel {
   void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      const LogitSelection& rows, float* logits) const override {
     const HParams& hp = hparams_;
-    const int64_t T = static_cast<int64_t>(tokens.size()), n_embd = hp.n_embd;
+    const int64_t T = static_cast<int64_t>(tokens.size());
     Scratch s(ops.workspace(), hp, T, layers_.front().ffn.gate.w.n_out);
     AttentionConfig att = attention_config(hp, attention_scale_);
 
-    ops.get_rows(token_embd_, tokens, s.x.data());
-    ops.scale(s.x.data(), std::sqrt(static_cast<float>(n_embd)), T * n_embd, s.x.data());
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-      const Layer& l = layers_[static_cast<size_t>(il)];
-      att.layer = il;
-      att.sliding_window = layer_window(il);
-      const bool global = att.sliding_window == 0;
-      attention_block(ops, kv, hp, l.attn, global ? global_rope_ : local_rope_, att, positions, s);
-      ops.rmsnorm(s.o.data(), l.post_attn_norm, T, n_embd, hp.norm_eps, s.o.data());
-      ops.add(s.x.data(), s.o.data(), T * n_embd, s.x.data());
-
-      ffn_block(ops, hp, l.ffn, Activation::GELUF32, s);
-      ops.rmsnorm(s.o.data(), l.post_ffn_norm, T, n_embd, hp.norm_eps, s.o.data());
-      ops.add(s.x.data(), s.o.data(), T * n_embd, s.x.data());
-    }
+    forward_post_norm(ops, kv, tokens, positions, layers_, global_rope_, local_rope_, att, Activation::GELUF32, s);
     output_logits(ops, hp, output_norm_, output_, rows, s, logits);
   }
 
  private:
-  struct Layer {
-    AttentionWeights attn;
-    Weight post_attn_norm;
-    FfnWeights ffn;
-    Weight post_ffn_norm;
-  };
-  std::vector<Layer> layers_;
+  std::vector<PostNormLayer> layers_;
   kernels::RopeConfig global_rope_, local_rope_;
   int64_t sliding_window_ = 0;
   float attention_scale_ = 1.0f;
