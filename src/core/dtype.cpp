@@ -40,6 +40,7 @@ constexpr std::array kLayouts = {
     DTypeLayout{DType::BF16, "bf16", 1, 2, 0, false},
     DTypeLayout{DType::TQ1_0, "tq1_0", kQK, 54, 0, true},
     DTypeLayout{DType::TQ2_0, "tq2_0", kQK, 66, 0, true},
+    DTypeLayout{DType::MXFP4, "mxfp4", 32, 17, 0, true},
     // I2_S: blocks of 128 weights in 32 bytes (bitnet.cpp's x86 QK_I2_S packing); the per-tensor
     // scale (and padding) is handled in tensor_bytes().
     DTypeLayout{DType::I2_S, "i2_s", 128, 32, 0, true},

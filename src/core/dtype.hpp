@@ -15,6 +15,7 @@ enum class DType : uint32_t {
   IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
   IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
   TQ1_0 = 34, TQ2_0 = 35,
+  MXFP4 = 39,    // OCP microscaling FP4 (gpt-oss experts): e8m0 scale + 32 e2m1 values
   I2_S = 36,     // bitnet.cpp: 2-bit ternary, one float scale per tensor after the packed data
   IQ1_BN = 134,  // ik_llama.cpp ternary types (row scale prefix); read and dequantized only
   IQ2_BN = 135,

@@ -28,6 +28,11 @@ std::vector<Format> build_table(Isa tier) {
   detail::add_kquant_formats(table);
   detail::add_ternary_formats(table);
   detail::add_iq4_nl_format(table);
+  detail::add_iq4_xs_format(table);
+  detail::add_mxfp4_format(table);
+  detail::add_iq2_formats(table);
+  detail::add_iq3_formats(table);
+  detail::add_iq1_formats(table);
   for (auto& f : table) {
     f.dequantize = f.dequantize_ref;
     f.quantize = f.quantize_ref;

@@ -18,6 +18,9 @@ namespace okapi::quant {
 // elements (a multiple of the block size).
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+// One row quantized with per-column importance weights (an importance matrix's row for this
+// tensor: n floats, never null), as ggml's quantize_<type>(..., quant_weights) does row by row.
+using QuantizeWeightedRowFn = void (*)(const float* src, void* dst, int64_t n, const float* importance);
 // Dot product of a weight row `w` (this format) with an activation row `a` already quantized to
 // `vec_dot_type`; n elements. Returns the float result as ggml's vec_dot does.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
@@ -58,7 +61,15 @@ struct TileKernels {
 struct Format {
   DType type = DType::F32;
   DequantizeRowFn dequantize_ref = nullptr;
-  QuantizeRowFn quantize_ref = nullptr;  // nullptr: okapi cannot produce this format
+  // ggml's quantizer without an importance matrix (quant_weights == NULL). nullptr: okapi cannot
+  // produce this format without importance weights (see quantize_weighted) or at all.
+  QuantizeRowFn quantize_ref = nullptr;
+  // ggml's quantizer with an importance matrix. nullptr: the format ignores importance weights
+  // (ggml's Q8_0, F16, TQ*: quantize_ref is used).
+  QuantizeWeightedRowFn quantize_weighted = nullptr;
+  // ggml refuses this format without an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M):
+  // quantize_ref is nullptr and quantize_weighted is not.
+  bool requires_importance = false;
   DType vec_dot_type = DType::F32;       // the activation format the dot product pairs with
   VecDotFn vec_dot_ref = nullptr;
   // Fastest implementation for this CPU; equal to the _ref pointers when there is no SIMD one.
@@ -98,8 +109,23 @@ void add_legacy_formats(std::vector<Format>& table);   // Q4_0 Q4_1 Q5_0 Q5_1 Q8
 void add_kquant_formats(std::vector<Format>& table);   // Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K
 void add_ternary_formats(std::vector<Format>& table);  // TQ1_0 TQ2_0 I2_S IQ1_BN IQ2_BN
 void add_iq4_nl_format(std::vector<Format>& table);    // IQ4_NL
+void add_iq4_xs_format(std::vector<Format>& table);    // IQ4_XS        (scalar/iq4_xs.cpp)
+void add_mxfp4_format(std::vector<Format>& table);     // MXFP4         (scalar/mxfp4.cpp)
+void add_iq2_formats(std::vector<Format>& table);      // IQ2_XXS IQ2_XS IQ2_S (scalar/iq2*.cpp)
+void add_iq3_formats(std::vector<Format>& table);      // IQ3_XXS IQ3_S (scalar/iq3*.cpp)
+void add_iq1_formats(std::vector<Format>& table);      // IQ1_S IQ1_M   (scalar/iq1*.cpp)
 void use_avx2_kernels(std::vector<Format>& table);     // called only for the avx2 tier and above
 void use_avx512_kernels(std::vector<Format>& table);   // called only for the avx512 tier
+// The i-quant and MXFP4 families install their own SIMD kernels (avx2/, avx512/ family files);
+// use_avx2_kernels / use_avx512_kernels call these.
+void use_avx2_iq_kernels(std::vector<Format>& table);      // IQ4_XS MXFP4 (avx2/iq4_xs_mxfp4*.cpp)
+void use_avx2_iq2_kernels(std::vector<Format>& table);     // avx2/iq2*.cpp
+void use_avx2_iq3_kernels(std::vector<Format>& table);     // avx2/iq3*.cpp
+void use_avx2_iq1_kernels(std::vector<Format>& table);     // avx2/iq1*.cpp
+void use_avx512_iq_kernels(std::vector<Format>& table);    // avx512/*iq4_xs_mxfp4*.cpp
+void use_avx512_iq2_kernels(std::vector<Format>& table);   // avx512/*iq2*.cpp
+void use_avx512_iq3_kernels(std::vector<Format>& table);   // avx512/*iq3*.cpp
+void use_avx512_iq1_kernels(std::vector<Format>& table);   // avx512/*iq1*.cpp
 }  // namespace detail
 
 }  // namespace okapi::quant

@@ -122,6 +122,10 @@ void use_avx2_kernels(std::vector<Format>& table) {
         break;
     }
   }
+  use_avx2_iq_kernels(table);
+  use_avx2_iq2_kernels(table);
+  use_avx2_iq3_kernels(table);
+  use_avx2_iq1_kernels(table);
 }
 
 }  // namespace okapi::quant::detail

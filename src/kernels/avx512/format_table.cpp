@@ -21,6 +21,10 @@ void use_avx512_kernels(std::vector<Format>& table) {
     if (f.type == DType::TQ1_0) f.row_groups = avx512::tq1_0_row_groups();
     if (f.type == DType::I2_S) f.row_groups = avx512::i2_s_row_groups();
   }
+  use_avx512_iq_kernels(table);
+  use_avx512_iq2_kernels(table);
+  use_avx512_iq3_kernels(table);
+  use_avx512_iq1_kernels(table);
 }
 
 }  // namespace okapi::quant::detail

@@ -1,0 +1,10 @@
+// IQ1_*: AVX2 kernels (to be written).
+#include <vector>
+
+#include "kernels/format_table.hpp"
+
+namespace okapi::quant::detail {
+
+void use_avx2_iq1_kernels(std::vector<Format>&) {}
+
+}  // namespace okapi::quant::detail

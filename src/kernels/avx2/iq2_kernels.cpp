@@ -1,0 +1,10 @@
+// IQ2_*: AVX2 kernels (to be written).
+#include <vector>
+
+#include "kernels/format_table.hpp"
+
+namespace okapi::quant::detail {
+
+void use_avx2_iq2_kernels(std::vector<Format>&) {}
+
+}  // namespace okapi::quant::detail

@@ -1,0 +1,10 @@
+// IQ2_*: AVX-512 row groups (to be written).
+#include <vector>
+
+#include "kernels/format_table.hpp"
+
+namespace okapi::quant::detail {
+
+void use_avx512_iq2_kernels(std::vector<Format>&) {}
+
+}  // namespace okapi::quant::detail

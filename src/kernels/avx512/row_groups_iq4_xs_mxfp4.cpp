@@ -1,0 +1,10 @@
+// IQ4_XS, MXFP4: AVX-512 row groups (to be written).
+#include <vector>
+
+#include "kernels/format_table.hpp"
+
+namespace okapi::quant::detail {
+
+void use_avx512_iq_kernels(std::vector<Format>&) {}
+
+}  // namespace okapi::quant::detail
