@@ -33,6 +33,7 @@ std::vector<Format> build_table(Isa tier) {
   detail::add_iq2_formats(table);
   detail::add_iq3_formats(table);
   detail::add_iq1_formats(table);
+  detail::add_iq1_quantizers(table);
   for (auto& f : table) {
     f.dequantize = f.dequantize_ref;
     f.quantize = f.quantize_ref;

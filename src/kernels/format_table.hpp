@@ -114,6 +114,9 @@ void add_mxfp4_format(std::vector<Format>& table);     // MXFP4         (scalar/
 void add_iq2_formats(std::vector<Format>& table);      // IQ2_XXS IQ2_XS IQ2_S (scalar/iq2*.cpp)
 void add_iq3_formats(std::vector<Format>& table);      // IQ3_XXS IQ3_S (scalar/iq3*.cpp)
 void add_iq1_formats(std::vector<Format>& table);      // IQ1_S IQ1_M   (scalar/iq1*.cpp)
+// IQ1_S / IQ1_M quantizers (they search the IQ2 family's grid neighbourhoods): fills in
+// quantize_weighted and requires_importance of the rows add_iq1_formats made (scalar/iq1_quantize.cpp).
+void add_iq1_quantizers(std::vector<Format>& table);
 void use_avx2_kernels(std::vector<Format>& table);     // called only for the avx2 tier and above
 void use_avx512_kernels(std::vector<Format>& table);   // called only for the avx512 tier
 // The i-quant and MXFP4 families install their own SIMD kernels (avx2/, avx512/ family files);
