@@ -1,0 +1,196 @@
+// IQ2_XXS, IQ2_XS, IQ2_S (ggml's 2-bit codebook formats) and the IQ1 quantizers: layouts by hand,
+// the Q8_K dot equal to the dequantized dot, round trips on Gaussian rows, zero rows, the grid
+// search's neighbour lists, and non-finite input refused with okapi::Error. Byte equality with
+// llama-quantize is iq2_peer_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "kernels/scalar/iq1_quantize.hpp"
+#include "kernels/scalar/iq_grid_search.hpp"
+#include "kernels/scalar/iq_grids.hpp"
+#include "row_checks.hpp"
+
+namespace okapi::test {
+namespace {
+
+constexpr DType kTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S};
+
+// Importance weights as an imatrix gives them: positive, uneven per column.
+std::vector<float> importance_row(int64_t n, uint32_t seed) {
+  auto w = gaussian_row(n, seed);
+  for (auto& v : w) v = 0.1f + v * v;
+  return w;
+}
+
+std::vector<uint8_t> quantize_weighted(DType type, const std::vector<float>& x, const std::vector<float>& w) {
+  std::vector<uint8_t> q(*row_bytes(type, static_cast<int64_t>(x.size())));
+  quant::format(type).quantize_weighted(x.data(), q.data(), static_cast<int64_t>(x.size()), w.data());
+  return q;
+}
+
+TEST(Iq2, TableRows) {
+  for (const DType t : kTypes) {
+    const auto& f = quant::format(t);
+    EXPECT_EQ(f.vec_dot_type, DType::Q8_K);
+    EXPECT_NE(f.quantize_weighted, nullptr);
+    EXPECT_EQ(f.requires_importance, t != DType::IQ2_S) << dtype_name(t);
+    EXPECT_EQ(f.quantize_ref == nullptr, t != DType::IQ2_S) << dtype_name(t);
+  }
+  EXPECT_EQ(*row_bytes(DType::IQ2_XXS, 256), 66u);
+  EXPECT_EQ(*row_bytes(DType::IQ2_XS, 256), 74u);
+  EXPECT_EQ(*row_bytes(DType::IQ2_S, 256), 82u);
+}
+
+// IQ2_XXS by hand: group 0 takes grid point 1 (0x080808080808082b) with sign index 1 (ksigns 129:
+// elements 0 and 7 negative), scale nibble 3: values d * 3.5 / 4 * byte * sign.
+TEST(Iq2, Iq2XxsLayoutByHand) {
+  std::vector<uint8_t> block(66, 0);
+  const uint16_t d = fp32_to_fp16(2.0f);
+  std::memcpy(block.data(), &d, 2);
+  const uint32_t idx = 1, sgn = 1U | 3U << 28;
+  std::memcpy(block.data() + 2, &idx, 4);
+  std::memcpy(block.data() + 6, &sgn, 4);
+  const auto y = dequantize_row(DType::IQ2_XXS, block, 256);
+  const float db = 2.0f * 3.5f * 0.25f;
+  EXPECT_EQ(y[0], -db * 0x2b);
+  for (int j = 1; j < 7; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], db * 8) << j;
+  EXPECT_EQ(y[7], -db * 8);
+  EXPECT_EQ(y[8], db * 8);  // group 1: grid 0, no signs
+  EXPECT_EQ(y[32], 2.0f * 0.5f * 0.25f * 8);  // next 32 values: scale nibble 0
+}
+
+// IQ2_S by hand: group 5 takes index 0x2xx from qh, its own sign byte; scales per 16 values.
+TEST(Iq2, Iq2SLayoutByHand) {
+  std::vector<uint8_t> block(82, 0);
+  const uint16_t d = fp32_to_fp16(1.0f);
+  std::memcpy(block.data(), &d, 2);
+  block[2 + 5] = 7;                  // qs[5]: low 8 bits
+  block[2 + 64 + 1] = 2 << 2;        // qh[1], group 5 = 4 + 1: high bits 2 -> index 519
+  block[2 + 32 + 5] = 0x81;          // sign byte: elements 0 and 7
+  block[2 + 64 + 8 + 1] = 0x05;      // scales[1]: values 32..47 nibble 5
+  const auto y = dequantize_row(DType::IQ2_S, block, 256);
+  const uint64_t g = quant::iq::kIq2sGrid[519];
+  for (int j = 0; j < 8; ++j) {
+    const float v = 5.5f * 0.25f * static_cast<float>((g >> (8 * j)) & 0xFF) * (j == 0 || j == 7 ? -1.f : 1.f);
+    EXPECT_EQ(y[static_cast<size_t>(40 + j)], v) << j;
+  }
+}
+
+TEST(Iq2, DotMatchesTheDequantizedDot) {
+  for (const DType t : kTypes) {
+    for (uint32_t seed = 0; seed < 3; ++seed) {
+      const int64_t n = 256 * 6;
+      const auto w = gaussian_row(n, seed);
+      const auto q = quantize_weighted(t, w, importance_row(n, seed + 50));
+      const auto a = gaussian_row(n, seed + 100);
+      const auto aq = quantize_row(DType::Q8_K, a);
+      const auto wd = dequantize_row(t, q, n);
+      const auto ad = dequantize_row(DType::Q8_K, aq, n);
+      double ref = 0, mag = 0;
+      for (size_t i = 0; i < wd.size(); ++i) {
+        ref += static_cast<double>(wd[i]) * ad[i];
+        mag += std::fabs(static_cast<double>(wd[i]) * ad[i]);
+      }
+      const float dot = quant::format(t).vec_dot_ref(n, q.data(), aq.data());
+      EXPECT_NEAR(dot, ref, 2e-6 * mag) << dtype_name(t) << " seed " << seed;
+    }
+  }
+}
+
+TEST(Iq2, RoundTripErrorIsThatOfTwoBits) {
+  const int64_t n = 256 * 32;
+  const auto x = gaussian_row(n, 7);
+  const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+  double previous = 1.0;
+  for (const DType t : kTypes) {  // more bits, less error
+    const double e = relative_rms_error(x, dequantize_row(t, quantize_weighted(t, x, ones), n));
+    std::printf("%s: relative rms error %.4f\n", dtype_name(t).data(), e);
+    EXPECT_LT(e, previous) << dtype_name(t);
+    EXPECT_LT(e, 0.45) << dtype_name(t);
+    EXPECT_GT(e, 0.1) << dtype_name(t);
+    previous = e;
+  }
+  const double s = relative_rms_error(x, dequantize_row(DType::IQ2_S, quantize_row(DType::IQ2_S, x), n));
+  EXPECT_LT(s, 0.45);
+}
+
+TEST(Iq2, ZeroRowsStayZero) {
+  const std::vector<float> zero(512, 0.0f), ones(512, 1.0f);
+  for (const DType t : kTypes) {
+    const auto q = quantize_weighted(t, zero, ones);
+    EXPECT_EQ(q, std::vector<uint8_t>(q.size(), 0)) << dtype_name(t);
+    EXPECT_EQ(dequantize_row(t, q, 512), zero) << dtype_name(t);
+  }
+}
+
+TEST(Iq2, NonFiniteInputIsAnError) {
+  std::vector<float> x = gaussian_row(256, 3);
+  const std::vector<float> ones(256, 1.0f);
+  x[17] = std::numeric_limits<float>::quiet_NaN();
+  for (const DType t : kTypes) {
+    std::vector<uint8_t> q(*row_bytes(t, 256));
+    EXPECT_THROW(quant::format(t).quantize_weighted(x.data(), q.data(), 256, ones.data()), Error) << dtype_name(t);
+  }
+  std::vector<uint8_t> q(64);
+  EXPECT_THROW(quant::detail::quantize_iq1_s_row(x.data(), q.data(), 256, ones.data()), Error);
+  EXPECT_THROW(quant::detail::quantize_iq1_m_row(x.data(), q.data(), 256, ones.data()), Error);
+  x[17] = 0;
+  std::vector<float> bad_w = ones;
+  bad_w[3] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(quant::format(DType::IQ2_XXS).quantize_weighted(x.data(), q.data(), 256, bad_w.data()), Error);
+}
+
+// Every code with levels 0..2 is on the grid or has neighbours; the lists hold the nearest points.
+TEST(Iq2, GridNeighbourhoods) {
+  using quant::iq::SearchGrid;
+  for (const SearchGrid g : {SearchGrid::iq2_xxs, SearchGrid::iq2_xs, SearchGrid::iq2_s, SearchGrid::iq1}) {
+    const auto& grid = quant::iq::grid_neighbourhoods(g);
+    int on_grid = 0;
+    for (unsigned code = 0; code < 65536; ++code) {
+      bool level3 = false;
+      for (int j = 0; j < 8; ++j) level3 |= ((code >> (2 * j)) & 3) == 3;
+      if (level3) continue;
+      const auto u = static_cast<uint16_t>(code);
+      if (grid.index_of(u) >= 0) {
+        ++on_grid;
+        continue;
+      }
+      const auto list = grid.neighbours(u);
+      ASSERT_FALSE(list.empty()) << code;
+      // The first neighbour is at the smallest distance of all grid points.
+      int best = 1 << 30, first = -1;
+      for (int p = 0; p < grid.size(); ++p) {
+        int d2 = 0;
+        for (int j = 0; j < 8; ++j) {
+          const int diff = grid.point(p)[j] - (2 * static_cast<int>((code >> (2 * j)) & 3) + 1);
+          d2 += diff * diff;
+        }
+        if (d2 < best) {
+          best = d2;
+          first = p;
+        }
+      }
+      ASSERT_EQ(list[0], first) << code;
+    }
+    EXPECT_EQ(on_grid, grid.size());
+  }
+}
+
+TEST(Iq1Quantizers, ZeroRowsAndSizes) {
+  const std::vector<float> zero(256, 0.0f), ones(256, 1.0f);
+  std::vector<uint8_t> s(50, 0xAB), m(56, 0xAB);
+  quant::detail::quantize_iq1_s_row(zero.data(), s.data(), 256, ones.data());
+  quant::detail::quantize_iq1_m_row(zero.data(), m.data(), 256, ones.data());
+  EXPECT_EQ(s, std::vector<uint8_t>(50, 0));
+  EXPECT_EQ(m, std::vector<uint8_t>(56, 0));
+  const std::vector<float> x = gaussian_row(256, 9);
+  EXPECT_THROW(quant::detail::quantize_iq1_s_row(x.data(), s.data(), 256, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace okapi::test
