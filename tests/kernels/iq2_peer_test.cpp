@@ -21,25 +21,30 @@
 namespace okapi::test {
 namespace {
 
+// The model, calibration text and imatrix, made once; removed at exit (the tests share them).
 struct PeerFiles {
   std::filesystem::path dir, f32, imatrix;
-};
-
-const PeerFiles& peer_files() {
-  static const PeerFiles files = [] {
-    PeerFiles f;
-    f.dir = make_temp_dir("iq2_peer");
+  PeerFiles() : dir(make_temp_dir("iq2_peer")) {
     synth::Preset p = tiny_preset("smollm2-135m");
     p.n_embd = 256;
     p.n_head = 4;
     p.n_head_kv = 2;
     p.n_ff = 512;
-    f.f32 = write_synth_model(p, "", "F32", 2, f.dir / "f32.gguf");
-    const auto text = write_calibration_text(f.dir / "calibration.txt", 1500);
-    f.imatrix = f.dir / "imatrix.gguf";
-    peer_imatrix(f.f32, text, f.imatrix, 128);
-    return f;
-  }();
+    f32 = write_synth_model(p, "", "F32", 2, dir / "f32.gguf");
+    const auto text = write_calibration_text(dir / "calibration.txt", 1500);
+    imatrix = dir / "imatrix.gguf";
+    peer_imatrix(f32, text, imatrix, 128);
+  }
+  PeerFiles(const PeerFiles&) = delete;
+  PeerFiles& operator=(const PeerFiles&) = delete;
+  ~PeerFiles() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+const PeerFiles& peer_files() {
+  static const PeerFiles files;
   return files;
 }
 

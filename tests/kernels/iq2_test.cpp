@@ -7,6 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+
+#include "core/cpu.hpp"
+#include "kernels/blocks.hpp"
 
 #include "core/error.hpp"
 #include "core/half.hpp"
@@ -178,6 +182,100 @@ TEST(Iq2, GridNeighbourhoods) {
       ASSERT_EQ(list[0], first) << code;
     }
     EXPECT_EQ(on_grid, grid.size());
+  }
+}
+
+// Random blocks (any bytes, finite d) and random Q8_K activation levels, -128 included.
+std::vector<uint8_t> random_blocks(DType type, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> w(*row_bytes(type, n));
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const size_t block = layout(type).block_bytes;
+  for (size_t b = 0; b < w.size() / block; ++b) {
+    const uint16_t d = fp32_to_fp16(std::ldexp(static_cast<float>(rng() % 1000) / 1000.0f, -static_cast<int>(rng() % 8)));
+    std::memcpy(w.data() + b * block, &d, 2);
+  }
+  return w;
+}
+
+std::vector<uint8_t> random_q8_k(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<quant::block_q8_K> a(static_cast<size_t>(n / 256));
+  for (auto& b : a) {
+    b.d = static_cast<float>(rng() % 1000) / 65536.0f;
+    for (auto& q : b.qs) q = static_cast<int8_t>(static_cast<uint8_t>(rng()));
+    for (auto& s : b.bsums) s = 0;
+  }
+  std::vector<uint8_t> out(a.size() * sizeof(quant::block_q8_K));
+  std::memcpy(out.data(), a.data(), out.size());
+  return out;
+}
+
+// Every tier's vec_dot is the scalar reference's, bit for bit.
+TEST(Iq2, EveryTierDotIsTheReference) {
+  for (const Isa tier : available_isas()) {
+    for (const DType t : kTypes) {
+      const auto& ref = quant::format(t, Isa::scalar);
+      const auto& f = quant::format(t, tier);
+      if (tier >= Isa::avx2) {
+        EXPECT_NE(f.vec_dot, ref.vec_dot_ref) << dtype_name(t) << " " << isa_name(tier);
+      }
+      for (uint32_t seed = 0; seed < 20; ++seed) {
+        const int64_t n = 256 * (1 + seed % 5);
+        const auto w = random_blocks(t, n, seed);
+        const auto a = random_q8_k(n, seed + 1000);
+        const float expect = ref.vec_dot_ref(n, w.data(), a.data());
+        const float got = f.vec_dot(n, w.data(), a.data());
+        ASSERT_EQ(std::memcmp(&expect, &got, sizeof(float)), 0)
+            << dtype_name(t) << " " << isa_name(tier) << " seed " << seed << ": " << got << " vs " << expect;
+      }
+    }
+  }
+}
+
+// Row groups (where a tier has them): every (row, token) near the reference dot of the same Q8_K
+// activation, and the same bits for a token alone or in a batch.
+TEST(Iq2, RowGroupsMatchTheReferenceAndAreBatchInvariant) {
+  for (const Isa tier : available_isas()) {
+    for (const DType t : kTypes) {
+      const auto& f = quant::format(t, tier);
+      const auto& rg = f.row_groups;
+      if (rg.rows == 0) continue;
+      const int64_t n_in = 512, n_out = 37, n_tokens = 11;
+      std::vector<uint8_t> w;
+      for (int64_t o = 0; o < n_out; ++o) {
+        const auto row = quantize_weighted(t, gaussian_row(n_in, static_cast<uint32_t>(o)), importance_row(n_in, 1));
+        w.insert(w.end(), row.begin(), row.end());
+      }
+      const size_t w_row = *row_bytes(t, n_in);
+      const int64_t n_groups = (n_out + rg.rows - 1) / rg.rows;
+      std::vector<uint8_t> groups(rg.group_bytes(n_in) * static_cast<size_t>(n_groups));
+      for (int64_t g = 0; g < n_groups; ++g) {
+        rg.pack(w.data() + static_cast<size_t>(g * rg.rows) * w_row, w_row, std::min(rg.rows, n_out - g * rg.rows), n_in,
+                groups.data() + static_cast<size_t>(g) * rg.group_bytes(n_in));
+      }
+      const auto x = gaussian_row(n_in * n_tokens, 77, 2.0f);
+      const size_t a_row = rg.activation_bytes(n_in);
+      std::vector<uint8_t> act(a_row * static_cast<size_t>(n_tokens));
+      for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        rg.prepare_activation(x.data() + tok * n_in, n_in, act.data() + static_cast<size_t>(tok) * a_row);
+      }
+      std::vector<float> y(static_cast<size_t>(n_out * n_tokens));
+      rg.gemm(n_in, groups.data(), n_out, act.data(), a_row, n_tokens, y.data(), n_out);
+      for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        std::vector<float> alone(static_cast<size_t>(n_out));
+        rg.gemm(n_in, groups.data(), n_out, act.data() + static_cast<size_t>(tok) * a_row, a_row, 1, alone.data(), n_out);
+        ASSERT_EQ(std::memcmp(alone.data(), y.data() + tok * n_out, alone.size() * sizeof(float)), 0)
+            << dtype_name(t) << " token " << tok;
+        const std::vector<float> xt(x.begin() + tok * n_in, x.begin() + (tok + 1) * n_in);
+        const auto aq = quantize_row(DType::Q8_K, xt);
+        for (int64_t o = 0; o < n_out; ++o) {
+          const float ref = f.vec_dot_ref(n_in, w.data() + static_cast<size_t>(o) * w_row, aq.data());
+          ASSERT_NEAR(y[static_cast<size_t>(tok * n_out + o)], ref, 1e-5f * (1.0f + std::fabs(ref)))
+              << dtype_name(t) << " row " << o << " token " << tok;
+        }
+      }
+    }
   }
 }
 

@@ -12,13 +12,44 @@
 #include "core/half.hpp"
 #include "kernels/format_table.hpp"
 #include "kernels/scalar/iq2_blocks.hpp"
+#include "kernels/scalar/iq_grids.hpp"
 #include "kernels/scalar/iq_grid_search.hpp"
 #include "kernels/scalar/kquant_search.hpp"
 
 namespace okapi::quant::detail {
 namespace {
 
-using iq::Group;
+// Group g (0..31) of a block: the grid point (8 bytes, one per value) and the sign byte (bit j
+// negates value j). The scale index of the group's 32 (XXS) or 16 (XS, S) values comes apart.
+struct Group {
+  uint64_t grid;
+  uint8_t signs;
+};
+
+uint32_t iq2_xxs_word(const block_iq2_xxs& b, int ib32, int half) {
+  uint32_t w;
+  std::memcpy(&w, reinterpret_cast<const uint8_t*>(b.qs) + 8 * ib32 + 4 * half, sizeof(w));
+  return w;
+}
+Group iq2_xxs_group(const block_iq2_xxs& b, int g) {
+  const uint32_t idx = iq2_xxs_word(b, g / 4, 0), sgn = iq2_xxs_word(b, g / 4, 1);
+  const int l = g % 4;
+  return {iq::kIq2xxsGrid[(idx >> (8 * l)) & 0xFF], iq::kSigns[(sgn >> (7 * l)) & 127]};
+}
+// The 4-bit scale of the 32 values ib32.
+int iq2_xxs_scale(const block_iq2_xxs& b, int ib32) { return static_cast<int>(iq2_xxs_word(b, ib32, 1) >> 28); }
+
+Group iq2_xs_group(const block_iq2_xs& b, int g) {
+  return {iq::kIq2xsGrid[b.qs[g] & 511], iq::kSigns[b.qs[g] >> 9]};
+}
+// The 4-bit scale of the 16 values ib16.
+int iq2_xs_scale(const uint8_t* scales, int ib16) { return (scales[ib16 / 2] >> (4 * (ib16 % 2))) & 0xF; }
+
+Group iq2_s_group(const block_iq2_s& b, int g) {
+  const int high = (b.qh[g / 4] >> (2 * (g % 4))) & 3;
+  return {iq::kIq2sGrid[b.qs[g] | (high << 8)], b.qs[QK_K / 8 + g]};
+}
+
 using kquant::nearest_int;
 
 constexpr int kMaxQ = 3;  // levels 0..2, values 2l + 1 in {1, 3, 5}
@@ -45,8 +76,8 @@ void dequantize_iq2_xxs(const void* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i) {
     const float d = fp16_to_fp32(x[i].d);
     for (int ib32 = 0; ib32 < QK_K / 32; ++ib32) {
-      const float db = d * (0.5f + static_cast<float>(iq::iq2_xxs_scale(x[i], ib32))) * 0.25f;
-      for (int l = 0; l < 4; ++l, y += 8) dequantize_group(iq::iq2_xxs_group(x[i], 4 * ib32 + l), db, y);
+      const float db = d * (0.5f + static_cast<float>(iq2_xxs_scale(x[i], ib32))) * 0.25f;
+      for (int l = 0; l < 4; ++l, y += 8) dequantize_group(iq2_xxs_group(x[i], 4 * ib32 + l), db, y);
     }
   }
 }
@@ -56,8 +87,8 @@ void dequantize_iq2_xs(const void* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i) {
     const float d = fp16_to_fp32(x[i].d);
     for (int g = 0; g < QK_K / 8; ++g, y += 8) {
-      const float db = d * (0.5f + static_cast<float>(iq::iq2_xs_scale(x[i].scales, g / 2))) * 0.25f;
-      dequantize_group(iq::iq2_xs_group(x[i], g), db, y);
+      const float db = d * (0.5f + static_cast<float>(iq2_xs_scale(x[i].scales, g / 2))) * 0.25f;
+      dequantize_group(iq2_xs_group(x[i], g), db, y);
     }
   }
 }
@@ -67,8 +98,8 @@ void dequantize_iq2_s(const void* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i) {
     const float d = fp16_to_fp32(x[i].d);
     for (int g = 0; g < QK_K / 8; ++g, y += 8) {
-      const float db = d * (0.5f + static_cast<float>(iq::iq2_xs_scale(x[i].scales, g / 2))) * 0.25f;
-      dequantize_group(iq::iq2_s_group(x[i], g), db, y);
+      const float db = d * (0.5f + static_cast<float>(iq2_xs_scale(x[i].scales, g / 2))) * 0.25f;
+      dequantize_group(iq2_s_group(x[i], g), db, y);
     }
   }
 }
@@ -82,8 +113,8 @@ float dot_iq2_xxs_q8_k(int64_t n, const void* w, const void* a) {
     int bsum = 0;
     for (int ib32 = 0; ib32 < QK_K / 32; ++ib32) {
       int sumi = 0;
-      for (int l = 0; l < 4; ++l) sumi += dot_group(iq::iq2_xxs_group(x[i], 4 * ib32 + l), y[i].qs + 32 * ib32 + 8 * l);
-      bsum += sumi * (2 * iq::iq2_xxs_scale(x[i], ib32) + 1);
+      for (int l = 0; l < 4; ++l) sumi += dot_group(iq2_xxs_group(x[i], 4 * ib32 + l), y[i].qs + 32 * ib32 + 8 * l);
+      bsum += sumi * (2 * iq2_xxs_scale(x[i], ib32) + 1);
     }
     sumf += d * static_cast<float>(bsum);
   }
@@ -102,7 +133,7 @@ float dot_16_scales_q8_k(int64_t n, const void* w, const void* a) {
     for (int ib16 = 0; ib16 < QK_K / 16; ++ib16) {
       const int sumi = dot_group(group_of(x[i], 2 * ib16), y[i].qs + 16 * ib16) +
                        dot_group(group_of(x[i], 2 * ib16 + 1), y[i].qs + 16 * ib16 + 8);
-      bsum += sumi * (2 * iq::iq2_xs_scale(x[i].scales, ib16) + 1);
+      bsum += sumi * (2 * iq2_xs_scale(x[i].scales, ib16) + 1);
     }
     sumf += d * static_cast<float>(bsum);
   }
@@ -424,12 +455,12 @@ void add_iq2_formats(std::vector<Format>& table) {
   xxs.requires_importance = true;
   table.push_back(xxs);
   Format xs = reference_format(DType::IQ2_XS, dequantize_iq2_xs, nullptr, DType::Q8_K,
-                               dot_16_scales_q8_k<block_iq2_xs, iq::iq2_xs_group>);
+                               dot_16_scales_q8_k<block_iq2_xs, iq2_xs_group>);
   xs.quantize_weighted = quantize_iq2_xs;
   xs.requires_importance = true;
   table.push_back(xs);
   Format s = reference_format(DType::IQ2_S, dequantize_iq2_s, quantize_iq2_s, DType::Q8_K,
-                              dot_16_scales_q8_k<block_iq2_s, iq::iq2_s_group>);
+                              dot_16_scales_q8_k<block_iq2_s, iq2_s_group>);
   s.quantize_weighted = quantize_iq2_s_weighted;
   table.push_back(s);
 }
