@@ -193,7 +193,14 @@ Problem make_problem(DType type, int64_t n_in, int64_t n_out, int64_t n_tokens, 
   if (extreme) {
     for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = (i % 3 == 0) ? -5.0f : 5.0f;  // levels +-127
   }
-  p.w = quantize_tensor(type, w.data(), std::vector<int64_t>{n_in, n_out}, true);
+  if (format(type, Isa::scalar).quantize_ref != nullptr) {
+    p.w = quantize_tensor(type, w.data(), std::vector<int64_t>{n_in, n_out}, true);
+  } else {  // formats that need importance weights (IQ2_XXS, IQ2_XS): unit weights
+    const auto& f = format(type, Isa::scalar);
+    const std::vector<float> ones(static_cast<size_t>(n_in), 1.0f);
+    p.w.resize(p.w_row() * static_cast<size_t>(n_out));
+    for (int64_t o = 0; o < n_out; ++o) f.quantize_weighted(w.data() + o * n_in, p.w.data() + static_cast<size_t>(o) * p.w_row(), n_in, ones.data());
+  }
   if (extreme) make_extreme(p);
   p.quantize_activations();
   return p;
@@ -230,6 +237,23 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
     return acc;
   }
   const auto* a = reinterpret_cast<const block_q8_K*>(p.act_at(t));
+  if (p.type == DType::IQ2_XXS || p.type == DType::IQ2_XS || p.type == DType::IQ2_S) {
+    // Value i at d = 1 is (2s + 1) / 8 * grid * sign: 8 times it is the integer the kernels sum;
+    // then acc = fma(d_w * (d_a / 8), sum, acc). d is the first field of the three blocks.
+    const size_t block_bytes = layout(p.type).block_bytes;
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      std::vector<uint8_t> block(row + static_cast<size_t>(b) * block_bytes, row + static_cast<size_t>(b + 1) * block_bytes);
+      const auto d = read_at<uint16_t>(block.data());
+      const uint16_t one = fp32_to_fp16(1.0f);
+      std::memcpy(block.data(), &one, sizeof(one));
+      std::vector<float> values(QK_K);
+      format(p.type, Isa::scalar).dequantize_ref(block.data(), values.data(), QK_K);
+      int32_t sum = 0;
+      for (int64_t i = 0; i < QK_K; ++i) sum += static_cast<int32_t>(8.0f * values[static_cast<size_t>(i)]) * a[b].qs[i];
+      acc = std::fma(fp16_to_fp32(d) * (a[b].d * 0.125f), static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
   if (p.type == DType::TQ2_0 || p.type == DType::TQ1_0) {  // d is the last field of both blocks
     const size_t block_bytes = layout(p.type).block_bytes;
     for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
@@ -480,7 +504,8 @@ TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
                             (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
                                                      type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K ||
                                                      type == DType::TQ2_0 || type == DType::TQ1_0 || type == DType::I2_S || type == DType::Q4_K ||
-                                                     type == DType::Q5_K));
+                                                     type == DType::Q5_K || type == DType::IQ2_XXS ||
+                                                     type == DType::IQ2_XS || type == DType::IQ2_S));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }
   }
