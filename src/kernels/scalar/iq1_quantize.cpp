@@ -131,8 +131,7 @@ void quantize_iq1_s_row(const float* x, void* dst, int64_t n, const float* impor
     std::memset(b.qs, 0, sizeof(b.qs));
     std::memset(b.qh, 0, sizeof(b.qh));
     const float* xbl = x + QK_K * ibl;
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+    const float sumx2 = iq::sum_of_squares(xbl, QK_K);
     const float sigma2 = 2 * sumx2 / QK_K;
     float scales[QK_K / kBs];
     int shifts[QK_K / kBs];
@@ -220,8 +219,7 @@ void quantize_iq1_m_row(const float* x, void* dst, int64_t n, const float* impor
     iq1_m_block& b = y[ibl];
     std::memset(&b, 0, sizeof(b));
     const float* xbl = x + QK_K * ibl;
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+    const float sumx2 = iq::sum_of_squares(xbl, QK_K);
     const float sigma2 = 2 * sumx2 / QK_K;
     float scales[QK_K / kBs];
     int shifts[QK_K / kBs];

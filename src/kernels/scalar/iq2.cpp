@@ -230,8 +230,7 @@ void quantize_iq2_xxs(const float* x, void* dst, int64_t n, const float* importa
     uint32_t q2[2 * (QK_K / 32)] = {};
     float scales[QK_K / 32];
     float max_scale = 0;
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+    const float sumx2 = iq::sum_of_squares(xbl, QK_K);
     const float sigma2 = sumx2 / QK_K;
     for (int ib = 0; ib < QK_K / 32; ++ib) {
       const float* xb = xbl + 32 * ib;
@@ -376,8 +375,7 @@ template <typename Store>
 float quantize_sub16_block(const Sub16Format& f, const float* xbl, const float* qw, uint16_t* d_out,
                           uint8_t* scale_bytes, Store store) {
   const auto& grid = iq::grid_neighbourhoods(f.grid);
-  float sumx2 = 0;
-  for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+  const float sumx2 = iq::sum_of_squares(xbl, QK_K);
   const float sigma2 = f.sigma2_factor * sumx2 / QK_K;
   float scales[QK_K / 16];
   float max_scale = 0;

@@ -197,6 +197,12 @@ float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* w
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+float sum_of_squares(const float* x, int n) {
+  float sum = 0;
+  for (int i = 0; i < n; ++i) sum += x[i] * x[i];
+  return sum;
+}
+
 void check_finite_row(const char* type_name, const float* x, const float* importance, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(x[i])) throw_error("cannot quantize to {}: element {} of the row is {}", type_name, i, x[i]);

@@ -46,6 +46,9 @@ int best_neighbour(const GridNeighbourhoods& grid, uint16_t u, const float* xval
 // ggml's make_qp_quants: levels L_i in 0..nmax for non-negative x with weights, returns the scale.
 float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* weights);
 
+// sum x_i^2 over a super-block in order (the quantizers' sigma2 = factor * this / 256).
+float sum_of_squares(const float* x, int n);
+
 // Throws okapi::Error when a row to quantize, or its importance weights, hold a non-finite value
 // (ggml aborts on them in these quantizers).
 void check_finite_row(const char* type_name, const float* x, const float* importance, int64_t n);
