@@ -233,6 +233,36 @@ TEST(Iq2, EveryTierDotIsTheReference) {
   }
 }
 
+// Multi-token tiles (where a tier has them): every (row, token) the reference dot, bit for bit.
+TEST(Iq2, TilesAreTheReferenceDot) {
+  for (const Isa tier : available_isas()) {
+    for (const DType t : kTypes) {
+      const auto& f = quant::format(t, tier);
+      if (f.tiles.gemm == nullptr) continue;
+      const int64_t n = 512, n_rows = 5, n_tokens = 11;
+      const size_t w_row = *row_bytes(t, n), a_row = *row_bytes(DType::Q8_K, n);
+      std::vector<uint8_t> w, a;
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const auto row = random_blocks(t, n, static_cast<uint32_t>(r));
+        w.insert(w.end(), row.begin(), row.end());
+      }
+      for (int64_t k = 0; k < n_tokens; ++k) {
+        const auto row = random_q8_k(n, static_cast<uint32_t>(100 + k));
+        a.insert(a.end(), row.begin(), row.end());
+      }
+      std::vector<float> y(static_cast<size_t>(n_rows * n_tokens));
+      f.tiles.gemm(n, w.data(), w_row, n_rows, a.data(), a_row, nullptr, n_tokens, 1.0f, y.data(), n_rows);
+      for (int64_t k = 0; k < n_tokens; ++k) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const float ref = f.vec_dot_ref(n, w.data() + static_cast<size_t>(r) * w_row, a.data() + static_cast<size_t>(k) * a_row);
+          const float got = y[static_cast<size_t>(k * n_rows + r)];
+          ASSERT_EQ(std::memcmp(&ref, &got, sizeof(float)), 0) << dtype_name(t) << " " << isa_name(tier) << " row " << r << " token " << k;
+        }
+      }
+    }
+  }
+}
+
 // Row groups (where a tier has them): every (row, token) near the reference dot of the same Q8_K
 // activation, and the same bits for a token alone or in a batch.
 TEST(Iq2, RowGroupsMatchTheReferenceAndAreBatchInvariant) {

@@ -4,7 +4,9 @@
 // in maddubs as |a| * (v * sign(a)): exact for every int8 level, -128 included. The per-16 or
 // per-32 scales (2s + 1) multiply the int16 pair sums in madd; a block's int32 sum is exact, and
 // the float steps are the reference's (sum += (d_w * d_a) * bsum per block, then * 1/8), so the
-// result is the scalar reference's bit for bit.
+// result is the scalar reference's bit for bit. The multi-token tile decodes each super-block of a
+// row once for up to 8 tokens, with the same per-token steps.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/avx2/simd.hpp"
@@ -45,69 +47,95 @@ __m256i half_scales(int s_low, int s_high) {
                           _mm_set1_epi16(static_cast<int16_t>(2 * s_low + 1)));
 }
 
-float dot_iq2_xxs(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_iq2_xxs*>(w);
+// One super-block decoded: per 32 values the signed values and the int16 scale factors.
+struct Decoded {
+  __m256i values[QK_K / 32];
+  __m256i scales[QK_K / 32];
+};
+
+void decode(const block_iq2_xxs& x, Decoded& out) {
+  const auto* qs = reinterpret_cast<const uint8_t*>(x.qs);
+  for (int ib = 0; ib < QK_K / 32; ++ib) {
+    uint32_t idx, sgn;
+    std::memcpy(&idx, qs + 8 * ib, 4);
+    std::memcpy(&sgn, qs + 8 * ib + 4, 4);
+    const auto grid = [&](int k) { return iq::kIq2xxsGrid[(idx >> (8 * k)) & 0xFF]; };
+    const auto sign = [&](int k) { return iq::kSigns[(sgn >> (7 * k)) & 127]; };
+    out.values[ib] = signed_values(grid(0), grid(1), grid(2), grid(3), sign_bytes(sign(0), sign(1), sign(2), sign(3)));
+    out.scales[ib] = _mm256_set1_epi16(static_cast<int16_t>(2 * static_cast<int>(sgn >> 28) + 1));
+  }
+}
+
+void decode(const block_iq2_xs& x, Decoded& out) {
+  for (int ib = 0; ib < QK_K / 32; ++ib) {
+    const uint16_t* q = x.qs + 4 * ib;
+    const auto grid = [&](int k) { return iq::kIq2xsGrid[q[k] & 511]; };
+    const auto sign = [&](int k) { return iq::kSigns[q[k] >> 9]; };
+    out.values[ib] = signed_values(grid(0), grid(1), grid(2), grid(3), sign_bytes(sign(0), sign(1), sign(2), sign(3)));
+    out.scales[ib] = half_scales(x.scales[ib] & 0xF, x.scales[ib] >> 4);
+  }
+}
+
+void decode(const block_iq2_s& x, Decoded& out) {
+  for (int ib = 0; ib < QK_K / 32; ++ib) {
+    const uint8_t* q = x.qs + 4 * ib;
+    const int qh = x.qh[ib];
+    const auto grid = [&](int k) { return iq::kIq2sGrid[q[k] | ((qh >> (2 * k)) & 3) << 8]; };
+    uint32_t signs;
+    std::memcpy(&signs, x.qs + QK_K / 8 + 4 * ib, 4);
+    out.values[ib] = signed_values(grid(0), grid(1), grid(2), grid(3), signs);
+    out.scales[ib] = half_scales(x.scales[ib] & 0xF, x.scales[ib] >> 4);
+  }
+}
+
+// The exact int32 sum of a decoded super-block with 256 activation levels.
+int32_t block_sum(const Decoded& w, const int8_t* q8) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int ib = 0; ib < QK_K / 32; ++ib) {
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pair_sums(w.values[ib], q8 + 32 * ib), w.scales[ib]));
+  }
+  return hsum_i32(acc);
+}
+
+template <typename Block>
+float dot(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
   float sumf = 0.f;
+  Decoded dec;
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    const auto* qs = reinterpret_cast<const uint8_t*>(x[i].qs);
-    __m256i acc = _mm256_setzero_si256();
-    for (int ib = 0; ib < QK_K / 32; ++ib) {
-      uint32_t idx, sgn;
-      std::memcpy(&idx, qs + 8 * ib, 4);
-      std::memcpy(&sgn, qs + 8 * ib + 4, 4);
-      const auto grid = [&](int k) { return iq::kIq2xxsGrid[(idx >> (8 * k)) & 0xFF]; };
-      const auto sign = [&](int k) { return iq::kSigns[(sgn >> (7 * k)) & 127]; };
-      const __m256i v = signed_values(grid(0), grid(1), grid(2), grid(3), sign_bytes(sign(0), sign(1), sign(2), sign(3)));
-      const auto ls = static_cast<int16_t>(2 * static_cast<int>(sgn >> 28) + 1);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pair_sums(v, y[i].qs + 32 * ib), _mm256_set1_epi16(ls)));
-    }
+    decode(x[i], dec);
     const float d = half_to_float(x[i].d) * y[i].d;
-    sumf += d * static_cast<float>(hsum_i32(acc));
+    sumf += d * static_cast<float>(block_sum(dec, y[i].qs));
   }
   return 0.125f * sumf;
 }
 
-float dot_iq2_xs(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_iq2_xs*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  float sumf = 0.f;
-  for (int64_t i = 0; i < n / QK_K; ++i) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int ib = 0; ib < QK_K / 32; ++ib) {
-      const uint16_t* q = x[i].qs + 4 * ib;
-      const auto grid = [&](int k) { return iq::kIq2xsGrid[q[k] & 511]; };
-      const auto sign = [&](int k) { return iq::kSigns[q[k] >> 9]; };
-      const __m256i v = signed_values(grid(0), grid(1), grid(2), grid(3), sign_bytes(sign(0), sign(1), sign(2), sign(3)));
-      const __m256i ls = half_scales(x[i].scales[ib] & 0xF, x[i].scales[ib] >> 4);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pair_sums(v, y[i].qs + 32 * ib), ls));
+// Multi-token tile: each super-block of a row decoded once for up to kTokens tokens; per (row,
+// token) the float steps are dot's, so a batched row equals the single-token result bit for bit.
+template <typename Block>
+void tile(int64_t n, const uint8_t* w, size_t w_row, int64_t n_rows, const uint8_t* a, size_t a_row, const float*,
+          int64_t n_tokens, float scale, float* y, int64_t y_stride) {
+  constexpr int64_t kTokens = 8;
+  const int64_t nb = n / QK_K;
+  Decoded dec;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* x = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * w_row);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
+      const int64_t nt = std::min(kTokens, n_tokens - t0);
+      float sumf[kTokens] = {};
+      for (int64_t i = 0; i < nb; ++i) {
+        decode(x[i], dec);
+        const float dw = half_to_float(x[i].d);
+        for (int64_t t = 0; t < nt; ++t) {
+          const auto* yb = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(t0 + t) * a_row) + i;
+          const float d = dw * yb->d;
+          sumf[t] += d * static_cast<float>(block_sum(dec, yb->qs));
+        }
+      }
+      for (int64_t t = 0; t < nt; ++t) y[(t0 + t) * y_stride + r] = scale * (0.125f * sumf[t]);
     }
-    const float d = half_to_float(x[i].d) * y[i].d;
-    sumf += d * static_cast<float>(hsum_i32(acc));
   }
-  return 0.125f * sumf;
-}
-
-float dot_iq2_s(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_iq2_s*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  float sumf = 0.f;
-  for (int64_t i = 0; i < n / QK_K; ++i) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int ib = 0; ib < QK_K / 32; ++ib) {
-      const uint8_t* q = x[i].qs + 4 * ib;
-      const int qh = x[i].qh[ib];
-      const auto grid = [&](int k) { return iq::kIq2sGrid[q[k] | ((qh >> (2 * k)) & 3) << 8]; };
-      uint32_t signs;
-      std::memcpy(&signs, x[i].qs + QK_K / 8 + 4 * ib, 4);
-      const __m256i v = signed_values(grid(0), grid(1), grid(2), grid(3), signs);
-      const __m256i ls = half_scales(x[i].scales[ib] & 0xF, x[i].scales[ib] >> 4);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pair_sums(v, y[i].qs + 32 * ib), ls));
-    }
-    const float d = half_to_float(x[i].d) * y[i].d;
-    sumf += d * static_cast<float>(hsum_i32(acc));
-  }
-  return 0.125f * sumf;
 }
 
 }  // namespace
@@ -118,9 +146,18 @@ namespace okapi::quant::detail {
 void use_avx2_iq2_kernels(std::vector<Format>& table) {
   for (Format& f : table) {
     if (f.vec_dot_ref == nullptr || f.vec_dot_type != DType::Q8_K) continue;
-    if (f.type == DType::IQ2_XXS) f.vec_dot = avx2::dot_iq2_xxs;
-    if (f.type == DType::IQ2_XS) f.vec_dot = avx2::dot_iq2_xs;
-    if (f.type == DType::IQ2_S) f.vec_dot = avx2::dot_iq2_s;
+    if (f.type == DType::IQ2_XXS) {
+      f.vec_dot = avx2::dot<block_iq2_xxs>;
+      f.tiles = {avx2::tile<block_iq2_xxs>, false};
+    }
+    if (f.type == DType::IQ2_XS) {
+      f.vec_dot = avx2::dot<block_iq2_xs>;
+      f.tiles = {avx2::tile<block_iq2_xs>, false};
+    }
+    if (f.type == DType::IQ2_S) {
+      f.vec_dot = avx2::dot<block_iq2_s>;
+      f.tiles = {avx2::tile<block_iq2_s>, false};
+    }
   }
 }
 
