@@ -48,6 +48,13 @@ Weights make_weights(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   }
   if (f.quantize_ref != nullptr) {
     w.data = quant::quantize_tensor(type, w.original.data(), shape, true);
+  } else if (f.quantize_weighted != nullptr) {  // formats that need importance weights: unit ones
+    const size_t row = *row_bytes(type, n_in);
+    const std::vector<float> ones(static_cast<size_t>(n_in), 1.0f);
+    w.data.resize(*tensor_bytes(type, shape));
+    for (int64_t o = 0; o < n_out; ++o) {
+      f.quantize_weighted(w.original.data() + o * n_in, w.data.data() + static_cast<size_t>(o) * row, n_in, ones.data());
+    }
   } else {
     w.data.resize(*tensor_bytes(type, shape));
     std::mt19937 gen(seed);
@@ -66,7 +73,7 @@ Weights make_weights(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   }
   w.dequantized.resize(count);
   quant::dequantize_tensor(type, w.data, shape, w.dequantized.data(), true);
-  if (f.quantize_ref == nullptr) w.original = w.dequantized;
+  if (f.quantize_ref == nullptr && f.quantize_weighted == nullptr) w.original = w.dequantized;
   return w;
 }
 
@@ -102,7 +109,7 @@ double float_tolerance(DType type) {
       {DType::F32, 1e-12}, {DType::F16, 1e-6},  {DType::BF16, 1e-4}, {DType::Q8_0, 1e-4}, {DType::Q8_1, 1e-4},
       {DType::Q8_K, 1e-4}, {DType::Q6_K, 1e-3}, {DType::Q5_0, 4e-3}, {DType::Q5_1, 4e-3}, {DType::Q5_K, 4e-3},
       {DType::Q4_0, 1.5e-2}, {DType::Q4_1, 1.5e-2}, {DType::Q4_K, 1.5e-2}, {DType::IQ4_NL, 1.5e-2}, {DType::Q3_K, 5e-2},
-      {DType::Q2_K, 0.2}};
+      {DType::Q2_K, 0.2}, {DType::IQ2_S, 0.2}, {DType::IQ2_XS, 0.25}, {DType::IQ2_XXS, 0.35}};
   const auto it = by_type.find(type);
   return it != by_type.end() ? it->second : 1e-4;
 }
