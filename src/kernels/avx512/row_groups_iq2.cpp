@@ -159,8 +159,6 @@ struct Iq2Rows {
         _mm512_store_si512(chunks[2 * g], even);
         _mm512_store_si512(chunks[2 * g + 1], odd);
       }
-      __m512i scales[kSubs];
-      for (int j = 0; j < kSubs; ++j) scales[j] = sub_scales(block, j);
       const __m512 d_w = row_scales(block + kDOffset);
       for (int64_t t = 0; t < n_tokens; ++t) {
         const KActivationRow act(a + static_cast<size_t>(t) * a_row, nb);
@@ -172,7 +170,7 @@ struct Iq2Rows {
           for (int c = 2 * j * kGroupsPerSub; c < 2 * (j + 1) * kGroupsPerSub; ++c) {
             dot = _mm512_dpbusd_epi32(dot, _mm512_load_si512(chunks[c]), _mm512_set1_epi32(load_i32(levels + 4 * c)));
           }
-          total = _mm512_add_epi32(total, _mm512_mullo_epi32(dot, scales[j]));
+          total = _mm512_add_epi32(total, _mm512_mullo_epi32(dot, sub_scales(block, j)));
         }
         float* acc_t = acc.data() + t * kRows;
         _mm512_storeu_ps(acc_t, accumulate(_mm512_loadu_ps(acc_t), d_w, act.scales[b] * 0.125f, total));
