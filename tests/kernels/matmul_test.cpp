@@ -48,7 +48,7 @@ Weights make_weights(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   }
   if (f.quantize_ref != nullptr) {
     w.data = quant::quantize_tensor(type, w.original.data(), shape, true);
-  } else if (f.quantize_weighted != nullptr) {  // formats that need importance weights: unit ones
+  } else if (type == DType::IQ2_XXS || type == DType::IQ2_XS) {  // they need importance weights: unit ones
     const size_t row = *row_bytes(type, n_in);
     const std::vector<float> ones(static_cast<size_t>(n_in), 1.0f);
     w.data.resize(*tensor_bytes(type, shape));
@@ -73,7 +73,7 @@ Weights make_weights(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   }
   w.dequantized.resize(count);
   quant::dequantize_tensor(type, w.data, shape, w.dequantized.data(), true);
-  if (f.quantize_ref == nullptr && f.quantize_weighted == nullptr) w.original = w.dequantized;
+  if (f.quantize_ref == nullptr && type != DType::IQ2_XXS && type != DType::IQ2_XS) w.original = w.dequantized;
   return w;
 }
 

@@ -193,7 +193,8 @@ Problem make_problem(DType type, int64_t n_in, int64_t n_out, int64_t n_tokens, 
   if (extreme) {
     for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = (i % 3 == 0) ? -5.0f : 5.0f;  // levels +-127
   }
-  if (format(type, Isa::scalar).quantize_ref != nullptr) {
+  const auto& scalar_format = format(type, Isa::scalar);
+  if (scalar_format.quantize_ref != nullptr || scalar_format.quantize_weighted == nullptr) {
     p.w = quantize_tensor(type, w.data(), std::vector<int64_t>{n_in, n_out}, true);
   } else {  // formats that need importance weights (IQ2_XXS, IQ2_XS): unit weights
     const auto& f = format(type, Isa::scalar);
