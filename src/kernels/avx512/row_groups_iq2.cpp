@@ -1,9 +1,11 @@
 // Row-group kernels for IQ2_XXS, IQ2_XS, IQ2_S against Q8_K activations.
 //
-// Packed super-block of 16 rows: the grid index of each group of 8 values as uint16 (32 groups x
-// 16 rows, group-major: 1024 bytes), each group's sign byte (bit j negates value j; IQ2_XXS /
-// IQ2_XS's 7-bit sign indices looked up once at load: 512 bytes), the scale factor 2s + 1 of each
-// 32 (IQ2_XXS: 8 x 16 bytes) or 16 (IQ2_XS, IQ2_S: 16 x 16 bytes) values, and the 16 fp16 d.
+// Packed super-block of 16 rows: the grid index of each group of 8 values (32 groups x 16 rows,
+// group-major; IQ2_XXS one byte: 512 bytes, IQ2_XS and IQ2_S uint16: 1024 bytes), each group's
+// sign byte (bit j negates value j; IQ2_XXS / IQ2_XS's 7-bit sign indices looked up once at load:
+// 512 bytes), the scale factor 2s + 1 of each 32 (IQ2_XXS: 8 x 16 bytes) or 16 (IQ2_XS, IQ2_S:
+// 16 x 16 bytes) values, and the 16 fp16 d: per row and 256 values 74 bytes for IQ2_XXS (66
+// stored), 114 for IQ2_XS (74) and IQ2_S (82).
 //
 // A group's 8 rows are gathered from the grid table as 8 qwords, the sign bytes of the 8 rows are
 // one 64-bit mask that negates the bytes in place, +64 makes them unsigned (21..107), and two
@@ -30,8 +32,6 @@ namespace {
 
 constexpr int kGroups = QK_K / 8;
 constexpr size_t kIndexOffset = 0;
-constexpr size_t kSignOffset = kGroups * kRows * sizeof(uint16_t);
-constexpr size_t kScaleOffset = kSignOffset + kGroups * kRows;
 
 uint32_t word_at(const uint16_t* qs, int i) {
   uint32_t w;
@@ -43,6 +43,7 @@ uint32_t word_at(const uint16_t* qs, int i) {
 struct Xxs {
   using Block = block_iq2_xxs;
   static constexpr int kSubValues = 32;
+  static constexpr size_t kIndexBytes = 1;  // 256 grid points
   static const uint64_t* grid() { return iq::kIq2xxsGrid; }
   static int index(const Block& b, int g) { return static_cast<int>((word_at(b.qs, 2 * (g / 4)) >> (8 * (g % 4))) & 0xFF); }
   static uint8_t signs(const Block& b, int g) { return iq::kSigns[(word_at(b.qs, 2 * (g / 4) + 1) >> (7 * (g % 4))) & 127]; }
@@ -51,6 +52,7 @@ struct Xxs {
 struct Xs {
   using Block = block_iq2_xs;
   static constexpr int kSubValues = 16;
+  static constexpr size_t kIndexBytes = 2;
   static const uint64_t* grid() { return iq::kIq2xsGrid; }
   static int index(const Block& b, int g) { return b.qs[g] & 511; }
   static uint8_t signs(const Block& b, int g) { return iq::kSigns[b.qs[g] >> 9]; }
@@ -59,6 +61,7 @@ struct Xs {
 struct S {
   using Block = block_iq2_s;
   static constexpr int kSubValues = 16;
+  static constexpr size_t kIndexBytes = 2;
   static const uint64_t* grid() { return iq::kIq2sGrid; }
   static int index(const Block& b, int g) { return b.qs[g] | ((b.qh[g / 4] >> (2 * (g % 4))) & 3) << 8; }
   static uint8_t signs(const Block& b, int g) { return b.qs[QK_K / 8 + g]; }
@@ -71,13 +74,16 @@ struct Iq2Rows {
   static constexpr int64_t kBlockElems = QK_K;
   static constexpr int kSubs = QK_K / F::kSubValues;
   static constexpr int kGroupsPerSub = F::kSubValues / 8;
+  static constexpr size_t kSignOffset = kIndexOffset + kGroups * kRows * F::kIndexBytes;
+  static constexpr size_t kScaleOffset = kSignOffset + kGroups * kRows;
   static constexpr size_t kDOffset = kScaleOffset + static_cast<size_t>(kSubs) * kRows;
   static constexpr size_t kBlockBytes = kDOffset + kRows * sizeof(uint16_t);
 
   static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
     for (int g = 0; g < kGroups; ++g) {
-      const auto index = static_cast<uint16_t>(F::index(src, g));
-      std::memcpy(dst + kIndexOffset + (static_cast<size_t>(g) * kRows + static_cast<size_t>(r)) * 2, &index, 2);
+      const auto index = static_cast<uint16_t>(F::index(src, g));  // little-endian: the low byte first
+      std::memcpy(dst + kIndexOffset + (static_cast<size_t>(g) * kRows + static_cast<size_t>(r)) * F::kIndexBytes, &index,
+                  F::kIndexBytes);
       dst[kSignOffset + static_cast<size_t>(g) * kRows + static_cast<size_t>(r)] = F::signs(src, g);
     }
     for (int j = 0; j < kSubs; ++j) {
@@ -93,7 +99,13 @@ struct Iq2Rows {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const size_t at = static_cast<size_t>(g) * kRows + static_cast<size_t>(8 * h);
-      const __m256i index = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kIndexOffset + 2 * at)));
+      const uint8_t* at_index = block + kIndexOffset + F::kIndexBytes * at;
+      __m256i index;
+      if constexpr (F::kIndexBytes == 1) {
+        index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at_index)));
+      } else {
+        index = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at_index)));
+      }
       const __m512i grid = _mm512_i32gather_epi64(index, reinterpret_cast<const long long*>(F::grid()), 8);
       uint64_t signs;
       std::memcpy(&signs, block + kSignOffset + at, sizeof(signs));
