@@ -193,6 +193,7 @@ struct Iq2Rows {
 
   static void gemm(int64_t n_in, const void* groups, int64_t n_rows, const void* a, size_t a_row, int64_t n_tokens,
                    float* y, int64_t y_stride) {
+    if (n_tokens <= 0) return;
     const int64_t nb = n_in / QK_K;
     const size_t g_bytes = group_bytes<Iq2Rows>(n_in);
     const int64_t n_groups = (n_rows + kRows - 1) / kRows;
