@@ -1,0 +1,222 @@
+// IQ3_XXS and IQ3_S (ggml's 3-bit grid formats):
+//  * the layouts by hand (grid points, signs, scales);
+//  * llama.cpp as the reference (support/iq_peer_files): okapi's quantizers write the bytes
+//    llama-quantize writes (with and without an importance matrix, every matrix of a --pure file),
+//    okapi's dequantizer gives the floats llama-quantize gives when it requantizes those files to
+//    F32 (ggml's dequantize_row_iq3_*), and okapi's logits on llama-quantize's files match
+//    llama-dump-logits within the near-tie rule of quantized weights;
+//  * the dot product with Q8_K equals the dequantized dot, on every tier, and the fast tiers' dots
+//    agree with the reference;
+//  * all-zero groups (ggml's IQ3_S skips them and shifts the later groups' bytes), NaN inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/cpu.hpp"
+#include "core/half.hpp"
+#include "format/gguf.hpp"
+#include "kernels/format_table.hpp"
+#include "row_checks.hpp"
+#include "support/iq_peer_files.hpp"
+#include "support/paths.hpp"
+#include "support/peer_logits.hpp"
+
+namespace okapi::test {
+namespace {
+
+constexpr DType kTypes[] = {DType::IQ3_XXS, DType::IQ3_S};
+
+std::string peer_name(DType type) { return type == DType::IQ3_XXS ? "IQ3_XXS" : "IQ3_S"; }
+
+TEST(Iq3, LayoutsByHand) {
+  // IQ3_XXS: d = 2, group 0 scale 3 -> db = 2 * 3.5 * 0.5 = 3.5; grid point 1 = 0x04040414
+  // (magnitudes 20, 4, 4, 4); sign bits 0b0000001 for the first 8 values (bit 7 by parity: set).
+  std::vector<uint8_t> xxs(98, 0);
+  const uint16_t two = fp32_to_fp16(2.0f);
+  std::memcpy(xxs.data(), &two, 2);
+  xxs[2 + 0] = 1;  // point of values 0..3
+  const uint32_t word = 1u | 3u << 28;
+  std::memcpy(xxs.data() + 2 + 64, &word, 4);
+  const auto y = dequantize_row(DType::IQ3_XXS, xxs, 256);
+  EXPECT_EQ(y[0], -3.5f * 20);
+  EXPECT_EQ(y[1], 3.5f * 4);
+  EXPECT_EQ(y[4], 3.5f * 4);   // point 0: all 4
+  EXPECT_EQ(y[7], -3.5f * 4);  // the parity sign
+  EXPECT_EQ(y[8], 3.5f * 4);
+  EXPECT_EQ(y[32], 2.0f * 0.5f * 0.5f * 4);  // group 1: scale 0
+
+  // IQ3_S: d = 1, scales 5 (group 0) -> 11; index 256 + 2 via qh bit 0 of group 0.
+  std::vector<uint8_t> s(110, 0);
+  const uint16_t one = fp32_to_fp16(1.0f);
+  std::memcpy(s.data(), &one, 2);
+  s[2 + 0] = 2;             // qs[0]
+  s[2 + 64] = 1;            // qh[0] bit 0: index 258
+  s[2 + 64 + 8] = 0x02;     // signs[0]: value 1 negative
+  s[2 + 64 + 8 + 32] = 5;   // scales[0] low nibble
+  const auto z = dequantize_row(DType::IQ3_S, s, 256);
+  // iq3s_grid[258] = 0x0509070b: magnitudes 11, 7, 9, 5
+  EXPECT_EQ(z[0], 11.0f * 11);
+  EXPECT_EQ(z[1], -11.0f * 7);
+  EXPECT_EQ(z[2], 11.0f * 9);
+  EXPECT_EQ(z[3], 11.0f * 5);
+  EXPECT_EQ(z[32], 1.0f * 1);  // group 1: scale 0 -> 1, point 0 = 0x01010101
+}
+
+TEST(Iq3, RoundTripAndDotOnGaussianRows) {
+  for (DType type : kTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto x = gaussian_row(256 * 8, 3);
+    const double err = relative_rms_error(x, dequantize_row(type, quantize_row(type, x), 256 * 8));
+    EXPECT_LT(err, type == DType::IQ3_XXS ? 0.25 : 0.22);
+    EXPECT_GT(err, 0.05);
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      const DotCheck c = dot_check(type, gaussian_row(256 * 6, seed), gaussian_row(256 * 6, seed + 50));
+      EXPECT_NEAR(c.dot, c.reference, 2e-6 * c.magnitude);
+    }
+  }
+}
+
+// Every tier's vec_dot against the reference one, and with weighted quantization on rows with
+// zero groups and huge / NaN values no crash and finite or NaN output only where the input had it.
+TEST(Iq3, FastDotsAgreeOnEveryTier) {
+  for (Isa tier : available_isas()) {
+    for (DType type : kTypes) {
+      SCOPED_TRACE(std::string(isa_name(tier)) + " " + std::string(dtype_name(type)));
+      const auto& f = quant::format(type, tier);
+      const int64_t n = 256 * 5;
+      const auto w = quantize_row(type, gaussian_row(n, 9));
+      for (uint32_t seed = 0; seed < 4; ++seed) {
+        const auto a = quantize_row(DType::Q8_K, gaussian_row(n, seed + 20, 2.0f));
+        const float ref = f.vec_dot_ref(n, w.data(), a.data());
+        EXPECT_NEAR(f.vec_dot(n, w.data(), a.data()), ref, 1e-5 * (1.0 + std::fabs(ref)));
+      }
+    }
+  }
+}
+
+TEST(Iq3, ZeroGroupsAndNonFiniteInputs) {
+  for (DType type : kTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto& f = quant::format(type);
+    auto x = gaussian_row(512, 4);
+    for (int i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = 0.0f;  // one all-zero group
+    std::vector<float> importance(512, 1.0f);
+    std::vector<uint8_t> q(*row_bytes(type, 512));
+    f.quantize_weighted(x.data(), q.data(), 512, importance.data());
+    const auto y = dequantize_row(type, q, 512);
+    if (type == DType::IQ3_XXS) {
+      for (int i = 32; i < 64; ++i) EXPECT_LT(std::fabs(y[static_cast<size_t>(i)]), 0.2f) << i;
+    }
+    EXPECT_LT(relative_rms_error(std::vector<float>(x.begin() + 256, x.end()), std::vector<float>(y.begin() + 256, y.end())),
+              0.3);
+    std::vector<float> zero(256, 0.0f);
+    EXPECT_EQ(dequantize_row(type, quantize_row(type, zero), 256), zero);
+    // NaN and inf inputs: whatever bytes, but no crash or out-of-bounds read (ASan/UBSan).
+    x[5] = std::numeric_limits<float>::quiet_NaN();
+    x[300] = std::numeric_limits<float>::infinity();
+    f.quantize_ref(x.data(), q.data(), 512);
+    f.quantize_weighted(x.data(), q.data(), 512, importance.data());
+    (void)dequantize_row(type, q, 512);
+  }
+}
+
+// ---- against llama.cpp ----
+
+class Iq3Peer : public ::testing::TestWithParam<DType> {};
+
+// okapi's quantizer on the F32 model's tensors, row by row, with llama-quantize's importance weights
+// (or none), against llama-quantize's bytes.
+void expect_quantizer_matches(DType type, bool with_imatrix) {
+  IqPeerFiles& files = IqPeerFiles::get();
+  const gguf::File source = gguf::File::open(files.f32_model());
+  // llama-quantize quantizes IQ3_XXS matrices only with an imatrix; the token embedding without.
+  const bool embedding_only = type == DType::IQ3_XXS && !with_imatrix;
+  const gguf::File peer = gguf::File::open(embedding_only ? files.embedding_only(peer_name(type))
+                                                          : files.quantized(peer_name(type), with_imatrix));
+  const auto names = tensors_of_type(peer, type);
+  ASSERT_GE(names.size(), embedding_only ? 1u : 14u) << "llama-quantize left too few tensors as " << dtype_name(type);
+  const auto& f = quant::format(type, Isa::scalar);
+  int64_t weighted = 0;
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    const gguf::TensorInfo& src = source.tensor(name);
+    const gguf::TensorInfo& dst = peer.tensor(name);
+    ASSERT_EQ(src.type, DType::F32);
+    const int64_t n = src.shape[0];
+    const size_t row = *row_bytes(type, n);
+    ASSERT_EQ(dst.nbytes, row * static_cast<size_t>(src.n_rows()));
+    const std::vector<float> importance = with_imatrix ? files.importance(name) : std::vector<float>{};
+    if (!importance.empty()) {
+      ASSERT_EQ(static_cast<int64_t>(importance.size()), n);
+      ++weighted;
+    }
+    std::vector<float> x(static_cast<size_t>(n));
+    std::vector<uint8_t> q(row);
+    for (int64_t r = 0; r < src.n_rows(); ++r) {
+      std::memcpy(x.data(), src.data + static_cast<size_t>(r * n) * sizeof(float), x.size() * sizeof(float));
+      if (importance.empty()) {
+        f.quantize_ref(x.data(), q.data(), n);
+      } else {
+        f.quantize_weighted(x.data(), q.data(), n, importance.data());
+      }
+      const uint8_t* want = dst.data + static_cast<size_t>(r) * row;
+      if (std::memcmp(q.data(), want, row) != 0) {
+        size_t i = 0;
+        while (q[i] == want[i]) ++i;
+        FAIL() << "row " << r << " differs first at byte " << i << " (block " << i / layout(type).block_bytes
+               << "): okapi " << int{q[i]} << " llama.cpp " << int{want[i]};
+      }
+    }
+  }
+  if (with_imatrix) {
+    EXPECT_GE(weighted, 14) << "the imatrix covered too few matrices";
+  }
+}
+
+TEST_P(Iq3Peer, QuantizerWithImportanceMatchesLlamaQuantize) {
+  OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
+  expect_quantizer_matches(GetParam(), true);
+}
+
+TEST_P(Iq3Peer, QuantizerWithoutImportanceMatchesLlamaQuantize) {
+  OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
+  expect_quantizer_matches(GetParam(), false);
+}
+
+TEST_P(Iq3Peer, DequantizeMatchesGgml) {
+  OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
+  const DType type = GetParam();
+  IqPeerFiles& files = IqPeerFiles::get();
+  const gguf::File quantized = gguf::File::open(files.quantized(peer_name(type), true));
+  const gguf::File dequantized = gguf::File::open(files.dequantized(peer_name(type), true));
+  const auto names = tensors_of_type(quantized, type);
+  ASSERT_FALSE(names.empty());
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    const gguf::TensorInfo& q = quantized.tensor(name);
+    const gguf::TensorInfo& ref = dequantized.tensor(name);
+    ASSERT_EQ(ref.type, DType::F32);
+    std::vector<float> mine(static_cast<size_t>(q.n_elements()));
+    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), true);
+    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0);
+    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), false);
+    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0) << "the fast dequantizer";
+  }
+}
+
+TEST_P(Iq3Peer, LogitsMatchLlamaCpp) {
+  OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
+  PeerCheck check;
+  check.max_rel = 0.05;  // Q8_K activations of slightly different floats round differently
+  check.near_tie = 0.12f;
+  check.min_top1 = 0.95;
+  expect_matches_peer(IqPeerFiles::get().quantized(peer_name(GetParam()), true), peer_test_prompt(), check);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Iq3Peer, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<DType>& param_info) { return peer_name(param_info.param); });
+
+}  // namespace
+}  // namespace okapi::test
