@@ -47,7 +47,8 @@ const std::filesystem::path& IqPeerFiles::quantized(const std::string& type, boo
   auto it = files_.find(key);
   if (it == files_.end()) {
     const auto out = dir_ / (key + ".gguf");
-    peer_quantize(f32_model(), out, type, with_imatrix ? imatrix() : std::filesystem::path{}, {"--pure"});
+    peer_quantize(f32_model(), out, type, with_imatrix ? imatrix() : std::filesystem::path{},
+                  {"--pure", "--token-embedding-type", "q8_0"});
     it = files_.emplace(key, out).first;
   }
   return it->second;

@@ -20,7 +20,9 @@ class IqPeerFiles {
 
   const std::filesystem::path& f32_model();
   const std::filesystem::path& imatrix();
-  // llama-quantize --pure f32_model -> `type` (with the imatrix or without).
+  // llama-quantize --pure f32_model -> `type` (with the imatrix or without): the 14 matrices of the
+  // 2 layers; token_embd as Q8_0 (ggml asserts an imatrix for IQ1_S, and the imatrix has none for
+  // the embedding).
   const std::filesystem::path& quantized(const std::string& type, bool with_imatrix);
   // llama-quantize f32_model -> Q8_0 with token_embd as `type`, without an imatrix (llama-quantize
   // refuses IQ3_XXS / IQ2_* / IQ1_* matrices without one, but not the token embedding).

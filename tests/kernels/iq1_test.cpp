@@ -1,0 +1,161 @@
+// IQ1_S and IQ1_M (ggml's 1.56 / 1.75-bit codebook formats), read side (their quantizers are tested
+// with the IQ2 family's):
+//  * the layouts by hand (codebook index bits, shift signs, scales, IQ1_M's d in the scales' top
+//    nibbles);
+//  * the dot product with Q8_K equals the dequantized dot, and every tier's equals the reference;
+//  * against llama.cpp (support/iq_peer_files): okapi's dequantizer gives the floats llama-quantize
+//    gives when it requantizes its IQ1 files (made with an importance matrix) to F32, and okapi's
+//    logits on those files match llama-dump-logits within the near-tie rule.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/cpu.hpp"
+#include "core/half.hpp"
+#include "format/gguf.hpp"
+#include "kernels/format_table.hpp"
+#include "row_checks.hpp"
+#include "support/iq_peer_files.hpp"
+#include "support/paths.hpp"
+#include "support/peer_logits.hpp"
+
+namespace okapi::test {
+namespace {
+
+constexpr DType kTypes[] = {DType::IQ1_S, DType::IQ1_M};
+
+std::string peer_name(DType type) { return type == DType::IQ1_S ? "IQ1_S" : "IQ1_M"; }
+
+// n values of random IQ1 blocks (every index, shift and scale bit random) with a finite d.
+std::vector<uint8_t> random_row(DType type, int64_t n, uint32_t seed) {
+  std::vector<uint8_t> q(*row_bytes(type, n));
+  std::mt19937 gen(seed);
+  for (auto& b : q) b = static_cast<uint8_t>(gen());
+  const size_t block = layout(type).block_bytes;
+  for (size_t off = 0; off < q.size(); off += block) {
+    const uint16_t d = fp32_to_fp16(0.01f + 0.001f * static_cast<float>(gen() % 100));
+    if (type == DType::IQ1_S) {
+      std::memcpy(q.data() + off, &d, 2);
+    } else {  // the top nibble of each of the 4 scale words holds a nibble of d
+      uint16_t sc[4];
+      std::memcpy(sc, q.data() + off + 48, sizeof(sc));
+      for (int k = 0; k < 4; ++k) sc[k] = static_cast<uint16_t>((sc[k] & 0x0fff) | ((d >> (4 * k)) & 0xf) << 12);
+      std::memcpy(q.data() + off + 48, sc, sizeof(sc));
+    }
+  }
+  return q;
+}
+
+TEST(Iq1, LayoutsByHand) {
+  // IQ1_S: d = 1, group 0: scale 2 -> 5, negative shift, index of values 0..7 = 0x100 | 1
+  // (iq1s_grid[257] = 0xff00ff0100010001: 1 0 1 0 1 -1 0 -1).
+  std::vector<uint8_t> s(50, 0);
+  const uint16_t one = fp32_to_fp16(1.0f);
+  std::memcpy(s.data(), &one, 2);
+  s[2] = 1;
+  const uint16_t qh = static_cast<uint16_t>(1 | 2 << 12 | 0x8000);
+  std::memcpy(s.data() + 34, &qh, 2);
+  const auto y = dequantize_row(DType::IQ1_S, s, 256);
+  const int want[8] = {1, 0, 1, 0, 1, -1, 0, -1};
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 5.0f * (static_cast<float>(want[j]) - 0.125f)) << j;
+  // group 1: qh 0 -> scale 1, positive shift, index 0 (all -1)
+  EXPECT_EQ(y[32], 1.0f * (-1.0f + 0.125f));
+
+  // IQ1_M: d = 0.5 spread over the scales' top nibbles; unit 1 (values 8..15): index 0x200 | 3
+  // with a negative shift (qh[0] high nibble 0b1010); scales of group 0: 1 (-> 3) and 4 (-> 9).
+  std::vector<uint8_t> m(56, 0);
+  const uint16_t half = fp32_to_fp16(0.5f);
+  uint16_t sc[4] = {};
+  for (int k = 0; k < 4; ++k) sc[k] = static_cast<uint16_t>(((half >> (4 * k)) & 0xf) << 12);
+  sc[0] = static_cast<uint16_t>(sc[0] | 1 | 4 << 3);
+  std::memcpy(m.data() + 48, sc, sizeof(sc));
+  m[1] = 3;
+  m[32] = 0xa0;
+  const auto z = dequantize_row(DType::IQ1_M, m, 256);
+  EXPECT_EQ(z[0], 0.5f * 3.0f * (-1.0f + 0.125f));   // unit 0: index 0, positive shift, scale 3
+  EXPECT_EQ(z[16], 0.5f * 9.0f * (-1.0f + 0.125f));  // unit 2: the second scale
+  const int point[8] = {1, 0, -1, 0, -1, 0, 1, -1};  // iq1s_grid[515] = 0xff0100ff00ff0001
+  for (int j = 0; j < 8; ++j) {
+    EXPECT_EQ(z[static_cast<size_t>(8 + j)], 0.5f * 3.0f * (static_cast<float>(point[j]) - 0.125f)) << j;
+  }
+}
+
+TEST(Iq1, DotEqualsTheDequantizedDot) {
+  for (DType type : kTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto& f = quant::format(type, Isa::scalar);
+    const int64_t n = 256 * 6;
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      const auto w = random_row(type, n, seed);
+      const auto a = quantize_row(DType::Q8_K, gaussian_row(n, seed + 10, 2.0f));
+      const auto wd = dequantize_row(type, w, n);
+      const auto ad = dequantize_row(DType::Q8_K, a, n);
+      double ref = 0, mag = 0;
+      for (size_t i = 0; i < wd.size(); ++i) {
+        ref += static_cast<double>(wd[i]) * ad[i];
+        mag += std::fabs(static_cast<double>(wd[i]) * ad[i]);
+      }
+      EXPECT_NEAR(f.vec_dot_ref(n, w.data(), a.data()), ref, 2e-6 * mag);
+    }
+  }
+}
+
+TEST(Iq1, FastDotsAgreeOnEveryTier) {
+  for (Isa tier : available_isas()) {
+    for (DType type : kTypes) {
+      SCOPED_TRACE(std::string(isa_name(tier)) + " " + std::string(dtype_name(type)));
+      const auto& f = quant::format(type, tier);
+      const int64_t n = 256 * 5;
+      const auto w = random_row(type, n, 77);
+      for (uint32_t seed = 0; seed < 4; ++seed) {
+        const auto a = quantize_row(DType::Q8_K, gaussian_row(n, seed + 20, 2.0f));
+        const float ref = f.vec_dot_ref(n, w.data(), a.data());
+        EXPECT_NEAR(f.vec_dot(n, w.data(), a.data()), ref, 1e-5 * (1.0 + std::fabs(ref)));
+      }
+      std::vector<float> y(static_cast<size_t>(n)), y_ref(static_cast<size_t>(n));
+      f.dequantize(w.data(), y.data(), n);
+      f.dequantize_ref(w.data(), y_ref.data(), n);
+      EXPECT_EQ(y, y_ref);
+    }
+  }
+}
+
+class Iq1Peer : public ::testing::TestWithParam<DType> {};
+
+TEST_P(Iq1Peer, DequantizeMatchesGgml) {
+  OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
+  const DType type = GetParam();
+  IqPeerFiles& files = IqPeerFiles::get();
+  const gguf::File quantized = gguf::File::open(files.quantized(peer_name(type), true));
+  const gguf::File dequantized = gguf::File::open(files.dequantized(peer_name(type), true));
+  const auto names = tensors_of_type(quantized, type);
+  ASSERT_GE(names.size(), 14u) << "llama-quantize --pure left too few matrices as " << dtype_name(type);
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    const gguf::TensorInfo& q = quantized.tensor(name);
+    const gguf::TensorInfo& ref = dequantized.tensor(name);
+    ASSERT_EQ(ref.type, DType::F32);
+    std::vector<float> mine(static_cast<size_t>(q.n_elements()));
+    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), true);
+    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0);
+    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), false);
+    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0) << "the fast dequantizer";
+  }
+}
+
+TEST_P(Iq1Peer, LogitsMatchLlamaCpp) {
+  OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
+  PeerCheck check;
+  check.max_rel = 0.05;  // Q8_K activations of slightly different floats round differently
+  check.near_tie = 0.12f;
+  check.min_top1 = 0.95;
+  expect_matches_peer(IqPeerFiles::get().quantized(peer_name(GetParam()), true), peer_test_prompt(), check);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Iq1Peer, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<DType>& param_info) { return peer_name(param_info.param); });
+
+}  // namespace
+}  // namespace okapi::test
