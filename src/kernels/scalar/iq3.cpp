@@ -40,7 +40,7 @@ void dequantize_iq3_xxs(const void* src, float* y, int64_t n) {
       const uint32_t word = xxs_group_word(x[i], g);
       const float db = d * (0.5f + static_cast<float>(word >> 28)) * 0.5f;
       for (int l = 0; l < 4; ++l) {
-        const uint8_t signs = iq3::sign_byte(word >> (7 * l));
+        const uint8_t signs = iq3::kSigns[(word >> (7 * l)) & 127];
         for (int h = 0; h < 2; ++h) {
           const uint32_t point = iq3::kXxsGrid[x[i].qs[8 * g + 2 * l + h]];
           for (int j = 0; j < 4; ++j) {
@@ -94,7 +94,7 @@ float dot_iq3_xxs_q8_K(int64_t n, const void* w, const void* a) {
       int32_t sumi = 0;
       for (int l = 0; l < 4; ++l, q8 += 8) {
         sumi += signed_dot8(iq3::kXxsGrid[x[i].qs[8 * g + 2 * l]], iq3::kXxsGrid[x[i].qs[8 * g + 2 * l + 1]],
-                            iq3::sign_byte(word >> (7 * l)), q8);
+                            iq3::kSigns[(word >> (7 * l)) & 127], q8);
       }
       bsum += sumi * static_cast<int32_t>(2 * (word >> 28) + 1);
     }

@@ -3,6 +3,7 @@
 // one 62), IQ3_S's 512 points 1, 3, ..., 15 (2l + 1). The sign byte of IQ3_XXS is 7 stored bits plus
 // the even-parity eighth (ggml's ksigns_iq2xs), computed here.
 #pragma once
+#include <array>
 #include <cstdint>
 
 namespace okapi::quant::iq3 {
@@ -128,11 +129,17 @@ inline constexpr uint32_t kSGrid[512] = {
     0x0f090307, 0x0f090501, 0x0f090b01, 0x0f0b0505, 0x0f0b0905, 0x0f0d0105, 0x0f0d0703, 0x0f0f0101,
 };
 
-// ggml's ksigns_iq2xs[i]: bits 0..6 of i, bit 7 set when i has an odd number of ones (so that the
-// eight signs always flip an even number of values).
-constexpr uint8_t sign_byte(uint32_t seven_bits) {
-  const uint32_t s = seven_bits & 127u;
-  return static_cast<uint8_t>(s | (static_cast<uint32_t>(__builtin_popcount(s) & 1) << 7));
-}
+// ggml's ksigns_iq2xs: entry i is bits 0..6 of i plus bit 7 set when i has an odd number of ones
+// (so that the eight signs always flip an even number of values). Computed at compile time (data
+// only: the avx2/ files read it too).
+inline constexpr std::array<uint8_t, 128> kSigns = [] {
+  std::array<uint8_t, 128> out{};
+  for (uint32_t i = 0; i < 128; ++i) {
+    uint32_t ones = 0;
+    for (uint32_t b = 0; b < 7; ++b) ones += (i >> b) & 1;
+    out[i] = static_cast<uint8_t>(i | (ones & 1) << 7);
+  }
+  return out;
+}();
 
 }  // namespace okapi::quant::iq3
