@@ -8,6 +8,8 @@
 //    logits on those files match llama-dump-logits within the near-tie rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,6 +17,7 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "format/gguf.hpp"
+#include "kernels/blocks.hpp"
 #include "kernels/format_table.hpp"
 #include "row_checks.hpp"
 #include "support/iq_peer_files.hpp"
@@ -118,6 +121,101 @@ TEST(Iq1, FastDotsEqualTheReferenceOnEveryTier) {
       f.dequantize(w.data(), y.data(), n);
       f.dequantize_ref(w.data(), y_ref.data(), n);
       EXPECT_EQ(y, y_ref);
+    }
+  }
+}
+
+// The fp16 d of an IQ1 block (IQ1_M: assembled from the top nibbles of its scale words) and a copy
+// of the block with d = `d`.
+uint16_t block_d(DType type, const uint8_t* block) {
+  uint16_t w[4];
+  std::memcpy(w, block + (type == DType::IQ1_S ? 0 : 48), sizeof(w));
+  if (type == DType::IQ1_S) return w[0];
+  return static_cast<uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00f0) | ((w[2] >> 4) & 0x0f00) | (w[3] & 0xf000));
+}
+void set_block_d(DType type, uint8_t* block, uint16_t d) {
+  if (type == DType::IQ1_S) {
+    std::memcpy(block, &d, 2);
+    return;
+  }
+  for (int k = 0; k < 4; ++k) {
+    uint8_t& top = block[48 + 2 * k + 1];
+    top = static_cast<uint8_t>((top & 0x0f) | ((d >> (4 * k)) & 0xf) << 4);
+  }
+}
+
+// The exact integer dot, in units of d / 8, of one super-block with Q8_K levels: the reference
+// dequantizer on a copy with d = 1 gives scale * (grid + delta / 8).
+int64_t block_dot(DType type, const uint8_t* block, const int8_t* q8) {
+  std::vector<uint8_t> copy(block, block + layout(type).block_bytes);
+  set_block_d(type, copy.data(), fp32_to_fp16(1.0f));
+  std::vector<float> v(quant::QK_K);
+  quant::format(type, Isa::scalar).dequantize_ref(copy.data(), v.data(), quant::QK_K);
+  int64_t sum = 0;
+  for (int i = 0; i < quant::QK_K; ++i) sum += std::llround(v[static_cast<size_t>(i)] * 8) * q8[i];
+  return sum;
+}
+
+// Every (row, token) lane of the row-group GEMM equals the scalar model of its arithmetic (per
+// super-block: acc = fma(d_w * (d_a / 8), float(bsum), acc)) for partial row and token groups,
+// random blocks and extreme activations; and it agrees with the reference dot.
+TEST(Iq1, RowGroupsEqualTheScalarModel) {
+  for (Isa tier : available_isas()) {
+    for (DType type : kTypes) {
+      const quant::RowGroupKernels& k = quant::format(type, tier).row_groups;
+      EXPECT_EQ(k.rows > 0, tier == Isa::avx512) << isa_name(tier);
+      if (k.rows == 0) continue;
+      for (bool extreme : {false, true}) {
+        for (const auto& [nb, n_out, n_tokens] : std::vector<std::array<int64_t, 3>>{
+                 {1, 1, 1}, {3, 37, 19}, {2, 16, 8}, {2, 5, 2}, {4, 33, 9}}) {
+          const int64_t n_in = nb * quant::QK_K;
+          SCOPED_TRACE(::testing::Message() << isa_name(tier) << " " << dtype_name(type) << " n_in " << n_in << " rows "
+                                            << n_out << " tokens " << n_tokens << (extreme ? " extreme" : ""));
+          const size_t w_row = *row_bytes(type, n_in);
+          std::vector<uint8_t> w;
+          for (int64_t o = 0; o < n_out; ++o) {
+            const auto row = random_row(type, n_in, static_cast<uint32_t>(o + (extreme ? 1000 : 0)));
+            w.insert(w.end(), row.begin(), row.end());
+          }
+          std::vector<float> x = gaussian_row(n_in * n_tokens, 99, 3.0f);
+          if (extreme) {
+            for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0) ? -5.0f : 5.0f;
+          }
+          const size_t g_bytes = k.group_bytes(n_in);
+          const int64_t n_groups = (n_out + k.rows - 1) / k.rows;
+          std::vector<uint8_t> groups(static_cast<size_t>(n_groups) * g_bytes, 0xa5);
+          for (int64_t g = 0; g < n_groups; ++g) {
+            k.pack(w.data() + static_cast<size_t>(g * k.rows) * w_row, w_row, std::min(k.rows, n_out - g * k.rows), n_in,
+                   groups.data() + static_cast<size_t>(g) * g_bytes);
+          }
+          const size_t a_row = k.activation_bytes(n_in);
+          std::vector<uint8_t> acts(a_row * static_cast<size_t>(n_tokens));
+          std::vector<quant::block_q8_K> q8(static_cast<size_t>(nb * n_tokens));
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            k.prepare_activation(x.data() + t * n_in, n_in, acts.data() + static_cast<size_t>(t) * a_row);
+            quant::format(DType::Q8_K, Isa::scalar).quantize_ref(x.data() + t * n_in, q8.data() + t * nb, n_in);
+          }
+          const int64_t y_stride = n_out + 3;
+          std::vector<float> y(static_cast<size_t>(y_stride * n_tokens), -1.0f);
+          k.gemm(n_in, groups.data(), n_out, acts.data(), a_row, n_tokens, y.data(), y_stride);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            for (int64_t o = 0; o < n_out; ++o) {
+              float acc = 0.0f;
+              const uint8_t* row = w.data() + static_cast<size_t>(o) * w_row;
+              for (int64_t b = 0; b < nb; ++b) {
+                const quant::block_q8_K& a = q8[static_cast<size_t>(t * nb + b)];
+                const uint8_t* block = row + static_cast<size_t>(b) * layout(type).block_bytes;
+                acc = std::fma(fp16_to_fp32(block_d(type, block)) * (a.d * 0.125f),
+                               static_cast<float>(block_dot(type, block, a.qs)), acc);
+              }
+              ASSERT_EQ(y[static_cast<size_t>(t * y_stride + o)], acc) << "token " << t << " row " << o;
+              const float ref = quant::format(type, Isa::scalar).vec_dot_ref(n_in, row, q8.data() + t * nb);
+              EXPECT_NEAR(acc, ref, 1e-5 * (1.0 + std::fabs(ref)));
+            }
+            for (int64_t o = n_out; o < y_stride; ++o) ASSERT_EQ(y[static_cast<size_t>(t * y_stride + o)], -1.0f);
+          }
+        }
+      }
     }
   }
 }

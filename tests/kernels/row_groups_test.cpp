@@ -483,7 +483,7 @@ TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
                                                      type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K ||
                                                      type == DType::TQ2_0 || type == DType::TQ1_0 || type == DType::I2_S || type == DType::Q4_K ||
                                                      type == DType::Q5_K || type == DType::IQ3_XXS ||
-                                                     type == DType::IQ3_S));
+                                                     type == DType::IQ3_S || type == DType::IQ1_S || type == DType::IQ1_M));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }
   }

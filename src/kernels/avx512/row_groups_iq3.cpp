@@ -19,12 +19,7 @@
 //   acc = fma(d_w * d_a, float(bsum), acc),
 // with d_a the Q8_K scale times 0.25 for IQ3_XXS (its scale (2s + 1) / 4), exactly.
 // Prefill decodes each point once per block and meets up to 8 tokens with it.
-#include <vector>
-
-#include "kernels/avx2/row_kernels.hpp"
-#include "kernels/avx512/row_group_driver.hpp"
-#include "kernels/blocks.hpp"
-#include "kernels/format_table.hpp"
+#include "kernels/avx512/grid_row_groups.hpp"
 #include "kernels/scalar/iq3_grids.hpp"
 
 namespace okapi::quant::avx512 {
@@ -33,33 +28,10 @@ namespace {
 constexpr int kPoints = QK_K / 4;
 constexpr int kGroups = QK_K / 32;
 
-// Activation row: nb * 256 unsigned levels (Q8_K level + 128), then nb floats (d * kScale).
 template <bool kXxs>
-struct Iq3Activation {
-  static size_t bytes(int64_t n_in) { return static_cast<size_t>(n_in / QK_K) * (QK_K + sizeof(float)); }
-  static void prepare(const float* x, int64_t n_in, void* out) {
-    const int64_t nb = n_in / QK_K;
-    thread_local std::vector<block_q8_K> blocks;
-    blocks.resize(static_cast<size_t>(nb));
-    avx2::quantize_q8_K(x, blocks.data(), n_in);
-    auto* levels = static_cast<uint8_t*>(out);
-    auto* scales = reinterpret_cast<float*>(levels + nb * QK_K);
-    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-    for (int64_t b = 0; b < nb; ++b) {
-      const block_q8_K& blk = blocks[static_cast<size_t>(b)];
-      for (int c = 0; c < QK_K; c += 64) {
-        _mm512_storeu_si512(levels + b * QK_K + c, _mm512_xor_si512(_mm512_loadu_si512(blk.qs + c), bias));
-      }
-      const float d = kXxs ? blk.d * 0.25f : blk.d;
-      std::memcpy(scales + b, &d, sizeof(d));
-    }
-  }
-};
-
-template <bool kXxs>
-struct Iq3Rows {
+struct Iq3Format {
   using Block = std::conditional_t<kXxs, iq3::block_iq3_xxs, iq3::block_iq3_s>;
-  static constexpr int64_t kBlockElems = QK_K;
+  static constexpr int kScaleGroups = kGroups, kChunksPerScale = 8, kDivisor = kXxs ? 4 : 1;
   static constexpr size_t kIndices = 0;
   static constexpr size_t kHigh = kIndices + kPoints * kRows;
   static constexpr size_t kSigns = kHigh + (kXxs ? 0 : kPoints * sizeof(uint16_t));
@@ -67,7 +39,6 @@ struct Iq3Rows {
   static constexpr size_t kOffsets = kScales + kGroups * kRows;
   static constexpr size_t kD = kOffsets + kRows * sizeof(int32_t);
   static constexpr size_t kBlockBytes = kD + kRows * sizeof(uint16_t);
-  static constexpr int kTokens = 8;
 
   static const uint32_t* grid() { return kXxs ? iq3::kXxsGrid : iq3::kSGrid; }
 
@@ -112,10 +83,7 @@ struct Iq3Rows {
           std::memcpy(dst + kHigh + 2 * k, &high, sizeof(high));
         }
         const uint32_t bits = sign_bits(src, k);
-        uint64_t signs;
-        std::memcpy(&signs, dst + kSigns + 8 * k, sizeof(signs));
-        signs |= static_cast<uint64_t>(bits) << (4 * r);
-        std::memcpy(dst + kSigns + 8 * k, &signs, sizeof(signs));
+        or_mask_bits(dst + kSigns + 8 * k, static_cast<uint64_t>(bits) << (4 * r));
         const uint32_t point = grid()[idx];
         for (int j = 0; j < 4; ++j) {
           const auto mag = static_cast<int32_t>((point >> (8 * j)) & 0xff);
@@ -131,9 +99,6 @@ struct Iq3Rows {
     std::memcpy(dst + kD + 2 * r, &src.d, sizeof(uint16_t));
   }
 
-  static size_t activation_bytes(int64_t n_in) { return Iq3Activation<kXxs>::bytes(n_in); }
-  static void prepare_activation(const float* x, int64_t n_in, void* out) { Iq3Activation<kXxs>::prepare(x, n_in, out); }
-
   // The signed int8 weights of point k of the 16 rows.
   static __m512i weights(const uint8_t* block, int k) {
     __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kIndices + kRows * k)));
@@ -147,53 +112,6 @@ struct Iq3Rows {
     std::memcpy(&signs, block + kSigns + 8 * k, sizeof(signs));
     return _mm512_mask_sub_epi8(mag, signs, _mm512_setzero_si512(), mag);
   }
-
-  template <int T>
-  static void run(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
-                  __mmask16 store) {
-    over_blocks<T>(nb, y, y_stride, store, [&](int64_t b, __m512* acc) {
-      const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;
-      if constexpr (T == 1) prefetch_ahead<kBlockBytes>(block);
-      __m512i total[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) total[t] = _mm512_setzero_si512();
-      for (int g = 0; g < kGroups; ++g) {
-        __m512i part[T];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int k = 8 * g; k < 8 * g + 8; ++k) {
-          const __m512i w = weights(block, k);
-#pragma GCC unroll 8
-          for (int t = 0; t < T; ++t) {
-            const uint8_t* levels = a + static_cast<size_t>(t) * a_row + static_cast<size_t>(b) * QK_K;
-            part[t] = _mm512_dpbusd_epi32(part[t], _mm512_set1_epi32(load_i32(levels + 4 * k)), w);
-          }
-        }
-        const __m512i ls = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScales + kRows * g)));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) total[t] = _mm512_add_epi32(total[t], _mm512_mullo_epi32(part[t], ls));
-      }
-      const __m512i offsets = _mm512_loadu_si512(block + kOffsets);
-      const __m512 d_w = row_scales(block + kD);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        float d_a;
-        std::memcpy(&d_a, a + static_cast<size_t>(t) * a_row + static_cast<size_t>(nb) * QK_K + 4 * static_cast<size_t>(b),
-                    sizeof(d_a));
-        acc[t] = accumulate(acc[t], d_w, d_a, _mm512_add_epi32(total[t], offsets));
-      }
-    });
-  }
-
-  template <int T>
-  static void tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
-                     __mmask16 store) {
-    run<T>(nb, group, a, a_row, y, y_stride, store);
-  }
-  static void one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* y, __mmask16 store) {
-    run<1>(nb, group, a, 0, y, 0, store);
-  }
 };
 
 }  // namespace
@@ -204,8 +122,8 @@ namespace okapi::quant::detail {
 
 void use_avx512_iq3_kernels(std::vector<Format>& table) {
   for (Format& f : table) {
-    if (f.type == DType::IQ3_XXS) f.row_groups = avx512::make_row_groups<avx512::Iq3Rows<true>>();
-    if (f.type == DType::IQ3_S) f.row_groups = avx512::make_row_groups<avx512::Iq3Rows<false>>();
+    if (f.type == DType::IQ3_XXS) f.row_groups = avx512::make_row_groups<avx512::GridRows<avx512::Iq3Format<true>>>();
+    if (f.type == DType::IQ3_S) f.row_groups = avx512::make_row_groups<avx512::GridRows<avx512::Iq3Format<false>>>();
   }
 }
 
