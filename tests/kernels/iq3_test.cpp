@@ -22,6 +22,7 @@
 #include "format/gguf.hpp"
 #include "kernels/blocks.hpp"
 #include "kernels/format_table.hpp"
+#include "grid_row_groups_check.hpp"
 #include "row_checks.hpp"
 #include "support/iq_peer_files.hpp"
 #include "support/paths.hpp"
@@ -156,71 +157,25 @@ int64_t block_dot(DType type, const uint8_t* block, const int8_t* q8) {
   return sum;
 }
 
-// Every (row, token) lane of the row-group GEMM equals the scalar model of its arithmetic
-// (per super-block in order: acc = fma(d_w * d_a', float(bsum), acc), d_a' = d_a / 4 for IQ3_XXS),
-// for partial row groups and token groups, random and extreme blocks; and it agrees with the
-// reference dot.
+// The row groups against their scalar model (grid_row_groups_check.hpp), d_a / 4 for IQ3_XXS;
+// weights quantized from Gaussian rows, and random blocks (every index, sign and scale).
 TEST(Iq3, RowGroupsEqualTheScalarModel) {
   for (Isa tier : available_isas()) {
     for (DType type : kTypes) {
-      const quant::RowGroupKernels& k = quant::format(type, tier).row_groups;
-      EXPECT_EQ(k.rows > 0, tier == Isa::avx512) << isa_name(tier);
-      if (k.rows == 0) continue;
-      for (bool extreme : {false, true}) {
-        for (const auto& [nb, n_out, n_tokens] : std::vector<std::array<int64_t, 3>>{
-                 {1, 1, 1}, {3, 37, 19}, {2, 16, 8}, {2, 5, 2}, {4, 33, 9}}) {
-          const int64_t n_in = nb * QK_K;
-          SCOPED_TRACE(::testing::Message() << isa_name(tier) << " " << dtype_name(type) << " n_in " << n_in << " rows "
-                                            << n_out << " tokens " << n_tokens << (extreme ? " extreme" : ""));
-          const size_t w_row = *row_bytes(type, n_in);
-          std::vector<uint8_t> w;
-          for (int64_t o = 0; o < n_out; ++o) {
-            const auto row = extreme ? random_blocks(type, n_in, static_cast<uint32_t>(o))
-                                     : quantize_row(type, gaussian_row(n_in, static_cast<uint32_t>(o)));
-            w.insert(w.end(), row.begin(), row.end());
-          }
-          std::vector<float> x = gaussian_row(n_in * n_tokens, 99, 3.0f);
-          if (extreme) {
-            for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0) ? -5.0f : 5.0f;
-          }
-          const size_t g_bytes = k.group_bytes(n_in);
-          const int64_t n_groups = (n_out + k.rows - 1) / k.rows;
-          std::vector<uint8_t> groups(static_cast<size_t>(n_groups) * g_bytes, 0xa5);
-          for (int64_t g = 0; g < n_groups; ++g) {
-            k.pack(w.data() + static_cast<size_t>(g * k.rows) * w_row, w_row, std::min(k.rows, n_out - g * k.rows), n_in,
-                   groups.data() + static_cast<size_t>(g) * g_bytes);
-          }
-          const size_t a_row = k.activation_bytes(n_in);
-          std::vector<uint8_t> acts(a_row * static_cast<size_t>(n_tokens));
-          std::vector<block_q8_K> q8(static_cast<size_t>(nb * n_tokens));
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            k.prepare_activation(x.data() + t * n_in, n_in, acts.data() + static_cast<size_t>(t) * a_row);
-            quant::format(DType::Q8_K, Isa::scalar).quantize_ref(x.data() + t * n_in, q8.data() + t * nb, n_in);
-          }
-          const int64_t y_stride = n_out + 3;
-          std::vector<float> y(static_cast<size_t>(y_stride * n_tokens), -1.0f);
-          k.gemm(n_in, groups.data(), n_out, acts.data(), a_row, n_tokens, y.data(), y_stride);
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            for (int64_t o = 0; o < n_out; ++o) {
-              float acc = 0.0f;
-              const uint8_t* row = w.data() + static_cast<size_t>(o) * w_row;
-              for (int64_t b = 0; b < nb; ++b) {
-                const block_q8_K& a = q8[static_cast<size_t>(t * nb + b)];
-                const uint8_t* block = row + static_cast<size_t>(b) * layout(type).block_bytes;
-                uint16_t d;
-                std::memcpy(&d, block, 2);
-                const float d_a = type == DType::IQ3_XXS ? a.d * 0.25f : a.d;
-                acc = std::fma(fp16_to_fp32(d) * d_a, static_cast<float>(block_dot(type, block, a.qs)), acc);
-              }
-              ASSERT_EQ(y[static_cast<size_t>(t * y_stride + o)], acc) << "token " << t << " row " << o;
-              const float ref = quant::format(type, Isa::scalar)
-                                    .vec_dot_ref(n_in, row, q8.data() + t * nb);
-              EXPECT_NEAR(acc, ref, 1e-5 * (1.0 + std::fabs(ref)));
-            }
-            for (int64_t o = n_out; o < y_stride; ++o) ASSERT_EQ(y[static_cast<size_t>(t * y_stride + o)], -1.0f);
-          }
-        }
-      }
+      EXPECT_EQ(quant::format(type, tier).row_groups.rows > 0, tier == Isa::avx512) << isa_name(tier);
+      if (quant::format(type, tier).row_groups.rows == 0) continue;
+      GridRowModel m;
+      m.divisor = type == DType::IQ3_XXS ? 4 : 1;
+      m.d = [](const uint8_t* block) {
+        uint16_t d;
+        std::memcpy(&d, block, 2);
+        return d;
+      };
+      m.bsum = [type](const uint8_t* block, const int8_t* q8) { return block_dot(type, block, q8); };
+      m.row = [type](int64_t n_in, uint32_t seed, bool extreme) {
+        return extreme ? random_blocks(type, n_in, seed) : quantize_row(type, gaussian_row(n_in, seed));
+      };
+      expect_row_groups_equal_model(tier, type, m);
     }
   }
 }
