@@ -245,32 +245,12 @@ TEST_P(Iq3Peer, QuantizerWithoutImportanceMatchesLlamaQuantize) {
 
 TEST_P(Iq3Peer, DequantizeMatchesGgml) {
   OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
-  const DType type = GetParam();
-  IqPeerFiles& files = IqPeerFiles::get();
-  const gguf::File quantized = gguf::File::open(files.quantized(peer_name(type), true));
-  const gguf::File dequantized = gguf::File::open(files.dequantized(peer_name(type), true));
-  const auto names = tensors_of_type(quantized, type);
-  ASSERT_FALSE(names.empty());
-  for (const auto& name : names) {
-    SCOPED_TRACE(name);
-    const gguf::TensorInfo& q = quantized.tensor(name);
-    const gguf::TensorInfo& ref = dequantized.tensor(name);
-    ASSERT_EQ(ref.type, DType::F32);
-    std::vector<float> mine(static_cast<size_t>(q.n_elements()));
-    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), true);
-    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0);
-    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), false);
-    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0) << "the fast dequantizer";
-  }
+  expect_dequantize_matches_ggml(GetParam(), peer_name(GetParam()), 14);
 }
 
 TEST_P(Iq3Peer, LogitsMatchLlamaCpp) {
   OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
-  PeerCheck check;
-  check.max_rel = 0.05;  // Q8_K activations of slightly different floats round differently
-  check.near_tie = 0.12f;
-  check.min_top1 = 0.95;
-  expect_matches_peer(IqPeerFiles::get().quantized(peer_name(GetParam()), true), peer_test_prompt(), check);
+  expect_logits_match_peer(peer_name(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, Iq3Peer, ::testing::ValuesIn(kTypes),

@@ -1,8 +1,11 @@
 #include "support/iq_peer_files.hpp"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/format_table.hpp"
 #include "support/paths.hpp"
 #include "support/peer_logits.hpp"
 #include "support/peer_quantize.hpp"
@@ -98,6 +101,33 @@ std::vector<std::string> tensors_of_type(const gguf::File& file, DType type) {
     if (t.type == type) out.push_back(t.name);
   }
   return out;
+}
+
+void expect_dequantize_matches_ggml(DType type, const std::string& peer_type, size_t min_tensors) {
+  IqPeerFiles& files = IqPeerFiles::get();
+  const gguf::File quantized = gguf::File::open(files.quantized(peer_type, true));
+  const gguf::File dequantized = gguf::File::open(files.dequantized(peer_type, true));
+  const auto names = tensors_of_type(quantized, type);
+  ASSERT_GE(names.size(), min_tensors) << "llama-quantize left too few tensors as " << dtype_name(type);
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    const gguf::TensorInfo& q = quantized.tensor(name);
+    const gguf::TensorInfo& ref = dequantized.tensor(name);
+    ASSERT_EQ(ref.type, DType::F32);
+    std::vector<float> mine(static_cast<size_t>(q.n_elements()));
+    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), true);
+    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0);
+    quant::dequantize_tensor(type, q.bytes(), q.shape, mine.data(), false);
+    ASSERT_EQ(std::memcmp(mine.data(), ref.data, mine.size() * sizeof(float)), 0) << "the fast dequantizer";
+  }
+}
+
+void expect_logits_match_peer(const std::string& peer_type) {
+  PeerCheck check;
+  check.max_rel = 0.05;
+  check.near_tie = 0.12f;
+  check.min_top1 = 0.95;
+  expect_matches_peer(IqPeerFiles::get().quantized(peer_type, true), peer_test_prompt(), check);
 }
 
 }  // namespace okapi::test

@@ -43,4 +43,11 @@ class IqPeerFiles {
 // The names of the tensors of `file` stored as `type`.
 std::vector<std::string> tensors_of_type(const gguf::File& file, DType type);
 
+// okapi's dequantizers (reference and fast) on every `type` tensor of llama-quantize's file
+// (peer_type, with the imatrix; at least min_tensors of them) give ggml's floats bit for bit.
+void expect_dequantize_matches_ggml(DType type, const std::string& peer_type, size_t min_tensors);
+// okapi's logits on that file against llama-dump-logits': within 5% of the largest logit (Q8_K
+// activations of slightly different floats round differently) and the same top-1 up to near ties.
+void expect_logits_match_peer(const std::string& peer_type);
+
 }  // namespace okapi::test
