@@ -21,6 +21,7 @@
 #include "kernels/format_table.hpp"
 #include "grid_row_groups_check.hpp"
 #include "row_checks.hpp"
+#include "support/ggml_library.hpp"
 #include "support/iq_peer_files.hpp"
 #include "support/paths.hpp"
 #include "support/peer_logits.hpp"
@@ -170,6 +171,20 @@ TEST(Iq1, RowGroupsEqualTheScalarModel) {
       m.row = [type](int64_t n_in, uint32_t seed, bool extreme) { return random_row(type, n_in, seed + (extreme ? 1000 : 0)); };
       expect_row_groups_equal_model(tier, type, m);
     }
+  }
+}
+
+// okapi's dequantizers against ggml's dequantize_row_iq1_* (support/ggml_library) on random
+// bytes (every index, shift and scale bit; d finite).
+TEST(Iq1Ggml, DequantizersEqualGgmlOnRandomBlocks) {
+  OKAPI_REQUIRE_DATA(GgmlLibrary::path());
+  for (DType type : kTypes) {
+    const int64_t n = 256 * 16;
+    const auto q = random_row(type, n, 3);
+    std::vector<float> mine(static_cast<size_t>(n)), theirs(static_cast<size_t>(n));
+    quant::format(type, Isa::scalar).dequantize_ref(q.data(), mine.data(), n);
+    GgmlLibrary::get().dequantize(type, q.data(), theirs.data(), n);
+    EXPECT_EQ(std::memcmp(mine.data(), theirs.data(), mine.size() * sizeof(float)), 0) << dtype_name(type);
   }
 }
 

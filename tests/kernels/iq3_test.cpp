@@ -7,7 +7,9 @@
 //    llama-dump-logits within the near-tie rule of quantized weights;
 //  * the dot product with Q8_K equals the dequantized dot, on every tier, and the fast tiers' dots
 //    agree with the reference;
-//  * all-zero groups (ggml's IQ3_S skips them and shifts the later groups' bytes), NaN inputs.
+//  * ggml's own quantizers and dequantizers (support/ggml_library) on made-up rows: all-zero
+//    groups (ggml's IQ3_S skips them and shifts the later groups' bytes), zero blocks, tiny values,
+//    random blocks; NaN inputs (no crash).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "kernels/format_table.hpp"
 #include "grid_row_groups_check.hpp"
 #include "row_checks.hpp"
+#include "support/ggml_library.hpp"
 #include "support/iq_peer_files.hpp"
 #include "support/paths.hpp"
 #include "support/peer_logits.hpp"
@@ -181,6 +184,53 @@ TEST(Iq3, RowGroupsEqualTheScalarModel) {
 }
 
 // ---- against llama.cpp ----
+
+// okapi's quantizers against ggml's own (support/ggml_library) on made-up rows: Gaussian at two
+// scales, with an all-zero group (ggml's IQ3_S then shifts the later groups' indices and signs),
+// an all-zero super-block, tiny values; with random importance and without.
+TEST(Iq3Ggml, QuantizersEqualGgmlOnMadeUpRows) {
+  OKAPI_REQUIRE_DATA(GgmlLibrary::path());
+  GgmlLibrary& ggml = GgmlLibrary::get();
+  std::mt19937 gen(5);
+  for (DType type : kTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto& f = quant::format(type, Isa::scalar);
+    for (int trial = 0; trial < 60; ++trial) {
+      const int64_t n = 512;
+      std::vector<float> x = gaussian_row(n, static_cast<uint32_t>(trial), trial % 3 == 0 ? 0.01f : 1.0f);
+      std::vector<float> importance(static_cast<size_t>(n));
+      for (auto& v : importance) v = std::uniform_real_distribution<float>(0.0f, 3.0f)(gen);
+      if (trial % 5 == 1) std::fill(x.begin() + 64, x.begin() + 96, 0.0f);
+      if (trial % 7 == 2) std::fill(x.begin(), x.begin() + 256, 0.0f);
+      if (trial % 11 == 3) std::fill(x.begin() + 300, x.begin() + 310, 1e-9f);
+      const size_t bytes = *row_bytes(type, n);
+      for (bool weighted : {false, true}) {
+        std::vector<uint8_t> mine(bytes), theirs(bytes);
+        ggml.quantize(type, x.data(), theirs.data(), 1, n, weighted ? importance.data() : nullptr);
+        if (weighted) {
+          f.quantize_weighted(x.data(), mine.data(), n, importance.data());
+        } else {
+          f.quantize_ref(x.data(), mine.data(), n);
+        }
+        ASSERT_EQ(mine, theirs) << "trial " << trial << (weighted ? " weighted" : "");
+      }
+    }
+  }
+}
+
+// okapi's dequantizers against ggml's dequantize_row_iq3_* on random bytes (every index, sign
+// and scale bit; d finite).
+TEST(Iq3Ggml, DequantizersEqualGgmlOnRandomBlocks) {
+  OKAPI_REQUIRE_DATA(GgmlLibrary::path());
+  for (DType type : kTypes) {
+    const int64_t n = 256 * 16;
+    const auto q = random_blocks(type, n, 3);
+    std::vector<float> mine(static_cast<size_t>(n)), theirs(static_cast<size_t>(n));
+    quant::format(type, Isa::scalar).dequantize_ref(q.data(), mine.data(), n);
+    GgmlLibrary::get().dequantize(type, q.data(), theirs.data(), n);
+    EXPECT_EQ(std::memcmp(mine.data(), theirs.data(), mine.size() * sizeof(float)), 0) << dtype_name(type);
+  }
+}
 
 class Iq3Peer : public ::testing::TestWithParam<DType> {};
 
