@@ -89,7 +89,8 @@ TEST(Iq3, RoundTripAndDotOnGaussianRows) {
   }
 }
 
-// Every tier's vec_dot equals the reference one bit for bit.
+// Every tier's vec_dot, and its multi-token tiles where it has them, equal the reference dot bit
+// for bit.
 TEST(Iq3, FastDotsEqualTheReferenceOnEveryTier) {
   for (Isa tier : available_isas()) {
     for (DType type : kTypes) {
@@ -101,6 +102,27 @@ TEST(Iq3, FastDotsEqualTheReferenceOnEveryTier) {
         const auto a = quantize_row(DType::Q8_K, gaussian_row(n, seed + 20, 2.0f));
         const float ref = f.vec_dot_ref(n, w.data(), a.data());
         EXPECT_EQ(f.vec_dot(n, w.data(), a.data()), ref);  // exact integer sums, the reference's float steps
+      }
+      if (f.tiles.gemm == nullptr) continue;
+      // The multi-token tiles: 3 rows x 7 tokens, each the reference dot times the scale.
+      std::vector<uint8_t> rows;
+      for (uint32_t r = 0; r < 3; ++r) {
+        const auto row = quantize_row(type, gaussian_row(n, 40 + r));
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      std::vector<uint8_t> acts;
+      for (uint32_t tok = 0; tok < 7; ++tok) {
+        const auto act = quantize_row(DType::Q8_K, gaussian_row(n, 60 + tok, 2.0f));
+        acts.insert(acts.end(), act.begin(), act.end());
+      }
+      const size_t w_row = *row_bytes(type, n), a_row = *row_bytes(DType::Q8_K, n);
+      std::vector<float> y(3 * 7);
+      f.tiles.gemm(n, rows.data(), w_row, 3, acts.data(), a_row, nullptr, 7, 0.5f, y.data(), 3);
+      for (size_t tok = 0; tok < 7; ++tok) {
+        for (size_t r = 0; r < 3; ++r) {
+          EXPECT_EQ(y[tok * 3 + r], f.vec_dot_ref(n, rows.data() + r * w_row, acts.data() + tok * a_row) * 0.5f)
+              << "token " << tok << " row " << r;
+        }
       }
     }
   }
