@@ -119,6 +119,26 @@ TEST(Iq1, FastDotsEqualTheReferenceOnEveryTier) {
         const float ref = f.vec_dot_ref(n, w.data(), a.data());
         EXPECT_EQ(f.vec_dot(n, w.data(), a.data()), ref);  // exact integer sums, the reference's float steps
       }
+      if (f.tiles.gemm != nullptr) {  // the multi-token tiles: 3 rows x 7 tokens
+        std::vector<uint8_t> rows, acts;
+        for (uint32_t r = 0; r < 3; ++r) {
+          const auto row = random_row(type, n, 40 + r);
+          rows.insert(rows.end(), row.begin(), row.end());
+        }
+        for (uint32_t tok = 0; tok < 7; ++tok) {
+          const auto act = quantize_row(DType::Q8_K, gaussian_row(n, 60 + tok, 2.0f));
+          acts.insert(acts.end(), act.begin(), act.end());
+        }
+        const size_t w_row = *row_bytes(type, n), a_row = *row_bytes(DType::Q8_K, n);
+        std::vector<float> y(3 * 7);
+        f.tiles.gemm(n, rows.data(), w_row, 3, acts.data(), a_row, nullptr, 7, 0.5f, y.data(), 3);
+        for (size_t tok = 0; tok < 7; ++tok) {
+          for (size_t r = 0; r < 3; ++r) {
+            EXPECT_EQ(y[tok * 3 + r], f.vec_dot_ref(n, rows.data() + r * w_row, acts.data() + tok * a_row) * 0.5f)
+                << "token " << tok << " row " << r;
+          }
+        }
+      }
       std::vector<float> y(static_cast<size_t>(n)), y_ref(static_cast<size_t>(n));
       f.dequantize(w.data(), y.data(), n);
       f.dequantize_ref(w.data(), y_ref.data(), n);
