@@ -90,10 +90,14 @@ Neighbourhood make_neighbourhood(int grid_size) {
   return nb;
 }
 
+// Each grid's table is built once, on first use, thread-safely (a function-local static).
 const Neighbourhood& neighbourhood(int grid_size) {
-  static const Neighbourhood n256 = make_neighbourhood(256);
+  if (grid_size == 256) {
+    static const Neighbourhood n256 = make_neighbourhood(256);
+    return n256;
+  }
   static const Neighbourhood n512 = make_neighbourhood(512);
-  return grid_size == 256 ? n256 : n512;
+  return n512;
 }
 
 // ggml's iq3_find_best_neighbour: the neighbour with the least weighted squared error at `scale`;
