@@ -59,6 +59,17 @@ Weights make_weights(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
     w.data.resize(*tensor_bytes(type, shape));
     std::mt19937 gen(seed);
     for (auto& b : w.data) b = static_cast<uint8_t>(gen());
+    // IQ1_S / IQ1_M (quantizer needs importance): every bit random but a finite d per block (IQ1_S:
+    // its first field; IQ1_M: the top nibbles of its 4 scale words).
+    for (size_t off = 0; (type == DType::IQ1_S || type == DType::IQ1_M) && off < w.data.size();
+         off += layout(type).block_bytes) {
+      const uint16_t d = fp32_to_fp16(0.01f);
+      if (type == DType::IQ1_S) std::memcpy(w.data.data() + off, &d, 2);
+      for (int k = 0; type == DType::IQ1_M && k < 4; ++k) {
+        uint8_t& top = w.data[off + 48 + 2 * static_cast<size_t>(k) + 1];
+        top = static_cast<uint8_t>((top & 0x0f) | ((d >> (4 * k)) & 0xf) << 4);
+      }
+    }
     const size_t row = *row_bytes(type, n_in), prefix = layout(type).row_prefix_bytes;
     for (int64_t o = 0; o < n_out; ++o) {
       uint8_t* p = w.data.data() + static_cast<size_t>(o) * row;
@@ -109,7 +120,8 @@ double float_tolerance(DType type) {
       {DType::F32, 1e-12}, {DType::F16, 1e-6},  {DType::BF16, 1e-4}, {DType::Q8_0, 1e-4}, {DType::Q8_1, 1e-4},
       {DType::Q8_K, 1e-4}, {DType::Q6_K, 1e-3}, {DType::Q5_0, 4e-3}, {DType::Q5_1, 4e-3}, {DType::Q5_K, 4e-3},
       {DType::Q4_0, 1.5e-2}, {DType::Q4_1, 1.5e-2}, {DType::Q4_K, 1.5e-2}, {DType::IQ4_NL, 1.5e-2}, {DType::Q3_K, 5e-2},
-      {DType::Q2_K, 0.2}, {DType::IQ2_S, 0.2}, {DType::IQ2_XS, 0.25}, {DType::IQ2_XXS, 0.35}};
+      {DType::Q2_K, 0.2}, {DType::IQ2_S, 0.2}, {DType::IQ2_XS, 0.25}, {DType::IQ2_XXS, 0.35},
+      {DType::IQ3_S, 0.1}, {DType::IQ3_XXS, 0.2}};
   const auto it = by_type.find(type);
   return it != by_type.end() ? it->second : 1e-4;
 }

@@ -48,7 +48,9 @@ std::vector<Tiered> row_group_formats() {
   std::vector<Tiered> out;
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
-      if (format(type, tier).row_groups.rows > 0 && layout(type).block_size > 1) out.push_back({tier, type});
+      // IQ3_* / IQ1_*: their own scalar models are in iq3_test.cpp / iq1_test.cpp.
+      const bool own_test = type == DType::IQ3_XXS || type == DType::IQ3_S || type == DType::IQ1_S || type == DType::IQ1_M;
+      if (format(type, tier).row_groups.rows > 0 && layout(type).block_size > 1 && !own_test) out.push_back({tier, type});
     }
   }
   return out;
@@ -496,17 +498,16 @@ INSTANTIATE_TEST_SUITE_P(Tiers, RowGroups, ::testing::ValuesIn(row_group_formats
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowGroups);
 
 // Which formats have row-group kernels where: below avx512 only the float formats (from avx2 up);
-// Q8_0, Q4_0, Q5_0, Q6_K, Q4_K and Q5_K on avx512.
+// on avx512 every weight format but the activation-only ones (Q8_1, Q8_K, I8_S) and ik_llama.cpp's
+// read-only IQ1_BN / IQ2_BN.
 TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
+  const std::vector<DType> without_row_groups = {DType::Q8_1, DType::Q8_K, DType::I8_S, DType::IQ1_BN, DType::IQ2_BN};
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
       const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
-      const bool expected = (is_float && tier >= Isa::avx2) ||
-                            (tier == Isa::avx512 && (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
-                                                     type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K ||
-                                                     type == DType::TQ2_0 || type == DType::TQ1_0 || type == DType::I2_S || type == DType::Q4_K ||
-                                                     type == DType::Q5_K || type == DType::IQ2_XXS ||
-                                                     type == DType::IQ2_XS || type == DType::IQ2_S));
+      const bool quantized_weight = !is_float && std::find(without_row_groups.begin(), without_row_groups.end(),
+                                                           type) == without_row_groups.end();
+      const bool expected = (is_float && tier >= Isa::avx2) || (tier == Isa::avx512 && quantized_weight);
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }
   }
