@@ -13,6 +13,7 @@
 #include "core/cpu.hpp"
 #include "core/half.hpp"
 #include "kernels/blocks.hpp"
+#include "codebook_tiers.hpp"
 #include "peer_tensors.hpp"
 #include "row_checks.hpp"
 #include "support/paths.hpp"
@@ -87,6 +88,9 @@ TEST(Iq4Xs, ZeroAndNonFiniteBlocks) {
 }
 
 // A llama model whose every matrix has rows of 256 or 512 (IQ4_XS needs multiples of 256).
+TEST(Iq4Xs, EveryTierMatchesTheReference) { check_codebook_tiers(DType::IQ4_XS); }
+TEST(Iq4Xs, EveryTierOfIq4NlMatchesTheReference) { check_codebook_tiers(DType::IQ4_NL); }
+
 synth::Preset iq4_preset() {
   synth::Preset p = tiny_preset("tinyllama-1.1b");
   p.n_embd = 256;
@@ -123,6 +127,9 @@ TEST_F(Iq4Peer, QuantizersMatchLlamaQuantizeWithAndWithoutImatrix) {
   }
 }
 
+// Both engines quantize activations (Q8_K, Q8_0) and sum the blocks in their own orders; a float
+// difference of 1e-7 in a hidden state can move an activation level by one, which moves a logit by
+// ~1e-2 at the odd position (measured: 1 of 275 positions beyond 1e-5), so the bound is loose.
 TEST_F(Iq4Peer, LogitsMatchLlamaCpp) {
   OKAPI_REQUIRE_DATA(peer_dump_logits_tool());
   const auto model = write_synth_model(iq4_preset(), "", "F32", 2, dir_ / "f32.gguf");

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/half.hpp"
+#include "codebook_tiers.hpp"
 #include "peer_tensors.hpp"
 #include "row_checks.hpp"
 #include "support/paths.hpp"
@@ -75,6 +76,8 @@ TEST(Mxfp4, RoundTripAndDot) {
     EXPECT_NEAR(c.dot, c.reference, 2e-6 * c.magnitude);
   }
 }
+
+TEST(Mxfp4, EveryTierMatchesTheReference) { check_codebook_tiers(DType::MXFP4); }
 
 synth::Preset tiny_gpt_oss() {
   synth::Preset p = tiny_preset("gpt-oss-20b");
