@@ -106,6 +106,12 @@ int weight_level(DType type, const uint8_t* row, int64_t e) {
     return kIq4Levels[l < 16 ? b.qs[16 * j + l] & 0xF : b.qs[16 * j + l - 16] >> 4];
   }
   if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[e / QK8_0].qs[e % QK8_0];
+  if (type == DType::Q2_K || type == DType::Q3_K) {  // ggml's dequantize_row_q2_K / q3_K
+    const int i = static_cast<int>(e % QK_K), h = i / 128, j = (i % 128) / 32, l = i % 32;
+    if (type == DType::Q2_K) return (reinterpret_cast<const block_q2_K*>(row)[e / QK_K].qs[32 * h + l] >> (2 * j)) & 3;
+    const auto& b = reinterpret_cast<const block_q3_K*>(row)[e / QK_K];
+    return ((b.qs[32 * h + l] >> (2 * j)) & 3) - (((b.hmask[l] >> (4 * h + j)) & 1) ? 0 : 4);
+  }
   if (type == DType::Q4_0) return nibble_level(reinterpret_cast<const block_q4_0*>(row)[e / QK4_0], e) - 8;
   if (type == DType::Q4_1) return nibble_level(reinterpret_cast<const block_q4_1*>(row)[e / QK4_1], e);
   if (type == DType::I2_S) {  // bitnet.cpp: byte g of a 128-value block holds g, g+32, g+64, g+96 from the top
@@ -128,6 +134,12 @@ int weight_level(DType type, const uint8_t* row, int64_t e) {
   const int h = i / 128, k = (i % 128) / 32, l = i % 32;
   const int low = (b.ql[h * 64 + (k % 2) * 32 + l] >> (4 * (k / 2))) & 0xF;
   return low | (((b.qh[h * 32 + l] >> (2 * k)) & 3) << 4);
+}
+
+// Q3_K's signed 6-bit scale of sub-block j (-32..31).
+int q3_K_scale(const block_q3_K& b, int j) {
+  const int low = j < 8 ? b.scales[j] & 0xF : b.scales[j - 8] >> 4;
+  return (low | ((b.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
 }
 
 // Q4_K's and Q5_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
@@ -196,6 +208,17 @@ void make_extreme(Problem& p) {
     if (p.type == DType::Q5_1) five_bits(reinterpret_cast<block_q5_1*>(blk));
     if (p.type == DType::TQ2_0 || p.type == DType::TQ1_0) {  // all levels +1 or all -1
       std::memset(blk, (b % 2) ? 0x00 : (p.type == DType::TQ2_0 ? 0xaa : 0xff), block - sizeof(uint16_t));
+    }
+    if (p.type == DType::Q2_K) {  // levels all 3 with scales and mins 15, or all 0
+      auto* q2 = reinterpret_cast<block_q2_K*>(blk);
+      std::memset(q2->qs, (b % 2) ? 0x00 : 0xff, sizeof(q2->qs));
+      std::memset(q2->scales, 0xff, sizeof(q2->scales));
+    }
+    if (p.type == DType::Q3_K) {  // levels all -4 with scales -32, or all 3 with scales 31
+      auto* q3 = reinterpret_cast<block_q3_K*>(blk);
+      std::memset(q3->qs, (b % 2) ? 0x00 : 0xff, sizeof(q3->qs));
+      std::memset(q3->hmask, (b % 2) ? 0x00 : 0xff, sizeof(q3->hmask));
+      std::memset(q3->scales, (b % 2) ? 0x00 : 0xff, sizeof(q3->scales));
     }
     if (p.type == DType::IQ4_NL) std::memset(reinterpret_cast<block_iq4_nl*>(blk)->qs, (b % 2) ? 0x00 : 0xff, 16);
     if (p.type == DType::MXFP4) std::memset(reinterpret_cast<block_mxfp4*>(blk)->qs, (b % 2) ? 0x77 : 0xff, 16);
@@ -277,6 +300,37 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
       for (int64_t i = 0; i < QK_K; ++i) sum += levels[static_cast<size_t>(i)] * a[b].qs[i];
       const auto d = read_at<uint16_t>(row + static_cast<size_t>(b + 1) * block_bytes - sizeof(uint16_t));
       acc = std::fma(fp16_to_fp32(d) * a[b].d, static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
+  if (p.type == DType::Q2_K) {
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      const auto& w = reinterpret_cast<const block_q2_K*>(row)[b];
+      int32_t scaled = 0, mins = 0;
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int32_t dot = 0, sum = 0;
+        for (int i = 16 * j; i < 16 * j + 16; ++i) {
+          dot += weight_level(p.type, row, b * QK_K + i) * a[b].qs[i];
+          sum += a[b].qs[i];
+        }
+        scaled += (w.scales[j] & 0xF) * dot;
+        mins += (w.scales[j] >> 4) * sum;
+      }
+      acc = std::fma(fp16_to_fp32(w.d) * a[b].d, static_cast<float>(scaled), acc);
+      acc = std::fma(-(fp16_to_fp32(w.dmin) * a[b].d), static_cast<float>(mins), acc);
+    }
+    return acc;
+  }
+  if (p.type == DType::Q3_K) {
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      const auto& w = reinterpret_cast<const block_q3_K*>(row)[b];
+      int32_t sum = 0;
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int32_t dot = 0;
+        for (int i = 16 * j; i < 16 * j + 16; ++i) dot += weight_level(p.type, row, b * QK_K + i) * a[b].qs[i];
+        sum += q3_K_scale(w, j) * dot;
+      }
+      acc = std::fma(fp16_to_fp32(w.d) * a[b].d, static_cast<float>(sum), acc);
     }
     return acc;
   }
@@ -400,9 +454,9 @@ void check_q8_0_activations(const RowGroupKernels& k, DType type) {
   }
 }
 
-// Q8_K activations (Q6_K, Q4_K, Q5_K weights): levels, the float scale, and 16 words per
-// super-block: Q6_K -32 * each sum of 16 levels, Q4_K and Q5_K the int16 pairs of the sums of 32
-// (then zeros).
+// Q8_K activations (K-quant and IQ4_XS weights): levels, the float scale, and 16 words per
+// super-block: Q6_K, Q3_K and IQ4_XS -32 * each sum of 16 levels, Q4_K and Q5_K the int16 pairs of
+// the sums of 32, Q2_K those of the sums of 16 (then zeros).
 void check_q8_K_activations(const RowGroupKernels& k, DType type) {
   const Problem p = make_problem(type, 768, 1, 3, 3, false);
   const Packed packed = pack_all(k, p);
@@ -421,6 +475,10 @@ void check_q8_K_activations(const RowGroupKernels& k, DType type) {
           if (j == 0) {
             for (int16_t bsum : ref[b].bsums) want -= bsum;
           }
+        }
+        if (type == DType::Q2_K) {
+          const auto pair = [&](int s16) { return static_cast<uint32_t>(static_cast<uint16_t>(ref[b].bsums[s16])); };
+          want = j < 8 ? static_cast<int32_t>(pair(2 * j) | pair(2 * j + 1) << 16) : 0;
         }
         if (type == DType::Q4_K || type == DType::Q5_K) {
           const auto sum32 = [&](int s32) {
@@ -524,7 +582,7 @@ INSTANTIATE_TEST_SUITE_P(Tiers, RowGroups, ::testing::ValuesIn(row_group_formats
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowGroups);
 
 // Which formats have row-group kernels where: below avx512 only the float formats (from avx2 up);
-// Q8_0, Q4_0, Q5_0, Q6_K, Q4_K, Q5_K, IQ4_NL, MXFP4 and IQ4_XS on avx512.
+// Q8_0, Q4_0, Q5_0, Q2_K ... Q6_K, IQ4_NL, MXFP4 and IQ4_XS on avx512.
 TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
   for (Isa tier : available_isas()) {
     for (DType type : supported_types()) {
@@ -534,7 +592,8 @@ TEST(RowGroupTable, InstalledOnTheAvx512TierOnly) {
                                                      type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q6_K ||
                                                      type == DType::TQ2_0 || type == DType::TQ1_0 || type == DType::I2_S || type == DType::Q4_K ||
                                                      type == DType::Q5_K || type == DType::IQ4_NL ||
-                                                     type == DType::MXFP4 || type == DType::IQ4_XS));
+                                                     type == DType::MXFP4 || type == DType::IQ4_XS ||
+                                                     type == DType::Q2_K || type == DType::Q3_K));
       EXPECT_EQ(format(type, tier).row_groups.rows > 0, expected) << isa_name(tier) << " " << dtype_name(type);
     }
   }
