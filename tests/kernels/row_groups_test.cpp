@@ -87,11 +87,6 @@ std::vector<int> ternary_levels(DType type, const uint8_t* row, int64_t b) {
 constexpr int kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 constexpr int kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-// Blocks of the codebook formats, as ggml-common.h lays them out.
-struct block_iq4_nl { uint16_t d; uint8_t qs[16]; };
-struct block_mxfp4 { uint8_t e; uint8_t qs[16]; };
-struct block_iq4_xs { uint16_t d, scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
-
 // IQ4_XS's block scale ls - 32 of block j (0..7) of a super-block.
 int iq4_xs_scale(const block_iq4_xs& b, int j) {
   return (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;

@@ -16,50 +16,26 @@
 #include "kernels/avx2/token_groups.hpp"
 #include "kernels/blocks.hpp"
 #include "kernels/format_table.hpp"
+#include "kernels/scalar/iq4_levels.hpp"
+#include "kernels/scalar/mxfp4_levels.hpp"
 
 namespace okapi::quant {
 namespace avx2 {
 namespace {
 
-// ggml's kvalues_iq4nl and kvalues_mxfp4 (kernels/scalar/iq4_levels.hpp, mxfp4_levels.hpp; not
-// included here: their inline code must not be compiled with AVX flags).
-alignas(16) constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-alignas(16) constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-struct block_iq4_nl {
-  uint16_t d;
-  uint8_t qs[16];
-};
-struct block_mxfp4 {
-  uint8_t e;
-  uint8_t qs[16];
-};
-struct block_iq4_xs {
-  uint16_t d;
-  uint16_t scales_h;
-  uint8_t scales_l[QK_K / 64];
-  uint8_t qs[QK_K / 2];
-};
-static_assert(sizeof(block_iq4_nl) == 18 && sizeof(block_mxfp4) == 17 && sizeof(block_iq4_xs) == 136);
+using detail::iq4_xs_block_scale;
+using detail::kIq4Levels;
+using detail::kMxfp4Levels;
+using detail::mxfp4_half_scale;
 
 __m256i codebook(const int8_t* levels) {
-  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(levels)));
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
 }
 // The 32 int8 levels of 16 bytes of nibbles (element j: low nibble of byte j, j + 16: high).
 __m256i levels_of(__m256i book, const uint8_t* qs) { return _mm256_shuffle_epi8(book, nibbles_lo_hi(load128(qs))); }
 
-// ggml_e8m0_to_fp32_half (as kernels/scalar/mxfp4_levels.hpp).
-float mxfp4_half_scale(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 // The 6-bit IQ4_XS block scale minus 32 of block ib.
-int iq4_xs_scale(const block_iq4_xs& b, int ib) {
-  return (((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4)) - 32;
-}
+int iq4_xs_scale(const block_iq4_xs& b, int ib) { return iq4_xs_block_scale(b.scales_l, b.scales_h, ib); }
 
 // ---- The 32-element formats against Q8_0 ----
 

@@ -23,20 +23,16 @@
 #include "kernels/avx512/row_groups.hpp"
 #include "kernels/blocks.hpp"
 #include "kernels/format_table.hpp"
+#include "kernels/scalar/iq4_levels.hpp"
+#include "kernels/scalar/mxfp4_levels.hpp"
 
 namespace okapi::quant {
 namespace avx512 {
 namespace {
 
-// ggml's kvalues_iq4nl and kvalues_mxfp4 plus 128, as unsigned bytes.
-constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-template <const int8_t* kLevels>
-__m128i biased_codebook() {
-  alignas(16) uint8_t t[16];
-  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kLevels[i] + 128);
-  return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
+// ggml's kvalues_iq4nl or kvalues_mxfp4 plus 128, as unsigned bytes.
+__m128i biased_codebook(const int8_t* levels) {
+  return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)), _mm_set1_epi8(-128));
 }
 
 inline __m512i lookup(__m128i book, __m512i idx) { return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(book), idx); }
@@ -60,29 +56,15 @@ void pack_nibbles(const uint8_t* qs, int64_t r, uint8_t* chunks) {
 
 // ---- IQ4_NL and MXFP4 against Q8_0 ----
 
-struct block_iq4_nl {
-  uint16_t d;
-  uint8_t qs[16];
-};
-struct block_mxfp4 {
-  uint8_t e;
-  uint8_t qs[16];
-};
-
 struct Iq4NlCodebook {
   using Block = block_iq4_nl;
-  static __m128i book() { return biased_codebook<kIq4Levels>(); }
+  static __m128i book() { return biased_codebook(detail::kIq4Levels); }
   static float scale(const Block& b) { return _cvtsh_ss(b.d); }
 };
 struct Mxfp4Codebook {
   using Block = block_mxfp4;
-  static __m128i book() { return biased_codebook<kMxfp4Levels>(); }
-  static float scale(const Block& b) {  // ggml_e8m0_to_fp32_half
-    const uint32_t bits = b.e < 2 ? 0x00200000u << b.e : static_cast<uint32_t>(b.e - 1) << 23;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
-  }
+  static __m128i book() { return biased_codebook(detail::kMxfp4Levels); }
+  static float scale(const Block& b) { return detail::mxfp4_half_scale(b.e); }
 };
 
 // A token's Q8_0 activation row (row_groups.hpp): levels, then nb float scales, then nb offsets.
@@ -163,14 +145,6 @@ struct CodebookRows {
 
 // ---- IQ4_XS against Q8_K ----
 
-struct block_iq4_xs {
-  uint16_t d;
-  uint16_t scales_h;
-  uint8_t scales_l[QK_K / 64];
-  uint8_t qs[QK_K / 2];
-};
-static_assert(sizeof(block_iq4_xs) == 136);
-
 struct Iq4XsRows {
   using Block = block_iq4_xs;
   static constexpr int64_t kBlockElems = QK_K;
@@ -183,7 +157,7 @@ struct Iq4XsRows {
   static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
     for (int j = 0; j < kSub; ++j) {
       pack_nibbles(src.qs + 16 * j, r, dst + 256 * j);
-      const int ls = (((src.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((src.scales_h >> (2 * j)) & 3) << 4)) - 32;
+      const int ls = detail::iq4_xs_block_scale(src.scales_l, src.scales_h, j);
       dst[kScalesOffset + kRows * j + r] = static_cast<uint8_t>(static_cast<int8_t>(ls));
     }
     std::memcpy(dst + kDOffset + r * sizeof(uint16_t), &src.d, sizeof(uint16_t));
@@ -196,7 +170,7 @@ struct Iq4XsRows {
   template <int T>
   static void tokens(int64_t nb, const uint8_t* group, const uint8_t* a, size_t a_row, float* y, int64_t y_stride,
                      __mmask16 store) {
-    const __m128i book = biased_codebook<kIq4Levels>();
+    const __m128i book = biased_codebook(detail::kIq4Levels);
     over_blocks<T>(nb, y, y_stride, store, [&](int64_t b, __m512* acc) {
       const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;
       __m512i sum[T];
@@ -225,7 +199,7 @@ struct Iq4XsRows {
   }
 
   static void one_token(int64_t nb, const uint8_t* group, const uint8_t* a, float* y, __mmask16 store) {
-    const __m128i book = biased_codebook<kIq4Levels>();
+    const __m128i book = biased_codebook(detail::kIq4Levels);
     const KActivationRow act(a, nb);
     over_blocks<1>(nb, y, 0, store, [&](int64_t b, __m512* acc) {
       const uint8_t* block = group + static_cast<size_t>(b) * kBlockBytes;

@@ -189,6 +189,27 @@ struct Q6_KFormat {
   }
 };
 
+// ---- The mins term of Q4_K, Q5_K and Q2_K ----
+// F::kSub / 2 pairs of sub-blocks; F's mins as bytes [pair][row][2] at F::kMinsOffset; its fp16 d
+// and dmin at F::kDOffset, F::kDminOffset; the token's words 0 .. kSub/2 - 1 the int16 pairs of the
+// matching sums of the activations. sum_j min_j * sum(a_j) for the 16 rows: the mins widened to
+// int16 pairs, one vpdpwssd per pair; then
+//   acc += (d_w * d_a) * float(sum_j scale_j * dot_j) - (dmin_w * d_a) * float(sum_j min_j * sum(a_j)).
+template <typename F>
+__m512 finish_with_mins(__m512 acc, const uint8_t* block, float d_a, __m512i scaled, const KActivationRow& act,
+                        int64_t b) {
+  const int32_t* pairs = act.offsets + b * kSubBlocks;
+  __m512i mins_sum = _mm512_setzero_si512();
+  for (int p = 0; p < F::kSub / 2; ++p) {
+    const __m512i mins =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + F::kMinsOffset + 32 * p)));
+    mins_sum = _mm512_dpwssd_epi32(mins_sum, mins, _mm512_set1_epi32(pairs[p]));
+  }
+  acc = accumulate(acc, row_scales(block + F::kDOffset), d_a, scaled);
+  const __m512 dmin = _mm512_mul_ps(row_scales(block + F::kDminOffset), _mm512_set1_ps(d_a));
+  return _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mins_sum), acc);
+}
+
 // ---- Q4_K and Q5_K ----
 
 // Packed super-block of 16 rows: for each pair of sub-blocks (2j, 2j+1), 8 chunks of 64 bytes,
@@ -276,25 +297,10 @@ struct KMinFormat {
   static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
   static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q4_K>(x, n_in, out); }
 
-  // sum_j min_j * sum(a_j) for the 16 rows: the mins widened to int16 pairs, times the token's
-  // pairs of sums, 4 vpdpwssd.
-  static __m512i min_sums(const uint8_t* block, const int32_t* pairs) {
-    __m512i sum = _mm512_setzero_si512();
-    for (int p = 0; p < kSub / 2; ++p) {
-      const __m512i mins =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kMinsOffset + 32 * p)));
-      sum = _mm512_dpwssd_epi32(sum, mins, _mm512_set1_epi32(pairs[p]));
-    }
-    return sum;
-  }
-
   static int32_t start(const KActivationRow&, int64_t, int64_t) { return 0; }
-  // acc += (d_w * d_a) * float(sum_j scale_j * dot_j) - (dmin_w * d_a) * float(sum_j min_j * sum(a_j)).
   static __m512 finish(__m512 acc, const uint8_t* block, float d_a, __m512i scaled, const KActivationRow& act,
                        int64_t b) {
-    acc = accumulate(acc, row_scales(block + kDOffset), d_a, scaled);
-    const __m512 dmin = _mm512_mul_ps(row_scales(block + kDminOffset), _mm512_set1_ps(d_a));
-    return _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(min_sums(block, act.offsets + b * kSubBlocks)), acc);
+    return finish_with_mins<KMinFormat>(acc, block, d_a, scaled, act, b);
   }
 };
 
@@ -424,25 +430,10 @@ struct Q2_KFormat {
   static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
   static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q2_K>(x, n_in, out); }
 
-  // sum_j min_j * sum(a_j) for the 16 rows: the mins widened to int16 pairs, times the token's
-  // pairs of sums of 16, 8 vpdpwssd.
-  static __m512i min_sums(const uint8_t* block, const int32_t* pairs) {
-    __m512i sum = _mm512_setzero_si512();
-    for (int p = 0; p < kSubBlocks / 2; ++p) {
-      const __m512i mins =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kMinsOffset + 32 * p)));
-      sum = _mm512_dpwssd_epi32(sum, mins, _mm512_set1_epi32(pairs[p]));
-    }
-    return sum;
-  }
-
   static int32_t start(const KActivationRow&, int64_t, int64_t) { return 0; }
-  // acc += (d_w * d_a) * float(sum_j scale_j * dot_j) - (dmin_w * d_a) * float(sum_j min_j * sum(a_j)).
   static __m512 finish(__m512 acc, const uint8_t* block, float d_a, __m512i scaled, const KActivationRow& act,
                        int64_t b) {
-    acc = accumulate(acc, row_scales(block + kDOffset), d_a, scaled);
-    const __m512 dmin = _mm512_mul_ps(row_scales(block + kDminOffset), _mm512_set1_ps(d_a));
-    return _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(min_sums(block, act.offsets + b * kSubBlocks)), acc);
+    return finish_with_mins<Q2_KFormat>(acc, block, d_a, scaled, act, b);
   }
 };
 

@@ -26,12 +26,6 @@ constexpr int kTries = 7;
 constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 const auto& kLevels = kIq4Levels;
 
-struct block_iq4_nl {
-  uint16_t d;
-  uint8_t qs[kBlock / 2];
-};
-static_assert(sizeof(block_iq4_nl) == 18);
-
 // The index of the level nearest to x (ties to the upper level unless strictly nearer the lower),
 // by bisection as ggml's best_index_int8.
 int nearest_level(float x) {

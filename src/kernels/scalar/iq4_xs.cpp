@@ -14,15 +14,14 @@
 #include "kernels/scalar/iq4_levels.hpp"
 
 namespace okapi::quant::detail {
-namespace {
 
-struct block_iq4_xs {
-  uint16_t d;
-  uint16_t scales_h;
-  uint8_t scales_l[QK_K / 64];
-  uint8_t qs[QK_K / 2];
-};
-static_assert(sizeof(block_iq4_xs) == 136);
+int iq4_xs_block_scale(const uint8_t* scales_l, uint16_t scales_h, int ib) {
+  const int low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+  const int high = (scales_h >> (2 * ib)) & 3;
+  return (low | high << 4) - 32;
+}
+
+namespace {
 
 void quantize_iq4_xs(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<block_iq4_xs*>(dst);

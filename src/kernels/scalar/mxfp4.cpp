@@ -17,15 +17,15 @@
 #include "kernels/scalar/mxfp4_levels.hpp"
 
 namespace okapi::quant::detail {
+
+float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
+
 namespace {
 
 constexpr int kBlock = 32;
-
-struct block_mxfp4 {
-  uint8_t e;
-  uint8_t qs[kBlock / 2];
-};
-static_assert(sizeof(block_mxfp4) == 17);
 
 // The code whose value times d is nearest to x (the first of equals), as ggml's best_index_mxfp4.
 int nearest_code(float x, float d) {

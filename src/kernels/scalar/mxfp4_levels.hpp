@@ -1,6 +1,6 @@
-// MXFP4's codebook and scale, shared by its reference and SIMD kernels.
+// MXFP4's codebook and scale, shared by its reference and SIMD kernels. Data and declarations only
+// (no inline code): the SIMD tiers' files include it too.
 #pragma once
-#include <bit>
 #include <cstdint>
 
 namespace okapi::quant::detail {
@@ -10,9 +10,6 @@ inline constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 
 // ggml_e8m0_to_fp32_half: 2^(e - 128), half the E8M0 scale (the levels are doubled); e < 2 gives
 // the subnormals 2^-128, 2^-127.
-inline float mxfp4_half_scale(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
+float mxfp4_half_scale(uint8_t e);  // scalar/mxfp4.cpp
 
 }  // namespace okapi::quant::detail
