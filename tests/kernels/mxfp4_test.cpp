@@ -102,15 +102,20 @@ class Mxfp4Peer : public ::testing::Test {
   void SetUp() override { dir_ = make_temp_dir("mxfp4-peer"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // MXFP4_MOE of a 3-layer F32 model: the experts' bytes as okapi's quantizer writes them, and
-  // the logits against llama.cpp's on the same file.
-  void check(const synth::Preset& preset, const std::string& stem) {
+  // MXFP4_MOE (or --pure MXFP4: every matrix) of a 3-layer F32 model: the MXFP4 tensors' bytes as
+  // okapi's quantizer writes them, and the logits against llama.cpp's on the same file.
+  void check(const synth::Preset& preset, const std::string& stem, bool pure = false) {
     OKAPI_REQUIRE_DATA(peer_quantize_tool());
     const auto f32 = write_synth_model(preset, "", "F32", 3, dir_ / (stem + ".gguf"));
     const auto q = dir_ / (stem + "-mxfp4.gguf");
-    peer_quantize(f32, q, "MXFP4_MOE");
-    EXPECT_EQ(expect_same_tensor_bytes(f32, q, DType::MXFP4), 9) << "expert tensors in MXFP4";
-    EXPECT_GE(expect_same_tensor_bytes(f32, q, DType::Q8_0), 10);
+    if (pure) {
+      peer_quantize(f32, q, "MXFP4_MOE", {}, {"--pure"});
+      EXPECT_GE(expect_same_tensor_bytes(f32, q, DType::MXFP4), 3 * 7 + 2) << "every matrix in MXFP4";
+    } else {
+      peer_quantize(f32, q, "MXFP4_MOE");
+      EXPECT_EQ(expect_same_tensor_bytes(f32, q, DType::MXFP4), 9) << "expert tensors in MXFP4";
+      EXPECT_GE(expect_same_tensor_bytes(f32, q, DType::Q8_0), 10);
+    }
     PeerCheck c;
     c.max_rel = 0;
     c.near_tie = 0.12f;  // golden_logits.hpp's kNearTie
@@ -123,6 +128,7 @@ class Mxfp4Peer : public ::testing::Test {
 };
 
 TEST_F(Mxfp4Peer, GptOssMxfp4Moe) { check(tiny_gpt_oss(), "gpt-oss"); }
+TEST_F(Mxfp4Peer, GptOssPureMxfp4) { check(tiny_gpt_oss(), "gpt-oss-pure", true); }
 TEST_F(Mxfp4Peer, Qwen3MoeMxfp4Moe) { check(tiny_qwen3moe(), "qwen3moe"); }
 
 }  // namespace
