@@ -31,4 +31,11 @@ static_assert(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(bl
 static_assert(sizeof(block_q5_K) == 176 && sizeof(block_q6_K) == 210 && sizeof(block_q8_K) == 292);
 static_assert(sizeof(block_tq1_0) == 54 && sizeof(block_tq2_0) == 66);
 
+// The 4-bit codebook formats: IQ4_NL, IQ4_XS (6-bit block scales: 4 low bits in scales_l, 2 high
+// in scales_h) and MXFP4 (E8M0 exponent e).
+struct block_iq4_nl { uint16_t d; uint8_t qs[32 / 2]; };
+struct block_iq4_xs { uint16_t d, scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
+struct block_mxfp4 { uint8_t e; uint8_t qs[32 / 2]; };
+static_assert(sizeof(block_iq4_nl) == 18 && sizeof(block_iq4_xs) == 136 && sizeof(block_mxfp4) == 17);
+
 }  // namespace okapi::quant

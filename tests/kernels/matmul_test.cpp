@@ -119,7 +119,8 @@ double float_tolerance(DType type) {
   static const std::map<DType, double> by_type{
       {DType::F32, 1e-12}, {DType::F16, 1e-6},  {DType::BF16, 1e-4}, {DType::Q8_0, 1e-4}, {DType::Q8_1, 1e-4},
       {DType::Q8_K, 1e-4}, {DType::Q6_K, 1e-3}, {DType::Q5_0, 4e-3}, {DType::Q5_1, 4e-3}, {DType::Q5_K, 4e-3},
-      {DType::Q4_0, 1.5e-2}, {DType::Q4_1, 1.5e-2}, {DType::Q4_K, 1.5e-2}, {DType::IQ4_NL, 1.5e-2}, {DType::Q3_K, 5e-2},
+      {DType::Q4_0, 1.5e-2}, {DType::Q4_1, 1.5e-2}, {DType::Q4_K, 1.5e-2}, {DType::IQ4_NL, 1.5e-2}, {DType::IQ4_XS, 2.5e-2},
+      {DType::MXFP4, 6e-2}, {DType::Q3_K, 5e-2},
       {DType::Q2_K, 0.2}, {DType::IQ2_S, 0.2}, {DType::IQ2_XS, 0.25}, {DType::IQ2_XXS, 0.35},
       {DType::IQ3_S, 0.1}, {DType::IQ3_XXS, 0.2}};
   const auto it = by_type.find(type);

@@ -4,7 +4,8 @@
 //  * every (row, token) result equals, bit for bit, a scalar model of the kernels' arithmetic
 //    (per block in order: acc = fma(d_w * d_a, float(exact integer dot), acc), then for Q4_1 / Q5_1
 //    acc = fma(m_w, s_a, acc); for Q6_K / Q4_K
-//    the integer dot of a super-block is sum_j scale_j * dot_j over its sub-blocks, and Q4_K / Q5_K
+//    the integer dot of a super-block is sum_j scale_j * dot_j over its sub-blocks (IQ4_XS: its
+//    blocks of 32, the codebook levels, scales ls - 32), and Q4_K / Q5_K
 //    then subtract (dmin_w * d_a) * float(sum_j min_j * sum(a_j)) in a second FMA), for any
 //    number of rows (partial last group) and tokens (partial token groups), extreme levels
 //    included;
@@ -84,8 +85,30 @@ std::vector<int> ternary_levels(DType type, const uint8_t* row, int64_t b) {
 
 // The level e of a weight row as the kernels multiply it (Q8_0: signed; Q4_0: 0..15 - 8; Q6_K:
 // 0..63, its -32 being applied through the activation sums), and the fp16 scale of block b.
+// ggml's kvalues_iq4nl and kvalues_mxfp4.
+constexpr int kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr int kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// IQ4_XS's block scale ls - 32 of block j (0..7) of a super-block.
+int iq4_xs_scale(const block_iq4_xs& b, int j) {
+  return (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+
 int weight_level(DType type, const uint8_t* row, int64_t e) {
+  if (type == DType::IQ4_NL) return kIq4Levels[nibble_level(reinterpret_cast<const block_iq4_nl*>(row)[e / 32], e)];
+  if (type == DType::MXFP4) return kMxfp4Levels[nibble_level(reinterpret_cast<const block_mxfp4*>(row)[e / 32], e)];
+  if (type == DType::IQ4_XS) {
+    const auto& b = reinterpret_cast<const block_iq4_xs*>(row)[e / QK_K];
+    const int i = static_cast<int>(e % QK_K), j = i / 32, l = i % 32;
+    return kIq4Levels[l < 16 ? b.qs[16 * j + l] & 0xF : b.qs[16 * j + l - 16] >> 4];
+  }
   if (type == DType::Q8_0) return reinterpret_cast<const block_q8_0*>(row)[e / QK8_0].qs[e % QK8_0];
+  if (type == DType::Q2_K || type == DType::Q3_K) {  // ggml's dequantize_row_q2_K / q3_K
+    const int i = static_cast<int>(e % QK_K), h = i / 128, j = (i % 128) / 32, l = i % 32;
+    if (type == DType::Q2_K) return (reinterpret_cast<const block_q2_K*>(row)[e / QK_K].qs[32 * h + l] >> (2 * j)) & 3;
+    const auto& b = reinterpret_cast<const block_q3_K*>(row)[e / QK_K];
+    return ((b.qs[32 * h + l] >> (2 * j)) & 3) - (((b.hmask[l] >> (4 * h + j)) & 1) ? 0 : 4);
+  }
   if (type == DType::Q4_0) return nibble_level(reinterpret_cast<const block_q4_0*>(row)[e / QK4_0], e) - 8;
   if (type == DType::Q4_1) return nibble_level(reinterpret_cast<const block_q4_1*>(row)[e / QK4_1], e);
   if (type == DType::I2_S) {  // bitnet.cpp: byte g of a 128-value block holds g, g+32, g+64, g+96 from the top
@@ -110,6 +133,12 @@ int weight_level(DType type, const uint8_t* row, int64_t e) {
   return low | (((b.qh[h * 32 + l] >> (2 * k)) & 3) << 4);
 }
 
+// Q3_K's signed 6-bit scale of sub-block j (-32..31).
+int q3_K_scale(const block_q3_K& b, int j) {
+  const int low = j < 8 ? b.scales[j] & 0xF : b.scales[j - 8] >> 4;
+  return (low | ((b.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+}
+
 // Q4_K's and Q5_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
 std::pair<int, int> k4_scale_min(const uint8_t* q, int j) {
   if (j < 4) return {q[j] & 63, q[j + 4] & 63};
@@ -122,6 +151,15 @@ uint16_t weight_scale(DType type, const uint8_t* row, int64_t b) {
   if (type == DType::Q4_1) return reinterpret_cast<const block_q4_1*>(row)[b].d;
   if (type == DType::Q5_1) return reinterpret_cast<const block_q5_1*>(row)[b].d;
   return reinterpret_cast<const block_q4_0*>(row)[b].d;
+}
+// The float scale of block b of a 32-value format: the fp16 d, or MXFP4's 2^(e - 128).
+float weight_scale_float(DType type, const uint8_t* row, int64_t b) {
+  if (type == DType::MXFP4) {
+    const int e = reinterpret_cast<const block_mxfp4*>(row)[b].e;
+    return std::ldexp(1.0f, e - 128);  // ggml_e8m0_to_fp32_half, subnormal for e < 2
+  }
+  if (type == DType::IQ4_NL) return fp16_to_fp32(reinterpret_cast<const block_iq4_nl*>(row)[b].d);
+  return fp16_to_fp32(weight_scale(type, row, b));
 }
 // The fp16 min m of block b of an affine format (Q4_1, Q5_1).
 uint16_t weight_min(DType type, const uint8_t* row, int64_t b) {
@@ -167,6 +205,25 @@ void make_extreme(Problem& p) {
     if (p.type == DType::Q5_1) five_bits(reinterpret_cast<block_q5_1*>(blk));
     if (p.type == DType::TQ2_0 || p.type == DType::TQ1_0) {  // all levels +1 or all -1
       std::memset(blk, (b % 2) ? 0x00 : (p.type == DType::TQ2_0 ? 0xaa : 0xff), block - sizeof(uint16_t));
+    }
+    if (p.type == DType::Q2_K) {  // levels all 3 with scales and mins 15, or all 0
+      auto* q2 = reinterpret_cast<block_q2_K*>(blk);
+      std::memset(q2->qs, (b % 2) ? 0x00 : 0xff, sizeof(q2->qs));
+      std::memset(q2->scales, 0xff, sizeof(q2->scales));
+    }
+    if (p.type == DType::Q3_K) {  // levels all -4 with scales -32, or all 3 with scales 31
+      auto* q3 = reinterpret_cast<block_q3_K*>(blk);
+      std::memset(q3->qs, (b % 2) ? 0x00 : 0xff, sizeof(q3->qs));
+      std::memset(q3->hmask, (b % 2) ? 0x00 : 0xff, sizeof(q3->hmask));
+      std::memset(q3->scales, (b % 2) ? 0x00 : 0xff, sizeof(q3->scales));
+    }
+    if (p.type == DType::IQ4_NL) std::memset(reinterpret_cast<block_iq4_nl*>(blk)->qs, (b % 2) ? 0x00 : 0xff, 16);
+    if (p.type == DType::MXFP4) std::memset(reinterpret_cast<block_mxfp4*>(blk)->qs, (b % 2) ? 0x77 : 0xff, 16);
+    if (p.type == DType::IQ4_XS) {  // levels -127 with scales -32, or 113 with scales 31
+      auto* x4 = reinterpret_cast<block_iq4_xs*>(blk);
+      std::memset(x4->qs, (b % 2) ? 0x00 : 0xff, sizeof(x4->qs));
+      std::memset(x4->scales_l, (b % 2) ? 0x00 : 0xff, sizeof(x4->scales_l));
+      x4->scales_h = (b % 2) ? 0 : 0xffff;
     }
     if (p.type == DType::Q6_K) {
       auto* q6 = reinterpret_cast<block_q6_K*>(blk);
@@ -218,7 +275,7 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
     for (int64_t b = 0; b < p.n_in / QK8_0; ++b) {
       int32_t sum = 0;
       for (int64_t j = 0; j < QK8_0; ++j) sum += weight_level(p.type, row, b * QK8_0 + j) * a[b].qs[j];
-      acc = std::fma(fp16_to_fp32(weight_scale(p.type, row, b)) * fp16_to_fp32(a[b].d), static_cast<float>(sum), acc);
+      acc = std::fma(weight_scale_float(p.type, row, b) * fp16_to_fp32(a[b].d), static_cast<float>(sum), acc);
     }
     return acc;
   }
@@ -265,6 +322,50 @@ float model_dot(const Problem& p, int64_t o, int64_t t) {
       for (int64_t i = 0; i < QK_K; ++i) sum += levels[static_cast<size_t>(i)] * a[b].qs[i];
       const auto d = read_at<uint16_t>(row + static_cast<size_t>(b + 1) * block_bytes - sizeof(uint16_t));
       acc = std::fma(fp16_to_fp32(d) * a[b].d, static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
+  if (p.type == DType::Q2_K) {
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      const auto& w = reinterpret_cast<const block_q2_K*>(row)[b];
+      int32_t scaled = 0, mins = 0;
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int32_t dot = 0, sum = 0;
+        for (int i = 16 * j; i < 16 * j + 16; ++i) {
+          dot += weight_level(p.type, row, b * QK_K + i) * a[b].qs[i];
+          sum += a[b].qs[i];
+        }
+        scaled += (w.scales[j] & 0xF) * dot;
+        mins += (w.scales[j] >> 4) * sum;
+      }
+      acc = std::fma(fp16_to_fp32(w.d) * a[b].d, static_cast<float>(scaled), acc);
+      acc = std::fma(-(fp16_to_fp32(w.dmin) * a[b].d), static_cast<float>(mins), acc);
+    }
+    return acc;
+  }
+  if (p.type == DType::Q3_K) {
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      const auto& w = reinterpret_cast<const block_q3_K*>(row)[b];
+      int32_t sum = 0;
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int32_t dot = 0;
+        for (int i = 16 * j; i < 16 * j + 16; ++i) dot += weight_level(p.type, row, b * QK_K + i) * a[b].qs[i];
+        sum += q3_K_scale(w, j) * dot;
+      }
+      acc = std::fma(fp16_to_fp32(w.d) * a[b].d, static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
+  if (p.type == DType::IQ4_XS) {
+    for (int64_t b = 0; b < p.n_in / QK_K; ++b) {
+      const auto& w = reinterpret_cast<const block_iq4_xs*>(row)[b];
+      int32_t scaled = 0;
+      for (int j = 0; j < QK_K / 32; ++j) {
+        int32_t dot = 0;
+        for (int i = 32 * j; i < 32 * j + 32; ++i) dot += weight_level(p.type, row, b * QK_K + i) * a[b].qs[i];
+        scaled += iq4_xs_scale(w, j) * dot;
+      }
+      acc = std::fma(fp16_to_fp32(w.d) * a[b].d, static_cast<float>(scaled), acc);
     }
     return acc;
   }
@@ -369,14 +470,15 @@ void check_q8_0_activations(const RowGroupKernels& k, DType type) {
       }
       int32_t sum = 0;
       for (int8_t q : got) sum += q;
-      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(type == DType::Q8_0 ? 128 : type == DType::Q5_0 ? 16 : 8) * sum);
+      const bool bias128 = type == DType::Q8_0 || type == DType::IQ4_NL || type == DType::MXFP4;
+      ASSERT_EQ(read_at<int32_t>(row + nb * (QK8_0 + 4) + b * 4), -(bias128 ? 128 : type == DType::Q5_0 ? 16 : 8) * sum);
     }
   }
 }
 
-// Q8_K activations (Q6_K, Q4_K, Q5_K weights): levels, the float scale, and 16 words per
-// super-block: Q6_K -32 * each sum of 16 levels, Q4_K and Q5_K the int16 pairs of the sums of 32
-// (then zeros).
+// Q8_K activations (K-quant and IQ4_XS weights): levels, the float scale, and 16 words per
+// super-block: Q6_K, Q3_K and IQ4_XS -32 * each sum of 16 levels, Q4_K and Q5_K the int16 pairs of
+// the sums of 32, Q2_K those of the sums of 16 (then zeros).
 void check_q8_K_activations(const RowGroupKernels& k, DType type) {
   const Problem p = make_problem(type, 768, 1, 3, 3, false);
   const Packed packed = pack_all(k, p);
@@ -395,6 +497,10 @@ void check_q8_K_activations(const RowGroupKernels& k, DType type) {
           if (j == 0) {
             for (int16_t bsum : ref[b].bsums) want -= bsum;
           }
+        }
+        if (type == DType::Q2_K) {
+          const auto pair = [&](int s16) { return static_cast<uint32_t>(static_cast<uint16_t>(ref[b].bsums[s16])); };
+          want = j < 8 ? static_cast<int32_t>(pair(2 * j) | pair(2 * j + 1) << 16) : 0;
         }
         if (type == DType::Q4_K || type == DType::Q5_K) {
           const auto sum32 = [&](int s32) {

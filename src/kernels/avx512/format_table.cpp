@@ -17,6 +17,8 @@ void use_avx512_kernels(std::vector<Format>& table) {
     if (f.type == DType::Q6_K) f.row_groups = avx512::q6_K_row_groups();
     if (f.type == DType::Q4_K) f.row_groups = avx512::q4_K_row_groups();
     if (f.type == DType::Q5_K) f.row_groups = avx512::q5_K_row_groups();
+    if (f.type == DType::Q3_K) f.row_groups = avx512::q3_K_row_groups();
+    if (f.type == DType::Q2_K) f.row_groups = avx512::q2_K_row_groups();
     if (f.type == DType::TQ2_0) f.row_groups = avx512::tq2_0_row_groups();
     if (f.type == DType::TQ1_0) f.row_groups = avx512::tq1_0_row_groups();
     if (f.type == DType::I2_S) f.row_groups = avx512::i2_s_row_groups();

@@ -34,8 +34,9 @@ struct KActivationRow {
 // The 16 int32 words after the scales (one super-block's worth of `offset`), per weight format:
 //   Q6_K: -32 * (the sum of each 16 levels);
 //   Q4_K: words 0..3 the int16 pairs (sum of sub-block 2p, sum of 2p+1) of the sums of 32;
-//   ternary (TQ1_0, TQ2_0, levels 0..2 for -1..1): word 0 -(the sum of all 256 levels).
-enum class Sums { q6_K, q4_K, ternary };
+//   ternary (TQ1_0, TQ2_0, levels 0..2 for -1..1): word 0 -(the sum of all 256 levels);
+//   Q2_K: words 0..7 the int16 pairs (sum of sub-block 2p, sum of 2p+1) of the sums of 16.
+enum class Sums { q6_K, q4_K, ternary, q2_K };
 
 inline size_t q8_K_activation_bytes(int64_t n_in) {
   return static_cast<size_t>(n_in / QK_K) * (QK_K + sizeof(float) + kSubBlocks * sizeof(int32_t));
@@ -60,6 +61,12 @@ void prepare_q8_K(const float* x, int64_t n_in, void* out) {
     for (int64_t j = 0; j < kSubBlocks; ++j) w[j] = kSums == Sums::q6_K ? -32 * blk.bsums[j] : 0;
     if constexpr (kSums == Sums::ternary) {
       for (int64_t j = 0; j < kSubBlocks; ++j) w[0] -= blk.bsums[j];
+    }
+    if constexpr (kSums == Sums::q2_K) {
+      for (int p = 0; p < 8; ++p) {
+        const auto lo = static_cast<uint16_t>(blk.bsums[2 * p]), hi = static_cast<uint16_t>(blk.bsums[2 * p + 1]);
+        w[p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+      }
     }
     if constexpr (kSums == Sums::q4_K) {
       for (int p = 0; p < 4; ++p) {

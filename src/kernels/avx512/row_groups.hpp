@@ -1,6 +1,7 @@
 // AVX-512 VNNI kernels over weights repacked into groups of 16 interleaved rows (quant.hpp
 // RowGroupKernels): Q8_0, Q4_0, Q5_0 (Q8_0 activations), Q4_1, Q5_1 (Q8_1) (row_groups.cpp),
-// Q6_K, Q4_K and Q5_K against Q8_K (row_groups_kquant.cpp, which describes their layouts). Call only
+// Q6_K, Q5_K, Q4_K, Q3_K and Q2_K against Q8_K (row_groups_kquant.cpp, which describes their
+// layouts); IQ4_NL, MXFP4 and IQ4_XS are installed by row_groups_iq4_xs_mxfp4.cpp. Call only
 // on the avx512 tier. Declarations only: no inline code shared with files of other tiers.
 //
 // Layout of one group of 16 rows (Q8_0, Q4_0), nb = n_in / 32 blocks back to back, padded to a
@@ -39,6 +40,8 @@ RowGroupKernels q5_1_row_groups();
 RowGroupKernels q6_K_row_groups();
 RowGroupKernels q4_K_row_groups();
 RowGroupKernels q5_K_row_groups();
+RowGroupKernels q3_K_row_groups();  // row_groups_kquant.cpp
+RowGroupKernels q2_K_row_groups();
 RowGroupKernels tq2_0_row_groups();  // row_groups_ternary.cpp, which describes the layout
 RowGroupKernels tq1_0_row_groups();
 RowGroupKernels i2_s_row_groups();  // row_groups.cpp, which describes the layout

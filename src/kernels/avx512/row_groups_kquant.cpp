@@ -6,6 +6,9 @@
 //         (the dot starts from -32 * sum(a) of the sub-block).
 //   Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins; the mins term sum_j m_j * sum(a_j)
 //         is a second int32 sum (vpdpwssd of int16 pairs), subtracted with dmin in a second FMA.
+//   Q3_K: 16 sub-blocks of 16, signed 6-bit scales, levels q + 4 in 0..7; the -4 enters through
+//         the activation (the dot starts from -4 * sum(a) of the sub-block).
+//   Q2_K: 16 sub-blocks of 16, 4-bit scales and mins, levels 0..3; the mins as Q4_K's over 16.
 #include <type_traits>
 
 #include "kernels/avx512/q8_k_activation.hpp"
@@ -186,6 +189,27 @@ struct Q6_KFormat {
   }
 };
 
+// ---- The mins term of Q4_K, Q5_K and Q2_K ----
+// F::kSub / 2 pairs of sub-blocks; F's mins as bytes [pair][row][2] at F::kMinsOffset; its fp16 d
+// and dmin at F::kDOffset, F::kDminOffset; the token's words 0 .. kSub/2 - 1 the int16 pairs of the
+// matching sums of the activations. sum_j min_j * sum(a_j) for the 16 rows: the mins widened to
+// int16 pairs, one vpdpwssd per pair; then
+//   acc += (d_w * d_a) * float(sum_j scale_j * dot_j) - (dmin_w * d_a) * float(sum_j min_j * sum(a_j)).
+template <typename F>
+__m512 finish_with_mins(__m512 acc, const uint8_t* block, float d_a, __m512i scaled, const KActivationRow& act,
+                        int64_t b) {
+  const int32_t* pairs = act.offsets + b * kSubBlocks;
+  __m512i mins_sum = _mm512_setzero_si512();
+  for (int p = 0; p < F::kSub / 2; ++p) {
+    const __m512i mins =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + F::kMinsOffset + 32 * p)));
+    mins_sum = _mm512_dpwssd_epi32(mins_sum, mins, _mm512_set1_epi32(pairs[p]));
+  }
+  acc = accumulate(acc, row_scales(block + F::kDOffset), d_a, scaled);
+  const __m512 dmin = _mm512_mul_ps(row_scales(block + F::kDminOffset), _mm512_set1_ps(d_a));
+  return _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mins_sum), acc);
+}
+
 // ---- Q4_K and Q5_K ----
 
 // Packed super-block of 16 rows: for each pair of sub-blocks (2j, 2j+1), 8 chunks of 64 bytes,
@@ -273,25 +297,143 @@ struct KMinFormat {
   static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
   static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q4_K>(x, n_in, out); }
 
-  // sum_j min_j * sum(a_j) for the 16 rows: the mins widened to int16 pairs, times the token's
-  // pairs of sums, 4 vpdpwssd.
-  static __m512i min_sums(const uint8_t* block, const int32_t* pairs) {
-    __m512i sum = _mm512_setzero_si512();
-    for (int p = 0; p < kSub / 2; ++p) {
-      const __m512i mins =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kMinsOffset + 32 * p)));
-      sum = _mm512_dpwssd_epi32(sum, mins, _mm512_set1_epi32(pairs[p]));
-    }
-    return sum;
-  }
-
   static int32_t start(const KActivationRow&, int64_t, int64_t) { return 0; }
-  // acc += (d_w * d_a) * float(sum_j scale_j * dot_j) - (dmin_w * d_a) * float(sum_j min_j * sum(a_j)).
   static __m512 finish(__m512 acc, const uint8_t* block, float d_a, __m512i scaled, const KActivationRow& act,
                        int64_t b) {
-    acc = accumulate(acc, row_scales(block + kDOffset), d_a, scaled);
-    const __m512 dmin = _mm512_mul_ps(row_scales(block + kDminOffset), _mm512_set1_ps(d_a));
-    return _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(min_sums(block, act.offsets + b * kSubBlocks)), acc);
+    return finish_with_mins<KMinFormat>(acc, block, d_a, scaled, act, b);
+  }
+};
+
+// ---- Q3_K ----
+
+// Packed super-block of 16 rows, 2336 bytes: for each pair of sub-blocks (2p, 2p+1), 4 chunks of
+// 64 bytes, byte 4r + i of chunk k holding row r's level q + 4 (0..7) of value 4k + i of sub-block
+// 2p in its low nibble and of sub-block 2p + 1 in its high one; then the scales - 32 as int8,
+// [sub-block][row]; then the 16 fp16 d.
+struct Q3_KFormat {
+  using Block = block_q3_K;
+  static constexpr int64_t kBlockElems = QK_K;
+  static constexpr size_t kPairBytes = 4 * 64;
+  static constexpr size_t kScalesOffset = kSubBlocks / 2 * kPairBytes;
+  static constexpr size_t kDOffset = kScalesOffset + kSubBlocks * kRows;
+  static constexpr size_t kBlockBytes = kDOffset + kRows * sizeof(uint16_t);
+  static constexpr int kTokens = 8;
+  static constexpr int64_t kSub = kSubBlocks, kRuns = 4;
+  static constexpr bool kSignedScales = true;
+  static size_t scales_of(int64_t j) { return kScalesOffset + kRows * static_cast<size_t>(j); }
+
+  // Level e (q + 4, 0..7) and scale j (-32..31) as ggml's dequantize_row_q3_K reads them.
+  static int level(const Block& b, int e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+    return ((b.qs[32 * h + l] >> (2 * j)) & 3) | (((b.hmask[l] >> (4 * h + j)) & 1) << 2);
+  }
+  static int scale(const Block& b, int j) {
+    const int low = j < 8 ? b.scales[j] & 0xF : b.scales[j - 8] >> 4;
+    return (low | ((b.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+  }
+
+  static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
+    for (int p = 0; p < kSubBlocks / 2; ++p) {
+      for (int k = 0; k < 4; ++k) {
+        for (int i = 0; i < 4; ++i) {
+          const int lo = level(src, 32 * p + 4 * k + i), hi = level(src, 32 * p + 16 + 4 * k + i);
+          dst[kPairBytes * p + 64 * k + 4 * r + i] = static_cast<uint8_t>(lo | hi << 4);
+        }
+      }
+    }
+    for (int j = 0; j < kSubBlocks; ++j) dst[scales_of(j) + r] = static_cast<uint8_t>(static_cast<int8_t>(scale(src, j)));
+    std::memcpy(dst + kDOffset + r * sizeof(uint16_t), &src.d, sizeof(uint16_t));
+  }
+
+  template <typename Vec>
+  static void unpack_pair(const uint8_t* block, int64_t p, int h, typename Vec::V* w) {
+    const uint8_t* pair = block + kPairBytes * static_cast<size_t>(p);
+    const auto mask = Vec::set1(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      const auto v = Vec::load(pair + 64 * k, h);
+      w[k] = Vec::and_(v, mask);
+      w[4 + k] = Vec::and_(Vec::template shift_right16<4>(v), mask);
+    }
+  }
+
+  static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
+  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q6_K>(x, n_in, out); }
+
+  // A sub-block's dot starts from -4 * sum(a) (Q6_K's word -32 * sum(a), divided exactly by 8).
+  static int32_t start(const KActivationRow& act, int64_t b, int64_t j) { return act.offset(b, j) / 8; }
+  static __m512 finish(__m512 acc, const uint8_t* block, float d_a, __m512i sum, const KActivationRow&, int64_t) {
+    return accumulate(acc, row_scales(block + kDOffset), d_a, sum);
+  }
+};
+
+// ---- Q2_K ----
+
+// Packed super-block of 16 rows, 1600 bytes: for each quad of sub-blocks (4q .. 4q+3), 4 chunks of
+// 64 bytes, byte 4r + i of chunk k holding in bits 2s..2s+1 row r's level (0..3) of value 4k + i
+// of sub-block 4q + s; then the 4-bit scales as bytes, [sub-block][row]; the 4-bit mins as bytes,
+// [pair p][row][2] (sub-blocks 2p, 2p+1); the 16 fp16 d; the 16 fp16 dmin.
+struct Q2_KFormat {
+  using Block = block_q2_K;
+  static constexpr int64_t kBlockElems = QK_K;
+  static constexpr size_t kQuadBytes = 4 * 64;
+  static constexpr size_t kScalesOffset = kSubBlocks / 4 * kQuadBytes;
+  static constexpr size_t kMinsOffset = kScalesOffset + kSubBlocks * kRows;
+  static constexpr size_t kDOffset = kMinsOffset + kSubBlocks * kRows;
+  static constexpr size_t kDminOffset = kDOffset + kRows * sizeof(uint16_t);
+  static constexpr size_t kBlockBytes = kDminOffset + kRows * sizeof(uint16_t);
+  static constexpr int kTokens = 8;
+  static constexpr int64_t kSub = kSubBlocks, kRuns = 4;
+  static constexpr bool kSignedScales = false;
+  static size_t scales_of(int64_t j) { return kScalesOffset + kRows * static_cast<size_t>(j); }
+
+  // Level e (0..3) as ggml's dequantize_row_q2_K reads it.
+  static int level(const Block& b, int e) { return (b.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+  static void pack_block(const Block& src, int64_t r, uint8_t* dst) {
+    for (int q = 0; q < kSubBlocks / 4; ++q) {
+      for (int k = 0; k < 4; ++k) {
+        for (int i = 0; i < 4; ++i) {
+          int byte = 0;
+          for (int s = 0; s < 4; ++s) byte |= level(src, 16 * (4 * q + s) + 4 * k + i) << (2 * s);
+          dst[kQuadBytes * q + 64 * k + 4 * r + i] = static_cast<uint8_t>(byte);
+        }
+      }
+    }
+    for (int j = 0; j < kSubBlocks; ++j) {
+      dst[scales_of(j) + r] = static_cast<uint8_t>(src.scales[j] & 0xF);
+      dst[kMinsOffset + 2 * kRows * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(src.scales[j] >> 4);
+    }
+    std::memcpy(dst + kDOffset + r * sizeof(uint16_t), &src.d, sizeof(uint16_t));
+    std::memcpy(dst + kDminOffset + r * sizeof(uint16_t), &src.dmin, sizeof(uint16_t));
+  }
+
+  // Sub-blocks 2p and 2p + 1 are bits 4(p % 2) .. 4(p % 2) + 3 of quad p / 2's chunks.
+  template <typename Vec, int kShift>
+  static void unpack_shifted(const uint8_t* quad, int h, typename Vec::V* w) {
+    const auto mask = Vec::set1(3);
+    for (int k = 0; k < 4; ++k) {
+      const auto v = Vec::load(quad + 64 * k, h);
+      w[k] = Vec::and_(Vec::template shift_right16<kShift>(v), mask);
+      w[4 + k] = Vec::and_(Vec::template shift_right16<kShift + 2>(v), mask);
+    }
+  }
+  template <typename Vec>
+  static void unpack_pair(const uint8_t* block, int64_t p, int h, typename Vec::V* w) {
+    const uint8_t* quad = block + kQuadBytes * static_cast<size_t>(p / 2);
+    if (p % 2 == 0) {
+      unpack_shifted<Vec, 0>(quad, h, w);
+    } else {
+      unpack_shifted<Vec, 4>(quad, h, w);
+    }
+  }
+
+  static size_t activation_bytes(int64_t n_in) { return q8_K_activation_bytes(n_in); }
+  static void prepare_activation(const float* x, int64_t n_in, void* out) { prepare_q8_K<Sums::q2_K>(x, n_in, out); }
+
+  static int32_t start(const KActivationRow&, int64_t, int64_t) { return 0; }
+  static __m512 finish(__m512 acc, const uint8_t* block, float d_a, __m512i scaled, const KActivationRow& act,
+                       int64_t b) {
+    return finish_with_mins<Q2_KFormat>(acc, block, d_a, scaled, act, b);
   }
 };
 
@@ -300,5 +442,7 @@ struct KMinFormat {
 RowGroupKernels q6_K_row_groups() { return make_row_groups<SuperBlockRows<Q6_KFormat>>(); }
 RowGroupKernels q4_K_row_groups() { return make_row_groups<SuperBlockRows<KMinFormat<block_q4_K>>>(); }
 RowGroupKernels q5_K_row_groups() { return make_row_groups<SuperBlockRows<KMinFormat<block_q5_K>>>(); }
+RowGroupKernels q3_K_row_groups() { return make_row_groups<SuperBlockRows<Q3_KFormat>>(); }
+RowGroupKernels q2_K_row_groups() { return make_row_groups<SuperBlockRows<Q2_KFormat>>(); }
 
 }  // namespace okapi::quant::avx512
