@@ -348,7 +348,8 @@ void merge_imatrix(Imatrix& into, const Imatrix& from_file, int64_t chunk_size) 
       throw_error("importance matrices disagree on '{}': {} sums here, {} in the other", name, d.sums.size(),
                   e.sums.size());
     if (d.counts.size() == 1 && e.counts.size() > 1) {
-      d.counts.assign(e.counts.size(), d.counts[0]);
+      const int64_t one = d.counts[0];
+      d.counts = std::vector<int64_t>(e.counts.size(), one);
       d.n_mat = e.n_mat;
       d.n_per_row = e.n_per_row;
     }
