@@ -139,6 +139,31 @@ TEST_F(ImatrixTest, DenseWithOutputAndLongChunks) {
   EXPECT_EQ(mine.entries.at("output.weight").counts, (std::vector<int64_t>{2 * 600}));
 }
 
+// The experts' gate sums add up to n_used times the router's whatever the routing: each token's
+// FFN input reaches n_used experts, and the router sees every token's.
+void expect_routing_invariant(const quantize::Imatrix& mine, int64_t n_layer, int64_t n_used) {
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const std::string block = "blk." + std::to_string(l) + ".";
+    const quantize::ImatrixEntry& router = mine.entries.at(block + "ffn_gate_inp.weight");
+    const quantize::ImatrixEntry& gate = mine.entries.at(block + "ffn_gate_exps.weight");
+    ASSERT_EQ(gate.n_per_row, router.n_per_row);
+    int64_t routed = 0;
+    for (const int64_t c : gate.counts) routed += c;
+    EXPECT_EQ(routed, n_used * router.counts.at(0)) << block;
+    EXPECT_EQ(mine.entries.at(block + "ffn_down_exps.weight").counts, gate.counts) << block;
+    EXPECT_EQ(mine.entries.at(block + "ffn_up_exps.weight").counts, gate.counts) << block;
+    for (int64_t j = 0; j < router.n_per_row; ++j) {
+      double total = 0;
+      for (int64_t e = 0; e < gate.n_mat; ++e) total += gate.sums[static_cast<size_t>(e * gate.n_per_row + j)];
+      const double want = static_cast<double>(n_used) * router.sums[static_cast<size_t>(j)];
+      EXPECT_NEAR(total, want, 1e-5 * want) << block << " column " << j;
+    }
+  }
+}
+
+// The random routers' logits are close together: a few of the routing choices are near ties that
+// the engines' rounding decides differently (at most 4 allowed; a token routed elsewhere in block 0
+// also changes its later inputs, hence the looser bound on the sums).
 TEST_F(ImatrixTest, MoeMatchesLlamaImatrixPerExpert) {
   OKAPI_REQUIRE_DATA(peer_imatrix_tool());
   synth::Preset p = tiny_preset("qwen3-30b-a3b");
@@ -146,31 +171,43 @@ TEST_F(ImatrixTest, MoeMatchesLlamaImatrixPerExpert) {
   p.n_expert_used = 4;
   p.n_ff_exp = 32;
   const fs::path model = write_synth_model(p, "", "F32", 2, dir_ / "moe.gguf");
-  // The random router's logits are close together: a few of the 4 x 256 x 2 choices are near
-  // ties that the engines' rounding decides differently (at most 4 here; a token routed elsewhere
-  // in block 0 also changes its block-1 inputs, hence the looser bound on the sums).
   compare_with_peer(dir_, model, 64, 4, {}, 2e-2, 4);
   const quantize::Imatrix mine = quantize::read_imatrix(dir_ / "okapi.gguf");
-  // Whatever the routing: each token's FFN input reaches n_used experts, so the experts' gate sums
-  // add up to n_used times the router's (the same input, every token).
-  for (const char* block : {"blk.0.", "blk.1."}) {
-    const quantize::ImatrixEntry& router = mine.entries.at(std::string(block) + "ffn_gate_inp.weight");
-    const quantize::ImatrixEntry& gate = mine.entries.at(std::string(block) + "ffn_gate_exps.weight");
-    ASSERT_EQ(gate.n_per_row, router.n_per_row);
-    for (int64_t j = 0; j < router.n_per_row; ++j) {
-      double total = 0;
-      for (int64_t e = 0; e < gate.n_mat; ++e) total += gate.sums[static_cast<size_t>(e * gate.n_per_row + j)];
-      const double want = 4.0 * router.sums[static_cast<size_t>(j)];
-      EXPECT_NEAR(total, want, 1e-5 * want) << block << " column " << j;
-    }
-  }
-  const quantize::ImatrixEntry& up = mine.entries.at("blk.0.ffn_up_exps.weight");
-  EXPECT_EQ(up.n_mat, 8);
-  int64_t routed = 0;
-  for (const int64_t c : up.counts) routed += c;
-  EXPECT_EQ(routed, 4 * 64 * 4);  // every token of every chunk to 4 experts
-  EXPECT_EQ(mine.entries.at("blk.0.ffn_down_exps.weight").counts, up.counts);
+  EXPECT_EQ(mine.entries.size(), 16u);  // 2 blocks x (q, k, v, output, router, 3 expert tensors)
+  EXPECT_EQ(mine.entries.at("blk.0.ffn_up_exps.weight").n_mat, 8);
   EXPECT_EQ(mine.entries.at("blk.0.ffn_gate_inp.weight").counts, (std::vector<int64_t>{4 * 64}));
+  expect_routing_invariant(mine, 2, 4);
+}
+
+// qwen2moe: a shared expert and its sigmoid gate (ffn_gate_inp_shexp, a [n_embd] weight).
+TEST_F(ImatrixTest, SharedExpertMatchesLlamaImatrix) {
+  OKAPI_REQUIRE_DATA(peer_imatrix_tool());
+  synth::Preset p = tiny_preset("qwen2-57b-a14b");
+  p.n_expert = 8;
+  p.n_expert_used = 2;
+  p.n_ff_exp = 32;
+  p.n_ff_shexp = 80;
+  const fs::path model = write_synth_model(p, "", "F32", 2, dir_ / "qwen2moe.gguf");
+  compare_with_peer(dir_, model, 64, 3, {}, 2e-2, 4);
+  const quantize::Imatrix mine = quantize::read_imatrix(dir_ / "okapi.gguf");
+  EXPECT_EQ(mine.entries.at("blk.1.ffn_gate_inp_shexp.weight").counts, (std::vector<int64_t>{3 * 64}));
+  EXPECT_EQ(mine.entries.at("blk.1.ffn_down_shexp.weight").n_per_row, 80);
+  expect_routing_invariant(mine, 2, 2);
+}
+
+// gpt-oss: experts with biases and the clamped SwiGLU run one by one (not Ops::expert_ffns).
+TEST_F(ImatrixTest, GptOssExpertsMatchLlamaImatrix) {
+  OKAPI_REQUIRE_DATA(peer_imatrix_tool());
+  synth::Preset p = tiny_preset("gpt-oss-20b");
+  p.sliding_window = 8;
+  p.n_expert = 8;
+  p.n_expert_used = 3;
+  p.n_ff_exp = 64;
+  p.n_ff = 64;
+  p.expert_gain = 4.0f;
+  const fs::path model = write_synth_model(p, "", "F32", 2, dir_ / "gpt-oss.gguf");
+  compare_with_peer(dir_, model, 64, 3, {}, 2e-2, 4);
+  expect_routing_invariant(quantize::read_imatrix(dir_ / "okapi.gguf"), 2, 3);
 }
 
 // Dense rows in micro-batches of fewer than 16 tokens are not counted (llama-imatrix's rule):
