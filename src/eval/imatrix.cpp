@@ -9,6 +9,7 @@
 
 #include "compress/calibration.hpp"
 #include "core/error.hpp"
+#include "eval/chunk_pass.hpp"
 #include "runtime/cancel.hpp"
 
 namespace okapi::eval {
@@ -180,7 +181,6 @@ ImatrixResult collect_imatrix(runtime::Engine& engine, const std::string& text, 
   if (n_ctx < 2) throw_error_for(Setting::ContextLength, "imatrix: a chunk needs at least 2 tokens, got -c {}", n_ctx);
   for (const auto& [name, e] : imatrix.entries)
     if (e.legacy) throw_error("imatrix: entry '{}' holds legacy .dat values; convert them before collecting", name);
-  const tokenizer::Vocab& vocab = engine.tokenizer().vocab();
   tokenizer::EncodeOptions encode;
   encode.add_special = true;
   encode.parse_special = false;
@@ -213,8 +213,6 @@ ImatrixResult collect_imatrix(runtime::Engine& engine, const std::string& text, 
   const int64_t n_vocab = engine.model().n_vocab();
   const int64_t first = n_ctx / 2;
   const auto kv = engine.make_kv(n_ctx, {.batch = n_batch, .logit_rows = n_ctx});
-  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
-  std::vector<int32_t> positions;
   std::vector<float> logits(static_cast<size_t>(n_ctx * n_vocab));
   double nll = 0.0, nll2 = 0.0;
   int64_t count = 0;
@@ -224,19 +222,13 @@ ImatrixResult collect_imatrix(runtime::Engine& engine, const std::string& text, 
       result.interrupted = true;
       break;
     }
-    std::copy_n(tokens.begin() + c * n_ctx, n_ctx, chunk.begin());
-    if (vocab.add_bos && vocab.bos != tokenizer::kNoToken) chunk[0] = vocab.bos;
     const std::vector<uint8_t> counted = dense_counted(n_ctx, n_chunk, c);
-    kv->truncate(0);
-    for (int64_t b = 0; b < n_ctx; b += n_batch) {
-      const int64_t size = std::min(n_batch, n_ctx - b);
-      positions.resize(static_cast<size_t>(size));
-      std::iota(positions.begin(), positions.end(), static_cast<int32_t>(b));
-      collector.set_counted(std::span<const uint8_t>(counted).subspan(static_cast<size_t>(b), static_cast<size_t>(size)));
-      engine.model().forward(ops, *kv,
-                             std::span<const int32_t>(chunk).subspan(static_cast<size_t>(b), static_cast<size_t>(size)),
-                             positions, model::LogitRows::All, logits.data() + b * n_vocab);
-    }
+    run_chunk_all_logits(engine, ops, *kv,
+                         std::span<const int32_t>(tokens).subspan(static_cast<size_t>(c * n_ctx), static_cast<size_t>(n_ctx)),
+                         n_batch, logits.data(), [&](int64_t begin, int64_t size) {
+                           collector.set_counted(std::span<const uint8_t>(counted).subspan(static_cast<size_t>(begin),
+                                                                                           static_cast<size_t>(size)));
+                         });
     if (options.compute_ppl) {
       for (int64_t i = first; i < n_ctx - 1; ++i) {
         const double v = negative_log_prob(logits.data() + i * n_vocab, n_vocab,
