@@ -86,6 +86,7 @@ int run(ImatrixArgs args) {
   args.options.compute_ppl = !args.no_ppl;
   args.options.dataset = args.text_file;
   const std::string text = okapi::read_text_file(args.text_file);
+  std::FILE* report = report_stream({args.output});  // stderr when -o is stdout
   const auto engine = runtime::Engine::load(args.model, args.engine);
   std::fprintf(stderr, "imatrix: model loaded in %.2f ms\n", engine->load_seconds() * 1e3);
   runtime::install_interrupt_handler();
@@ -98,22 +99,25 @@ int run(ImatrixArgs args) {
       progress = std::make_unique<ProgressBar>("imatrix", static_cast<uint64_t>(c.n_chunks));
     }
     if (args.options.compute_ppl) {
-      std::printf("[%lld]%.4f,", static_cast<long long>(c.chunk + 1), c.running_ppl);
-      std::fflush(stdout);
+      std::fprintf(report, "[%lld]%.4f,", static_cast<long long>(c.chunk + 1), c.running_ppl);
+      std::fflush(report);
     }
     progress->update(static_cast<uint64_t>(c.chunk + 1),
                      args.options.compute_ppl ? fmt::format("ppl {:.4f}", c.running_ppl) : std::string());
     const int64_t done = imatrix.chunk_count;
-    if (args.output_frequency > 0 && done % args.output_frequency == 0) save(imatrix, args.output, dat);
+    // (an output written in place, a device or stdout, gets the final matrix only)
+    if (args.output_frequency > 0 && done % args.output_frequency == 0 && !written_in_place(args.output))
+      save(imatrix, args.output, dat);
     if (args.save_frequency > 0 && done % args.save_frequency == 0)
       save(imatrix, args.output + ".at_" + std::to_string(done), dat);
   };
   const eval::ImatrixResult r = eval::collect_imatrix(*engine, text, args.options, imatrix, on_chunk);
   if (progress) progress->finish();
-  std::printf("\n");
+  std::fprintf(report, "\n");
   if (r.interrupted) std::fprintf(stderr, "imatrix: interrupted after %lld chunks\n", static_cast<long long>(r.n_chunks));
-  if (args.options.compute_ppl && r.n_chunks > 0) std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
-  std::fflush(stdout);
+  if (args.options.compute_ppl && r.n_chunks > 0)
+    std::fprintf(report, "Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
+  std::fflush(report);
   save(imatrix, args.output, dat);
   std::fprintf(stderr, "imatrix: %lld chunks of %lld tokens in %.2f s; %zu entries written to '%s'\n",
                static_cast<long long>(r.n_chunks), static_cast<long long>(args.options.n_ctx), r.seconds,
