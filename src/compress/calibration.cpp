@@ -36,9 +36,18 @@ void ObservingOps::replaced_matmul(const model::Weight& w, const Replacement& r,
   inner_.matmul(out, mid_.data(), n_tokens, y);
 }
 
+void ObservingOps::observe(std::span<const std::string_view> names, const model::Weight& w, const float* x,
+                           int64_t n_tokens) {
+  if (w.expert >= 0) {
+    observer_.expert_input(names, w.expert, x, n_tokens, w.n_in);
+  } else {
+    observer_.matmul_input(names, x, n_tokens, w.n_in);
+  }
+}
+
 void ObservingOps::matmul(const model::Weight& w, const float* x, int64_t n_tokens, float* y) {
   const std::string_view names[] = {w.name};
-  observer_.matmul_input(names, x, n_tokens, w.n_in);
+  observe(names, w, x, n_tokens);
   if (const Replacement* r = replacement(w)) return replaced_matmul(w, *r, x, n_tokens, y);
   inner_.matmul(w, x, n_tokens, y);
 }
@@ -46,7 +55,7 @@ void ObservingOps::matmul(const model::Weight& w, const float* x, int64_t n_toke
 void ObservingOps::matmul_group(std::span<const model::MatmulTarget> targets, const float* x, int64_t n_tokens) {
   std::vector<std::string_view> names;
   for (const model::MatmulTarget& t : targets) names.push_back(t.w->name);
-  if (!targets.empty()) observer_.matmul_input(names, x, n_tokens, targets.front().w->n_in);
+  if (!targets.empty()) observe(names, *targets.front().w, x, n_tokens);
   if (std::none_of(targets.begin(), targets.end(), [&](const model::MatmulTarget& t) { return replacement(*t.w); })) {
     return inner_.matmul_group(targets, x, n_tokens);
   }
@@ -62,7 +71,7 @@ void ObservingOps::matmul_group(std::span<const model::MatmulTarget> targets, co
 void ObservingOps::matmul_glu(model::Activation act, const model::Weight& gate, const model::Weight& up, const float* x,
                               int64_t n_tokens, float* gate_y, float* up_y) {
   const std::string_view names[] = {gate.name, up.name};
-  observer_.matmul_input(names, x, n_tokens, gate.n_in);
+  observe(names, gate, x, n_tokens);
   if (!replacement(gate) && !replacement(up)) return inner_.matmul_glu(act, gate, up, x, n_tokens, gate_y, up_y);
   for (const auto& [w, y] : {std::pair{&gate, gate_y}, std::pair{&up, up_y}}) {
     if (const Replacement* r = replacement(*w)) {
@@ -72,6 +81,23 @@ void ObservingOps::matmul_glu(model::Activation act, const model::Weight& gate, 
     }
   }
   inner_.glu(act, gate_y, up_y, n_tokens, gate.n_out, gate_y);
+}
+
+void ObservingOps::expert_ffns(model::Activation act, std::span<const model::ExpertRun> runs) {
+  const bool replaced = std::any_of(runs.begin(), runs.end(), [&](const model::ExpertRun& r) {
+    return replacement(*r.gate) || replacement(*r.up) || replacement(*r.down);
+  });
+  // With a replacement, run by run through this backend's own matmul_glu / matmul (they observe).
+  if (replaced) return model::Ops::expert_ffns(act, runs);
+  for (const model::ExpertRun& r : runs) {
+    const std::string_view names[] = {r.gate->name, r.up->name};
+    observe(names, *r.gate, r.x, r.n_tokens);
+  }
+  inner_.expert_ffns(act, runs);
+  for (const model::ExpertRun& r : runs) {
+    const std::string_view names[] = {r.down->name};
+    observe(names, *r.down, r.g, r.n_tokens);
+  }
 }
 
 void ObservingOps::rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {

@@ -77,6 +77,13 @@ class ObservingOps : public model::Ops {
     virtual ~Observer() = default;
     virtual void matmul_input(std::span<const std::string_view> weights, const float* x, int64_t n_tokens, int64_t n) = 0;
     virtual void norm_input(std::string_view weight, const float* x, int64_t n_rows, int64_t n) = 0;
+    // The input of expert `expert` of 3-D MoE weights (model::Weight::expert; `weights` name the
+    // whole tensors): only the rows routed to that expert. By default shown as a matmul input.
+    virtual void expert_input(std::span<const std::string_view> weights, int64_t expert, const float* x,
+                              int64_t n_tokens, int64_t n) {
+      (void)expert;
+      matmul_input(weights, x, n_tokens, n);
+    }
   };
   // `inner` and `observer` must outlive this object.
   ObservingOps(model::Ops& inner, Observer& observer) : inner_(inner), observer_(observer) {}
@@ -91,6 +98,27 @@ class ObservingOps : public model::Ops {
   void matmul_glu(model::Activation act, const model::Weight& gate, const model::Weight& up, const float* x,
                   int64_t n_tokens, float* gate_y, float* up_y) override;
   void rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
+  // Each run's gate/up input and down input (the activation) shown as expert inputs; the wrapped
+  // backend runs the experts (its one parallel loop) unless a replacement applies.
+  void expert_ffns(model::Activation act, std::span<const model::ExpertRun> runs) override;
+  void route_experts(const float* logits, int64_t n_tokens, const model::MoeRouting& routing, int32_t* selected,
+                     float* weights) override {
+    inner_.route_experts(logits, n_tokens, routing, selected, weights);
+  }
+  void gather_rows(const float* x, int64_t n, std::span<const int32_t> rows, float* out) override {
+    inner_.gather_rows(x, n, rows, out);
+  }
+  void combine_experts(const float* y, int64_t n, std::span<const int32_t> rows, const float* weights, int64_t n_used,
+                       int64_t n_tokens, float* out) override {
+    inner_.combine_experts(y, n, rows, weights, n_used, n_tokens, out);
+  }
+  void add_sigmoid_gated(const float* y, const float* gate, int64_t n_tokens, int64_t n, float* out) override {
+    inner_.add_sigmoid_gated(y, gate, n_tokens, n, out);
+  }
+  void swiglu_oai(const float* gate, const float* up, int64_t n_rows, int64_t n, float alpha, float limit,
+                  float* out) override {
+    inner_.swiglu_oai(gate, up, n_rows, n, alpha, limit, out);
+  }
 
   void add_bias(const model::Weight& bias, float* x, int64_t n_tokens) override { inner_.add_bias(bias, x, n_tokens); }
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
@@ -124,6 +152,7 @@ class ObservingOps : public model::Ops {
 
  private:
   const Replacement* replacement(const model::Weight& w) const;
+  void observe(std::span<const std::string_view> names, const model::Weight& w, const float* x, int64_t n_tokens);
   void replaced_matmul(const model::Weight& w, const Replacement& r, const float* x, int64_t n_tokens, float* y);
   model::Ops& inner_;
   Observer& observer_;

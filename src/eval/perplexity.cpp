@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/system_memory.hpp"
+#include "eval/chunk_pass.hpp"
 #include "exact/detmath.hpp"
 #include "runtime/cancel.hpp"
 
@@ -187,7 +188,6 @@ namespace {
 
 PerplexityResult perplexity_of(runtime::Engine& engine, const std::string& text, const PerplexityOptions& options,
                                const std::function<void(const ChunkReport&)>& on_chunk) {
-  const tokenizer::Vocab& vocab = engine.tokenizer().vocab();
   tokenizer::EncodeOptions encode;
   encode.add_special = true;
   encode.parse_special = false;  // as llama-perplexity's common_tokenize(ctx, text, true)
@@ -234,8 +234,6 @@ PerplexityResult perplexity_of(runtime::Engine& engine, const std::string& text,
 
   // Every row of a chunk's logits is kept (n_ctx x n_vocab floats): the memory check counts them.
   const auto kv = engine.make_kv(n_ctx, {.batch = n_batch, .logit_rows = n_ctx});
-  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
-  std::vector<int32_t> positions;
   std::vector<float> logits(static_cast<size_t>(n_ctx * n_vocab));
   std::vector<float> logp(static_cast<size_t>(n_vocab)), logp_base(static_cast<size_t>(n_vocab));
   double nll = 0.0, nll2 = 0.0;
@@ -246,17 +244,9 @@ PerplexityResult perplexity_of(runtime::Engine& engine, const std::string& text,
       result.interrupted = true;
       break;
     }
-    std::copy_n(tokens.begin() + c * n_ctx, n_ctx, chunk.begin());
-    if (vocab.add_bos && vocab.bos != tokenizer::kNoToken) chunk[0] = vocab.bos;
-    kv->truncate(0);
-    for (int64_t b = 0; b < n_ctx; b += n_batch) {
-      const int64_t size = std::min(n_batch, n_ctx - b);
-      positions.resize(static_cast<size_t>(size));
-      std::iota(positions.begin(), positions.end(), static_cast<int32_t>(b));
-      engine.model().forward(engine.ops(), *kv, std::span<const int32_t>(chunk).subspan(static_cast<size_t>(b),
-                                                                                         static_cast<size_t>(size)),
-                             positions, model::LogitRows::All, logits.data() + b * n_vocab);
-    }
+    run_chunk_all_logits(engine, engine.ops(), *kv,
+                         std::span<const int32_t>(tokens).subspan(static_cast<size_t>(c * n_ctx), static_cast<size_t>(n_ctx)),
+                         n_batch, logits.data());
     double chunk_nll = 0.0;
     for (int64_t i = first; i < n_ctx - 1; ++i) {
       const int32_t target = tokens[static_cast<size_t>(c * n_ctx + i + 1)];

@@ -133,6 +133,7 @@ MoeWeights DecoderModel::moe_weights(const std::string& prefix, const MoeParts& 
       p.w = all;
       p.w.data = static_cast<const uint8_t*>(all.data) + static_cast<size_t>(e) * expert_bytes;
       p.w.n_out = n_out;
+      p.w.expert = static_cast<int32_t>(e);
       uses_in_matmul(p.w);
       if (bias) {
         p.bias = bias;

@@ -31,6 +31,9 @@ struct Weight {
   // Its index in its model's WeightSet::matmul (-1: in none): where a backend that prepared the
   // set keeps its copy of it, found without a search on every matmul.
   int32_t matmul_index = -1;
+  // Expert e of a 3-D MoE weight ([n_in, n_out, n_expert], `name` the whole tensor's): e; else -1.
+  // Lets an observer (compress::ObservingOps) tell the experts of one tensor apart.
+  int32_t expert = -1;
   explicit operator bool() const { return data != nullptr; }
   const float* f32() const { return static_cast<const float*>(data); }  // 1-D tensors are F32
 };

@@ -173,6 +173,7 @@ Outcome run_verb(const std::vector<std::string>& args, const CliMode& mode) {
   register_inspect(app, result);
   register_convert(app, result);
   register_quantize(app, result);
+  register_imatrix(app, result);
   register_tokenize(app, result);
   register_synth(app, result);
   register_logits(app, result);

@@ -14,6 +14,7 @@ struct VerbResult {
 void register_inspect(CLI::App& app, VerbResult& result);
 void register_convert(CLI::App& app, VerbResult& result);
 void register_quantize(CLI::App& app, VerbResult& result);
+void register_imatrix(CLI::App& app, VerbResult& result);
 void register_tokenize(CLI::App& app, VerbResult& result);
 void register_synth(CLI::App& app, VerbResult& result);
 void register_logits(CLI::App& app, VerbResult& result);
