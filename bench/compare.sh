@@ -10,6 +10,9 @@
 #                    [-p 128[,512...]] [-n 64] [-d DEPTH] [--reps 3] [--rounds 3] [--ctk f16] [--ctv f16]
 #                    [--models DIR] [--okapi PATH] [--baseline PATH] [--results FILE] [--no-rtr]
 #                    [--layers N]
+#   Types okapi synth cannot write directly (the i-quant mixes IQ*, MXFP4_MOE) are made as users get
+#   them: an F16 synth file, an importance matrix from llama-imatrix over a short text, then
+#   llama-quantize with it (both from ../shared/peers).
 #   --layers N        synth the shapes with N blocks (every per-layer shape kept): the big MoE
 #                     presets (qwen3-30b-a3b --layers 8) fit and run in minutes
 #   -d DEPTH          long context instead: generation of -n tokens over a cache holding DEPTH
@@ -26,6 +29,9 @@ peers="$repo/../shared/peers"
 okapi="$repo/build/okapi"
 llama="${LLAMA_BENCH:-$peers/llama-bench}"
 ik="${IK_LLAMA_BENCH:-$peers/ik-llama-bench}"
+llama_quantize="${LLAMA_QUANTIZE:-$peers/llama-quantize}"
+llama_imatrix="${LLAMA_IMATRIX:-$peers/llama-imatrix}"
+calibration_text="$repo/../shared/text/wikitext-2-raw-test.txt"
 models="${TMPDIR:-/tmp}/okapi-bench-models"
 results="${TMPDIR:-/tmp}/okapi-compare.jsonl"
 shapes="stories110M"
@@ -86,18 +92,37 @@ for r in records:
 ' <<< "$out" >> "$results"
 }
 
+# make_model FILE SHAPE TYPE: okapi synth, or for the i-quant mixes llama-quantize of an F16 synth
+# file with an importance matrix (llama-imatrix, 4 chunks of 256 tokens: enough to be realistic).
+make_model() {
+  local file="$1" shape="$2" type="$3" layer_args=()
+  [[ -f "$file" ]] && return
+  [[ $layers -gt 0 ]] && layer_args=(--layers "$layers")
+  case "$type" in
+    IQ*|MXFP4*)
+      local base="${file%-"$type".gguf}-F16.gguf"
+      [[ -f "$base" ]] || "$okapi" synth --preset "$shape" "${layer_args[@]}" --type F16 --seed 1 -o "$base" >&2
+      [[ -f "$base.imatrix" ]] || head -c 200000 "$calibration_text" > "$base.txt"
+      [[ -f "$base.imatrix" ]] || "$llama_imatrix" -m "$base" -f "$base.txt" -c 256 --chunks 4 -t 2 \
+                                    -o "$base.imatrix" > /dev/null 2>&1
+      "$llama_quantize" --imatrix "$base.imatrix" "$base" "$file" "$type" 2 > /dev/null 2>&1 ||
+        { echo "compare.sh: llama-quantize $type failed on $base" >&2; exit 1; }
+      ;;
+    *) "$okapi" synth --preset "$shape" "${layer_args[@]}" --type "$type" --seed 1 -o "$file" >&2 ;;
+  esac
+}
+
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for shape in $shapes; do
   for type in $types; do
     if [[ $layers -gt 0 ]]; then
       file="$models/$shape-L$layers-$type.gguf"
-      [[ -f "$file" ]] || "$okapi" synth --preset "$shape" --layers "$layers" --type "$type" --seed 1 -o "$file" >&2
       label="$shape L$layers $type"
     else
       file="$models/$shape-$type.gguf"
-      [[ -f "$file" ]] || "$okapi" synth --preset "$shape" --type "$type" --seed 1 -o "$file" >&2
       label="$shape $type"
     fi
+    make_model "$file" "$shape" "$type"
     for round in $(seq "$rounds"); do
       for t in $threads; do
         echo "== $label t$t round $round (load $(cut -d' ' -f1 /proc/loadavg))" >&2
