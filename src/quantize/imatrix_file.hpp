@@ -18,6 +18,9 @@ struct ImatrixEntry {
   int64_t n_mat = 1;         // matrices: experts of a 3-D MoE weight, else 1
   std::vector<float> sums;   // [n_mat][n_per_row]: sum over activations of x_j^2
   std::vector<int64_t> counts;  // [n_mat]: activations summed per matrix
+  // Read from a legacy .dat: n_mat is unknown there (1, n_per_row = all values), `sums` hold
+  // (sum / count) * ncall and `counts` is {ncall}, as save_imatrix_legacy writes them.
+  bool legacy = false;
 };
 
 struct Imatrix {
@@ -25,6 +28,10 @@ struct Imatrix {
   std::vector<std::string> datasets;            // calibration file names (imatrix.datasets)
   int64_t chunk_count = 0;                      // chunks processed (imatrix.chunk_count)
   int64_t chunk_size = 0;                       // tokens per chunk (imatrix.chunk_size)
+  bool legacy = false;        // read from a legacy .dat (every entry legacy, chunk_size 0)
+  // A GGUF file has imatrix.datasets, .chunk_count and .chunk_size (llama-quantize refuses one
+  // without them); always true for .dat files and for what okapi collects.
+  bool has_metadata = true;
 };
 
 // Reads either format (detected by its first bytes). Throws okapi::Error on a malformed file
@@ -33,7 +40,19 @@ Imatrix read_imatrix(const std::filesystem::path& path);
 // Writes atomically (nothing is left at `path` on failure; an existing file is replaced only on
 // success). The GGUF form is llama-imatrix's default; the .dat form its --output-format dat.
 void write_imatrix_gguf(const Imatrix& imatrix, const std::filesystem::path& path);
+// The GGUF form refuses legacy entries (convert them with to_raw first); the .dat form writes
+// legacy entries back as read and needs chunk_size > 0 for the others.
 void write_imatrix_dat(const Imatrix& imatrix, const std::filesystem::path& path);
+
+// Legacy entries turned into raw sums and counts as llama-imatrix's load_imatrix does when it
+// merges a .dat file: sums * chunk_size, counts {ncall * chunk_size}. Raw entries are unchanged.
+Imatrix to_raw(Imatrix imatrix, int64_t chunk_size);
+
+// Adds `from` into `into` as llama-imatrix merges --in-file files (legacy ones first converted
+// with to_raw(chunk_size)): sums and counts added per entry, a one-count entry broadcast to the
+// other's matrices, datasets appended. Throws okapi::Error on mismatched sizes. chunk_count is
+// left to the caller (llama-imatrix recomputes it from the largest count).
+void merge_imatrix(Imatrix& into, const Imatrix& from, int64_t chunk_size);
 
 // llama-quantize's importance weights for one weight tensor: per matrix, sums / counts (the mean
 // squared activation per column), [n_mat][n_per_row], as its load_imatrix computes them.
