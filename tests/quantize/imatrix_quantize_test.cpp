@@ -42,10 +42,27 @@ synth::Preset wide_preset(std::string_view name, int64_t n_ff, int64_t n_head_kv
   return p;
 }
 
+// One directory for the whole run (the models and peer outputs are shared by the test suites),
+// removed at the end.
+fs::path& shared_dir() {
+  static fs::path dir;
+  return dir;
+}
+
+class RemoveSharedDir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!shared_dir().empty()) fs::remove_all(shared_dir());
+  }
+};
+::testing::Environment* const kRemoveSharedDir = ::testing::AddGlobalTestEnvironment(new RemoveSharedDir);
+
 class ImatrixQuantizeTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { dir_ = test::make_temp_dir("imatrix-quantize"); }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void SetUpTestSuite() {
+    if (shared_dir().empty()) shared_dir() = test::make_temp_dir("imatrix-quantize");
+    dir_ = shared_dir();
+  }
 
   // Made once per test suite and kept: llama-imatrix runs are the expensive part.
   static const PeerModel& model(const std::string& name) {
@@ -103,7 +120,7 @@ class ImatrixQuantizeTest : public ::testing::Test {
   static void expect_same_types(const std::string& model_name, const std::string& mix) {
     const PeerModel& m = model(model_name);
     const fs::path out = dir_ / (model_name + "-" + mix + ".peer.gguf");
-    test::peer_quantize(m.model, out, mix, m.imatrix);
+    if (!fs::exists(out)) test::peer_quantize(m.model, out, mix, m.imatrix);
     const auto peer = types_of(out);
     const auto ours = okapi_types(m.model, mix, true);
     ASSERT_EQ(peer.size(), ours.size()) << model_name << " " << mix;
@@ -113,12 +130,13 @@ class ImatrixQuantizeTest : public ::testing::Test {
     }
   }
 
-  // The first type `mix` needs on `input` that the format table cannot produce, or nullopt.
+  // The first type `mix` needs on `input` whose importance-weighted quantizer the format table
+  // lacks (ggml weights every quantized type but Q8_0 and the ternary ones), or nullopt.
   static std::optional<DType> missing_quantizer(const fs::path& input, const std::string& mix) {
     for (const auto& [name, type] : okapi_types(input, mix, true)) {
-      if (type == DType::F32 || type == DType::F16 || type == DType::BF16) continue;
+      if (type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0) continue;
       const quant::Format* f = quant::find_format(type);
-      if (f == nullptr || (f->quantize_ref == nullptr && f->quantize_weighted == nullptr)) return type;
+      if (f == nullptr || f->quantize_weighted == nullptr) return type;
     }
     return std::nullopt;
   }
@@ -129,12 +147,13 @@ class ImatrixQuantizeTest : public ::testing::Test {
                                     const QuantizeOptions& extra = {}) {
     const PeerModel& m = model(model_name);
     if (const auto missing = missing_quantizer(m.model, mix)) {
-      GTEST_SKIP() << mix << " needs " << dtype_name(*missing) << ", which has no quantizer in this branch's table";
+      GTEST_SKIP() << mix << " needs " << dtype_name(*missing)
+                   << ", which has no importance-weighted quantizer (quantize_weighted) in this branch's table";
     }
     const std::string tag = model_name + "-" + mix + (peer_args.empty() ? "" : "-flags");
     const fs::path peer = dir_ / (tag + ".peer.gguf");
     const fs::path ours = dir_ / (tag + ".okapi.gguf");
-    test::peer_quantize(m.model, peer, mix, m.imatrix, peer_args);
+    if (!fs::exists(peer)) test::peer_quantize(m.model, peer, mix, m.imatrix, peer_args);
     QuantizeOptions options = extra;
     options.mix.file_type = mix_by_name(mix).file_type;
     options.imatrix.file = m.imatrix.string();
