@@ -60,9 +60,11 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kAliases 
     {"Q3_K", "Q3_K_M"}, {"Q4_K", "Q4_K_M"}, {"Q5_K", "Q5_K_M"},
 }};
 
-// A type okapi can write: a float type, or a table row with a quantizer.
+// A type okapi can write: a float type, or a weight format of the table with a quantizer (not the
+// activation formats Q8_K / Q8_1).
 bool producible(DType type) {
   if (type == DType::F32 || type == DType::F16 || type == DType::BF16) return true;
+  if (type == DType::Q8_K || type == DType::Q8_1) return false;
   const quant::Format* f = quant::find_format(type);
   return f != nullptr && (f->quantize_ref != nullptr || f->quantize_weighted != nullptr);
 }
@@ -475,7 +477,7 @@ DType output_type_by_name(std::string_view name) {
   if (type && producible(*type)) return *type;
   std::vector<std::string_view> names;
   for (DType t : quant::supported_types()) {
-    if (producible(t) && t != DType::Q8_K && t != DType::Q8_1) names.push_back(dtype_name(t));
+    if (producible(t)) names.push_back(dtype_name(t));
   }
   throw_error("tensor type '{}' cannot be produced; valid types: {}", name, fmt::join(names, ", "));
 }
