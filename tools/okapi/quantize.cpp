@@ -102,6 +102,8 @@ void run_quantize(const QuantizeArgs& args) {
   options.imatrix.exclude_weights = args.exclude_weights;
   options.allow_requantize = args.allow_requantize;
   options.n_threads = args.threads;
+  // llama-quantize's tensor order, so that the file is byte-identical to its output.
+  options.order = quantize::TensorOrder::LlamaCpp;
 
   std::unique_ptr<ProgressBar> bar;
   quantize::QuantizeObserver observer;
