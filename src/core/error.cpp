@@ -74,6 +74,9 @@ std::string_view setting_flag(Setting setting) {
     case Setting::Pure: return "--pure";
     case Setting::OutputTensorType: return "--output-tensor-type";
     case Setting::TokenEmbeddingType: return "--token-embedding-type";
+    case Setting::TensorType: return "--tensor-type";
+    case Setting::Imatrix: return "--imatrix";
+    case Setting::AllowRequantize: return "--allow-requantize";
     case Setting::Vocab: return "--vocab";
     case Setting::Layers: return "--layers";
   }

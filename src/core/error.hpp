@@ -73,6 +73,9 @@ enum class Setting {
   Pure,            // every weight gets the mix's type, with no fallback
   OutputTensorType,
   TokenEmbeddingType,
+  TensorType,      // --tensor-type PATTERN=TYPE
+  Imatrix,         // the importance matrix file
+  AllowRequantize, // quantized input is converted only when allowed
   // Synthetic models (synth).
   Vocab,
   Layers,

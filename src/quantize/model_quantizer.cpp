@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
 #include "kernels/format_table.hpp"
+#include "quantize/imatrix_file.hpp"
 
 namespace okapi::quantize {
 namespace {
@@ -69,7 +70,72 @@ struct PlannedTensor {
   const gguf::TensorInfo* info;
   TensorChoice choice;
   uint64_t output_bytes;
+  // Importance weights, [n_mat][row length] (one row per expert of a 3-D tensor), or null.
+  const std::vector<float>* importance = nullptr;
 };
+
+// The importance matrix as llama-quantize hands it to the quantizer (its prepare_imatrix): per
+// tensor name the mean squared activations, after --include-weights / --exclude-weights.
+struct LoadedImatrix {
+  std::map<std::string, std::vector<float>> weights;
+  std::string dataset;        // the first calibration file name, if any
+  int64_t chunk_count = 0;
+};
+
+std::optional<LoadedImatrix> load_imatrix(const ImatrixOptions& options) {
+  if (!options.include_weights.empty() && !options.exclude_weights.empty()) {
+    throw_error_for(Setting::Imatrix, "--include-weights and --exclude-weights cannot be used together");
+  }
+  if (options.file.empty()) return std::nullopt;
+  const Imatrix imatrix = read_imatrix(options.file);
+  if (!imatrix.legacy && !imatrix.has_metadata) {
+    throw_error_for(Setting::Imatrix,
+                    "importance matrix '{}' lacks imatrix.datasets / imatrix.chunk_count / imatrix.chunk_size "
+                    "(llama-quantize refuses it too)", options.file);
+  }
+  LoadedImatrix loaded;
+  auto matches_any = [](const std::string& name, const std::vector<std::string>& parts) {
+    return std::any_of(parts.begin(), parts.end(),
+                       [&name](const std::string& part) { return name.find(part) != std::string::npos; });
+  };
+  for (const auto& [name, entry] : imatrix.entries) {
+    if (matches_any(name, options.exclude_weights)) continue;
+    if (!options.include_weights.empty() && !matches_any(name, options.include_weights)) continue;
+    std::vector<float> w = importance_weights(entry);
+    for (const float v : w) {
+      if (!std::isfinite(v)) {
+        throw_error_for(Setting::Imatrix, "importance matrix '{}': entry '{}' has a non-finite value {}",
+                        options.file, name, v);
+      }
+    }
+    loaded.weights.emplace(name, std::move(w));
+  }
+  // llama-quantize treats an importance matrix left empty by the filters as none at all.
+  if (loaded.weights.empty()) return std::nullopt;
+  if (!imatrix.datasets.empty()) loaded.dataset = imatrix.datasets.front();
+  loaded.chunk_count = imatrix.chunk_count;
+  return loaded;
+}
+
+bool is_token_embedding(const std::string& name) {
+  return name == "token_embd.weight" || name == "per_layer_token_embd.weight";
+}
+
+// The importance weights of one tensor, or null (llama-quantize's lookup and size check).
+const std::vector<float>* importance_of(const gguf::TensorInfo& t, const LoadedImatrix& imatrix,
+                                        const std::string& file) {
+  const auto it = imatrix.weights.find(t.name);
+  if (it == imatrix.weights.end()) return nullptr;
+  const int64_t n_mat = t.shape.size() > 2 ? t.shape[2] : 1;
+  const auto expected = static_cast<size_t>(t.shape[0] * n_mat);
+  if (it->second.size() == expected) return &it->second;
+  // A token embedding's entry never fits (its input is token ids); llama-quantize ignores it.
+  if (is_token_embedding(t.name)) return nullptr;
+  throw_error_for(Setting::Imatrix,
+                  "importance matrix '{}': entry '{}' has {} values but the tensor needs {} ({} columns x {} "
+                  "matrices); was it computed for another model?",
+                  file, t.name, it->second.size(), expected, t.shape[0], n_mat);
+}
 
 // Reads one tensor as float32 rows: a view of the mapping when it already is F32, else converted.
 class FloatSource {
@@ -134,10 +200,10 @@ void check_ternary_valued(const gguf::TensorInfo& t, const float* values) {
   }
 }
 
-std::vector<uint8_t> convert_tensor(const gguf::TensorInfo& t, DType type, int n_threads) {
+std::vector<uint8_t> convert_tensor(const gguf::TensorInfo& t, DType type, const std::vector<float>* importance,
+                                    int n_threads) {
   const FloatSource source(t, n_threads);
   const quant::Format& f = quant::format(type);
-  if (f.quantize == nullptr) throw_error("tensor '{}': okapi cannot produce {} weights", t.name, dtype_name(type));
   if (type == DType::I2_S) {  // one scale for the whole tensor: not row by row
     check_finite(t, source.data(), 0, t.n_rows());
     check_ternary_valued(t, source.data());
@@ -145,21 +211,83 @@ std::vector<uint8_t> convert_tensor(const gguf::TensorInfo& t, DType type, int n
   }
   const int64_t row_length = t.shape[0];
   const size_t out_row_bytes = *row_bytes(type, row_length);
+  // With importance weights the format's weighted quantizer runs (where it has one: Q8_0 and the
+  // float types ignore them, as ggml); rows of expert e use the matrix's row e.
+  const bool weighted = importance != nullptr && f.quantize_weighted != nullptr;
+  const int64_t rows_per_matrix = t.shape.size() > 1 ? t.shape[1] : 1;
   std::vector<uint8_t> out(out_row_bytes * static_cast<size_t>(t.n_rows()));
   for_row_ranges(t.n_rows(), row_length, n_threads, [&](int64_t first, int64_t end) {
     check_finite(t, source.data(), first, end);
     for (int64_t r = first; r < end; ++r) {
-      f.quantize(source.data() + r * row_length, out.data() + static_cast<size_t>(r) * out_row_bytes, row_length);
+      const float* x = source.data() + r * row_length;
+      uint8_t* y = out.data() + static_cast<size_t>(r) * out_row_bytes;
+      if (weighted) {
+        f.quantize_weighted(x, y, row_length, importance->data() + (r / rows_per_matrix) * row_length);
+      } else {
+        f.quantize(x, y, row_length);
+      }
     }
   });
   return out;
 }
 
-std::vector<PlannedTensor> plan(const gguf::File& file, const QuantizeOptions& options) {
+std::string mix_name(FileType ft) { return std::string(mix_spec(ft).name); }
+
+// Everything llama-quantize refuses, and what okapi cannot do, before any work.
+void check_planned(const std::vector<PlannedTensor>& planned, const QuantizeOptions& options,
+                   const std::optional<LoadedImatrix>& imatrix) {
+  const std::string mix = mix_name(options.mix.file_type);
+  if (!imatrix) {
+    for (const auto& p : planned) {
+      if (!p.choice.requires_importance) continue;
+      throw_error_for(Setting::Imatrix,
+                      "the {} mix needs an importance matrix: tensor '{}' would be {}, which is garbage without "
+                      "one (llama-quantize refuses it too); make one with `okapi imatrix` or llama-imatrix and "
+                      "pass --imatrix FILE",
+                      mix, p.info->name, dtype_name(p.choice.type));
+    }
+  }
+  for (const auto& p : planned) {
+    if (!p.choice.convert) continue;
+    const gguf::TensorInfo& t = *p.info;
+    const DType type = p.choice.type;
+    if (p.choice.requires_importance && p.importance == nullptr) {
+      throw_error_for(Setting::Imatrix,
+                      "the importance matrix '{}' has no entry for tensor '{}', which the {} mix makes {} (a very "
+                      "low-bit type that is garbage without one); llama-quantize refuses this too",
+                      options.imatrix.file, t.name, mix, dtype_name(type));
+    }
+    if (layout(t.type).quantized && !options.allow_requantize) {
+      throw_error_for(Setting::AllowRequantize,
+                      "tensor '{}' is already quantized ({}); requantizing it to {} loses quality and is refused "
+                      "without --allow-requantize (as llama-quantize)",
+                      t.name, dtype_name(t.type), dtype_name(type));
+    }
+    if (type == DType::F32 || type == DType::F16 || type == DType::BF16) continue;
+    const quant::Format* f = quant::find_format(type);
+    const bool can_plain = f != nullptr && f->quantize != nullptr && !f->requires_importance;
+    const bool can_weighted = f != nullptr && f->quantize_weighted != nullptr && p.importance != nullptr;
+    if (f == nullptr || (f->quantize == nullptr && f->quantize_weighted == nullptr)) {
+      throw_error("tensor '{}' gets {} in the {} mix, and this build of okapi cannot produce {} weights yet", t.name,
+                  dtype_name(type), mix, dtype_name(type));
+    }
+    if (!can_plain && !can_weighted) {
+      throw_error_for(Setting::Imatrix, "tensor '{}' gets {}, which needs importance weights, and {}", t.name,
+                      dtype_name(type),
+                      imatrix ? fmt::format("the importance matrix '{}' has none for it", options.imatrix.file)
+                              : std::string("no importance matrix was given (--imatrix FILE)"));
+    }
+  }
+}
+
+std::vector<PlannedTensor> plan(const gguf::File& file, const QuantizeOptions& options,
+                                const std::optional<LoadedImatrix>& imatrix) {
   std::vector<TensorDesc> descs;
   descs.reserve(file.tensors().size());
   for (const auto& t : file.tensors()) descs.push_back(TensorDesc{t.name, t.type, t.shape});
-  const auto choices = choose_tensor_types(model_facts(file), descs, options.mix);
+  MixOptions mix = options.mix;
+  mix.has_imatrix = imatrix.has_value();
+  const auto choices = choose_tensor_types(model_facts(file), descs, mix);
 
   std::vector<size_t> order(descs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -170,8 +298,11 @@ std::vector<PlannedTensor> plan(const gguf::File& file, const QuantizeOptions& o
     const gguf::TensorInfo& t = file.tensors()[i];
     const auto bytes = choices[i].convert ? tensor_bytes(choices[i].type, t.shape) : std::optional<uint64_t>(t.nbytes);
     if (!bytes) throw_error("tensor '{}': shape does not fit {}", t.name, dtype_name(choices[i].type));
-    planned.push_back(PlannedTensor{&t, choices[i], *bytes});
+    const std::vector<float>* importance =
+        imatrix && choices[i].convert ? importance_of(t, *imatrix, options.imatrix.file) : nullptr;
+    planned.push_back(PlannedTensor{&t, choices[i], *bytes, importance});
   }
+  check_planned(planned, options, imatrix);
   return planned;
 }
 
@@ -241,15 +372,27 @@ QuantizeReport quantize_model(const std::filesystem::path& input, const std::fil
   check_output_path({output, "the output"}, {{input, "the input"}});
   if (!written_in_place(output)) check_output_directory(output);  // /dev/null is written, /dev need not be
   const gguf::File file = gguf::File::open(input);
-  const std::vector<PlannedTensor> planned = plan(file, options);
+  const std::optional<LoadedImatrix> imatrix = load_imatrix(options.imatrix);
+  const std::vector<PlannedTensor> planned = plan(file, options, imatrix);
 
+  // llama-quantize appends these, in this order, after the copied keys (its kv overrides for the
+  // importance matrix: strings cut at 127 bytes, counts as u32; the chunk count only when known).
+  std::vector<std::pair<std::string, gguf::Value>> appended;
+  appended.emplace_back("general.quantization_version", kQuantizationVersion);
+  appended.emplace_back("general.file_type", static_cast<uint32_t>(options.mix.file_type));
+  if (imatrix) {
+    appended.emplace_back("quantize.imatrix.file", options.imatrix.file.substr(0, 127));
+    if (!imatrix->dataset.empty()) appended.emplace_back("quantize.imatrix.dataset", imatrix->dataset.substr(0, 127));
+    appended.emplace_back("quantize.imatrix.entries_count", static_cast<uint32_t>(imatrix->weights.size()));
+    if (imatrix->chunk_count > 0) {
+      appended.emplace_back("quantize.imatrix.chunks_count", static_cast<uint32_t>(imatrix->chunk_count));
+    }
+  }
+  std::vector<std::string_view> replaced = {"split.no", "split.count", "split.tensors.count"};
+  for (const auto& kv : appended) replaced.push_back(kv.first);
   gguf::Writer writer;
-  constexpr std::array<std::string_view, 5> kReplaced = {"general.quantization_version", "general.file_type",
-                                                         "split.no", "split.count", "split.tensors.count"};
-  writer.copy_metadata(file, kReplaced);
-  // llama-quantize appends these two, in this order, after the copied keys.
-  writer.set("general.quantization_version", kQuantizationVersion);
-  writer.set("general.file_type", static_cast<uint32_t>(options.mix.file_type));
+  writer.copy_metadata(file, replaced);
+  for (auto& [key, value] : appended) writer.set(key, std::move(value));
   warn_about(planned, observer);
 
   QuantizeReport report;
@@ -264,7 +407,7 @@ QuantizeReport quantize_model(const std::filesystem::path& input, const std::fil
     };
     if (p.choice.convert) {
       writer.add_tensor_producer(t.name, p.choice.type, t.shape, [&t, &p, n_threads, report_progress] {
-        std::vector<uint8_t> data = convert_tensor(t, p.choice.type, n_threads);
+        std::vector<uint8_t> data = convert_tensor(t, p.choice.type, p.importance, n_threads);
         report_progress();
         return data;
       });

@@ -20,8 +20,19 @@ enum class TensorOrder {
   LlamaCpp,  // llama-quantize's order (llama_cpp_tensor_order): byte-identical files to llama-quantize
 };
 
+// llama-quantize's importance-matrix flags.
+struct ImatrixOptions {
+  std::string file;  // --imatrix (GGUF or legacy .dat); empty: none. Recorded as given.
+  // --include-weights / --exclude-weights: keep only / drop the entries whose name contains one
+  // of these (not both at once).
+  std::vector<std::string> include_weights;
+  std::vector<std::string> exclude_weights;
+};
+
 struct QuantizeOptions {
-  MixOptions mix;
+  MixOptions mix;  // mix.has_imatrix is set from `imatrix`
+  ImatrixOptions imatrix;
+  bool allow_requantize = false;  // --allow-requantize: convert already quantized tensors
   int n_threads = 1;
   TensorOrder order = TensorOrder::Input;
 };
@@ -55,8 +66,12 @@ struct QuantizeReport {
 ModelFacts model_facts(const gguf::File& file);
 
 // Throws okapi::Error: unreadable or malformed input (the reader's message), output == input,
-// output directory not writable, a tensor okapi cannot convert. On failure nothing is left at
-// `output` (an existing file there is untouched).
+// output directory not writable, a tensor okapi cannot convert, a malformed importance matrix or
+// one whose entry does not fit its tensor, a mix that needs an importance matrix without one
+// (llama-quantize's refusal), quantized input without allow_requantize. All of these are found
+// before any tensor is converted. On failure nothing is left at `output` (an existing file there
+// is untouched). With an importance matrix the output records quantize.imatrix.* as
+// llama-quantize does.
 QuantizeReport quantize_model(const std::filesystem::path& input, const std::filesystem::path& output,
                               const QuantizeOptions& options, const QuantizeObserver& observer = {});
 

@@ -15,6 +15,7 @@
 #include "core/sha256.hpp"
 #include "support/golden_files.hpp"
 #include "support/paths.hpp"
+#include "support/peer_quantize.hpp"
 
 namespace okapi::quantize {
 namespace {
@@ -150,11 +151,14 @@ TEST_F(ModelQuantizerTest, PureRunsMatchQuantizeGoldens) {
     EXPECT_EQ(file_sha256(out), expected["output_file_sha256"].get<std::string>()) << label;
     EXPECT_EQ(fs::file_size(out), expected["output_file_size"].get<uint64_t>()) << label;
   }
-  // The combination llama-quantize refuses (rows of 64 for a 256 block) is refused here too.
+  // Rows of 64 for a 256 block: llama-quantize falls back also with --pure (to Q4_0 here), and
+  // so does okapi, byte for byte.
   QuantizeOptions options = options_for("TQ2_0");
   options.mix.pure = true;
-  EXPECT_THROW(quantize_model(golden_model("stories260K-ff192.gguf"), dir_ / "no.gguf", options), Error);
-  EXPECT_FALSE(fs::exists(dir_ / "no.gguf"));
+  quantize_model(golden_model("stories260K-ff192.gguf"), dir_ / "pure-fallback.gguf", options);
+  test::peer_quantize(golden_model("stories260K-ff192.gguf"), dir_ / "pure-fallback-peer.gguf", "TQ2_0", {},
+                      {"--pure"});
+  EXPECT_EQ(file_sha256(dir_ / "pure-fallback.gguf"), file_sha256(dir_ / "pure-fallback-peer.gguf"));
 }
 
 std::vector<uint8_t> float_bytes(const std::vector<float>& v) {
@@ -237,14 +241,23 @@ TEST_F(ModelQuantizerTest, KeepsInputOrderAndMetadata) {
             sha256_hex(in.tensor("blk.0.attn_norm.weight").bytes()));
 }
 
-TEST_F(ModelQuantizerTest, RequantizingWarnsAndWorks) {
+TEST_F(ModelQuantizerTest, RequantizingNeedsAllowRequantizeThenWarnsAndWorks) {
   const fs::path q8 = dir_ / "q8.gguf";
   quantize_model(kStories, q8, options_for("Q8_0", TensorOrder::Input));
   std::vector<std::string> warnings;
   QuantizeObserver observer;
   observer.on_warning = [&](const std::string& w) { warnings.push_back(w); };
   const fs::path q4 = dir_ / "q4.gguf";
-  quantize_model(q8, q4, options_for("Q4_0", TensorOrder::Input), observer);
+  QuantizeOptions options = options_for("Q4_0", TensorOrder::Input);
+  try {
+    quantize_model(q8, q4, options, observer);
+    ADD_FAILURE() << "requantized without allow_requantize (llama-quantize refuses it)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.setting(), Setting::AllowRequantize) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(q4));
+  options.allow_requantize = true;
+  quantize_model(q8, q4, options, observer);
   bool said_requantize = false;
   for (const auto& w : warnings) said_requantize |= w.find("requantiz") != std::string::npos;
   EXPECT_TRUE(said_requantize);

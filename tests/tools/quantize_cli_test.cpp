@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -11,6 +12,7 @@
 #include "core/mapped_file.hpp"
 #include "core/sha256.hpp"
 #include "format/gguf.hpp"
+#include "quantize/imatrix_file.hpp"
 #include "support/cli.hpp"
 #include "support/paths.hpp"
 
@@ -92,11 +94,7 @@ TEST_F(QuantizeCli, UnknownTypeListsValidOnes) {
   EXPECT_TRUE(contains(r.output, "TQ2_0")) << r.output;
   EXPECT_FALSE(fs::exists(out("x.gguf")));
 
-  const auto iq = run_cli("quantize " + kModel + " " + out("x.gguf") + " IQ4_XS");
-  EXPECT_EQ(iq.exit_code, 2) << iq.output;
-  EXPECT_TRUE(contains(iq.output, "not supported")) << iq.output;
-
-  const auto bad_override = run_cli("quantize " + kModel + " " + out("x.gguf") + " Q8_0 --output-tensor-type iq4_nl");
+  const auto bad_override = run_cli("quantize " + kModel + " " + out("x.gguf") + " Q8_0 --output-tensor-type q8_K");
   EXPECT_EQ(bad_override.exit_code, 1) << bad_override.output;
   EXPECT_TRUE(contains(bad_override.output, "q6_K")) << bad_override.output;  // lists valid types
 }
@@ -152,12 +150,12 @@ TEST_F(QuantizeCli, UnwritableOutputDirectory) {
 }
 
 // A run that fails leaves an existing OUT as it was and no temporary file: before writing
-// (--pure with rows that fit no block) and while writing (a NaN weight in the second tensor).
+// (an importance matrix that does not exist) and while writing (a NaN weight in the second tensor).
 TEST_F(QuantizeCli, FailedRunKeepsExistingOutput) {
   std::ofstream(dir_ / "out.gguf") << "old";
-  auto r = run_cli("quantize " + kModel + " " + out("out.gguf") + " TQ2_0 --pure");
+  auto r = run_cli("quantize " + kModel + " " + out("out.gguf") + " Q4_K_M --imatrix " + out("none.imatrix"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "--pure")) << r.output;
+  EXPECT_TRUE(contains(r.output, "none.imatrix")) << r.output;
   EXPECT_EQ(read_file(dir_ / "out.gguf"), "old");
 
   gguf::Writer w;
@@ -176,6 +174,90 @@ TEST_F(QuantizeCli, FailedRunKeepsExistingOutput) {
   EXPECT_TRUE(contains(r.output, "blk.0.attn_k.weight")) << r.output;
   EXPECT_EQ(read_file(dir_ / "out.gguf"), "old");
   EXPECT_EQ(files_in_dir(), 2u);  // out.gguf and inf.gguf: no temp file left
+}
+
+}  // namespace
+}  // namespace okapi
+
+namespace okapi {
+namespace {
+
+// A llama-shaped file with 256-wide rows (the i-quants' block) and an importance matrix for its
+// three matrices.
+void write_wide_model(const fs::path& model, const fs::path& imatrix) {
+  gguf::Writer w;
+  w.set("general.architecture", "llama");
+  w.set("llama.block_count", uint32_t{1});
+  w.set("llama.attention.head_count", uint32_t{4});
+  w.set("llama.attention.head_count_kv", uint32_t{4});
+  quantize::Imatrix im;
+  im.datasets = {"calib.txt"};
+  im.chunk_count = 3;
+  im.chunk_size = 64;
+  int seed = 0;
+  for (const char* name : {"blk.0.attn_q.weight", "blk.0.attn_v.weight", "blk.0.ffn_down.weight"}) {
+    std::vector<float> values(256 * 32);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.37f * static_cast<float>(i + 1000 * ++seed));
+    const auto* p = reinterpret_cast<const uint8_t*>(values.data());
+    w.add_tensor(name, DType::F32, {256, 32}, std::vector<uint8_t>(p, p + values.size() * sizeof(float)));
+    quantize::ImatrixEntry e;
+    e.n_per_row = 256;
+    for (int j = 0; j < 256; ++j) e.sums.push_back(static_cast<float>(1 + j % 7));
+    e.counts = {10};
+    im.entries[name] = e;
+  }
+  w.write(model);
+  quantize::write_imatrix_gguf(im, imatrix);
+}
+
+TEST_F(QuantizeCli, ImportanceMatrixFlags) {
+  write_wide_model(dir_ / "wide.gguf", dir_ / "wide.imatrix.gguf");
+  const std::string model = out("wide.gguf");
+  const std::string imatrix = out("wide.imatrix.gguf");
+
+  auto r = run_cli("quantize " + model + " " + out("x.gguf") + " IQ2_XXS");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "needs an importance matrix")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--imatrix")) << r.output;
+  EXPECT_FALSE(fs::exists(out("x.gguf")));
+
+  r = run_cli("quantize " + model + " " + out("q4.gguf") + " Q4_K_M --imatrix " + imatrix);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  {
+    const gguf::File f = gguf::File::open(out("q4.gguf"));
+    EXPECT_EQ(f.at("quantize.imatrix.file").as_string(), imatrix);
+    EXPECT_EQ(f.at("quantize.imatrix.dataset").as_string(), "calib.txt");
+    EXPECT_EQ(f.at("quantize.imatrix.entries_count").as_uint(), 3u);
+    EXPECT_EQ(f.at("quantize.imatrix.chunks_count").as_uint(), 3u);
+  }
+
+  r = run_cli("quantize " + model + " " + out("q3.gguf") + " Q3_K_S --imatrix " + imatrix +
+              " --exclude-weights ffn_down --tensor-type ATTN_V=q8_0 --tensor-type attn=q5_k");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  {
+    const gguf::File f = gguf::File::open(out("q3.gguf"));
+    EXPECT_EQ(f.at("quantize.imatrix.entries_count").as_uint(), 2u);
+    EXPECT_EQ(f.tensor("blk.0.attn_v.weight").type, DType::Q8_0);  // the first matching pattern
+    EXPECT_EQ(f.tensor("blk.0.attn_q.weight").type, DType::Q5_K);
+    EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").type, DType::Q3_K);
+  }
+
+  r = run_cli("quantize " + model + " " + out("x.gguf") + " Q4_K_M --imatrix " + imatrix +
+              " --include-weights attn --exclude-weights ffn");
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // a usage error, as llama-quantize
+  for (const char* bad : {"attn_v", "attn_v=q9_K", "=q8_0", "attn_v(=q8_0"}) {
+    r = run_cli("quantize " + model + " " + out("x.gguf") + " Q4_K_M --tensor-type '" + bad + "'");
+    EXPECT_NE(r.exit_code, 0) << bad << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, bad)) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(out("x.gguf")));
+
+  // Already quantized input: refused without --allow-requantize.
+  r = run_cli("quantize " + out("q4.gguf") + " " + out("q6.gguf") + " Q6_K");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--allow-requantize")) << r.output;
+  r = run_cli("quantize " + out("q4.gguf") + " " + out("q6.gguf") + " Q6_K --allow-requantize");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// okapi quantize IN.gguf OUT.gguf TYPE [-t N] [--pure] [--output-tensor-type T]
-//                [--token-embedding-type T] [--leave-output-tensor]
+// okapi quantize IN.gguf OUT.gguf TYPE [-t N] [--imatrix FILE] [--include-weights NAME ...]
+//                [--exclude-weights NAME ...] [--pure] [--output-tensor-type T]
+//                [--token-embedding-type T] [--tensor-type PATTERN=TYPE ...] [--leave-output-tensor]
+//                [--allow-requantize]
 // Like llama-quantize: every tensor gets the type the mix chooses; the output is written
 // atomically (an existing OUT is replaced only by a complete new file).
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common_flags.hpp"
 #include "core/error.hpp"
@@ -29,6 +32,11 @@ struct QuantizeArgs {
   bool leave_output_tensor = false;
   std::string output_tensor_type;
   std::string token_embedding_type;
+  std::vector<std::string> tensor_types;
+  std::string imatrix;
+  std::vector<std::string> include_weights;
+  std::vector<std::string> exclude_weights;
+  bool allow_requantize = false;
 };
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -86,7 +94,16 @@ void run_quantize(const QuantizeArgs& args) {
   if (!args.token_embedding_type.empty()) {
     options.mix.token_embedding_type = quantize::output_type_by_name(args.token_embedding_type);
   }
+  for (const std::string& t : args.tensor_types) {
+    options.mix.tensor_types.push_back(quantize::parse_tensor_type_override(t));
+  }
+  options.imatrix.file = args.imatrix;
+  options.imatrix.include_weights = args.include_weights;
+  options.imatrix.exclude_weights = args.exclude_weights;
+  options.allow_requantize = args.allow_requantize;
   options.n_threads = args.threads;
+  // llama-quantize's tensor order, so that the file is byte-identical to its output.
+  options.order = quantize::TensorOrder::LlamaCpp;
 
   std::unique_ptr<ProgressBar> bar;
   quantize::QuantizeObserver observer;
@@ -128,6 +145,21 @@ void register_quantize(CLI::App& app, VerbResult& result) {
   cmd->add_option("--output-tensor-type", args.output_tensor_type, "Type for output.weight, e.g. q8_0");
   cmd->add_option("--token-embedding-type", args.token_embedding_type, "Type for token_embd.weight, e.g. q8_0");
   cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "Copy output.weight unchanged");
+  cmd->add_option("--tensor-type", args.tensor_types,
+                  "PATTERN=TYPE: tensors whose name matches the regular expression get TYPE (repeatable; the "
+                  "first match wins), e.g. attn_v=q8_0")
+      ->allow_extra_args(false);
+  cmd->add_option("--imatrix", args.imatrix, "Importance matrix (llama-imatrix's GGUF or legacy .dat, or okapi imatrix's)")
+      ->check(non_empty());
+  auto* include = cmd->add_option("--include-weights", args.include_weights,
+                                  "Use importance weights only for tensors whose name contains NAME (repeatable)")
+                      ->allow_extra_args(false);
+  auto* exclude = cmd->add_option("--exclude-weights", args.exclude_weights,
+                                  "Use no importance weights for tensors whose name contains NAME (repeatable)")
+                      ->allow_extra_args(false);
+  include->excludes(exclude);
+  cmd->add_flag("--allow-requantize", args.allow_requantize,
+                "Convert tensors that are already quantized (quality suffers; refused otherwise)");
   cmd->callback([shared_args, &result] {
     if (result.dry_run) return;
     run_quantize(*shared_args);

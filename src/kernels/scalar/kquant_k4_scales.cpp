@@ -10,6 +10,24 @@
 
 namespace okapi::quant::kquant {
 
+namespace {
+
+// Re-pick every level against the rounded scales that will actually be stored.
+void requantize_k4(const float* x, const K4Scales& s, int nmax, uint8_t* L) {
+  for (int j = 0; j < QK_K / 32; ++j) {
+    const ScaleMin6 sm = unpack_scale_min_k4(j, s.packed);
+    const float d = fp16_to_fp32(s.d) * static_cast<float>(sm.scale);
+    if (d == 0.0f) continue;
+    const float dm = fp16_to_fp32(s.dmin) * static_cast<float>(sm.min);
+    for (int l = 0; l < 32; ++l) {
+      const int q = nearest_int((x[32 * j + l] + dm) / d);
+      L[32 * j + l] = static_cast<uint8_t>(std::clamp(q, 0, nmax));
+    }
+  }
+}
+
+}  // namespace
+
 K4Scales quantize_k4_super_block(const float* x, int nmax, const ScaleSearch& search, uint8_t* L) {
   constexpr int kSub = QK_K / 32;
   uint8_t aux[32];
@@ -45,18 +63,45 @@ K4Scales quantize_k4_super_block(const float* x, int nmax, const ScaleSearch& se
   pack_scale_min_k4(ls, lm, out.packed);
   out.d = fp32_to_fp16(max_scale / 63.0f);
   out.dmin = fp32_to_fp16(max_min / 63.0f);
+  requantize_k4(x, out, nmax, L);
+  return out;
+}
 
-  // Re-pick every level against the rounded scales that will actually be stored.
+K4Scales quantize_k4_super_block_weighted(const float* x, const float* qw, int nmax, bool clamp_63, uint8_t* L) {
+  constexpr int kSub = QK_K / 32;
+  constexpr ScaleSearch kSearch{-0.9f, 0.05f, 36, false};
+  uint8_t aux[32];
+  float weights[32];
+  float scales[kSub];
+  float mins[kSub];
+  float sw[kSub];
+  float sum_x2 = 0.0f;
+  for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
+  const float sigma2 = 2.0f * sum_x2 / static_cast<float>(QK_K);
   for (int j = 0; j < kSub; ++j) {
-    const ScaleMin6 sm = unpack_scale_min_k4(j, out.packed);
-    const float d = fp16_to_fp32(out.d) * static_cast<float>(sm.scale);
-    if (d == 0.0f) continue;
-    const float dm = fp16_to_fp32(out.dmin) * static_cast<float>(sm.min);
-    for (int l = 0; l < 32; ++l) {
-      const int q = nearest_int((x[32 * j + l] + dm) / d);
-      L[32 * j + l] = static_cast<uint8_t>(std::clamp(q, 0, nmax));
+    for (int l = 0; l < 32; ++l) weights[l] = qw[32 * j + l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
+    float sumw = 0.0f;
+    for (int l = 0; l < 32; ++l) sumw += weights[l];
+    sw[j] = sumw;
+    const ScaleMin sm = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, aux, kSearch);
+    scales[j] = sm.scale;
+    mins[j] = sm.min;
+  }
+  uint8_t ls[kSub];
+  uint8_t lm[kSub];
+  const float d_block = make_qp_quants(kSub, 63, scales, ls, sw);
+  const float m_block = make_qp_quants(kSub, 63, mins, lm, sw);
+  if (clamp_63) {
+    for (int j = 0; j < kSub; ++j) {
+      ls[j] = std::min<uint8_t>(63, ls[j]);
+      lm[j] = std::min<uint8_t>(63, lm[j]);
     }
   }
+  K4Scales out;
+  pack_scale_min_k4(ls, lm, out.packed);
+  out.d = fp32_to_fp16(d_block);
+  out.dmin = fp32_to_fp16(m_block);
+  requantize_k4(x, out, nmax, L);
   return out;
 }
 

@@ -22,6 +22,11 @@ struct K4Scales {
 // quantize_row_q4_K_ref / quantize_row_q5_K_ref).
 K4Scales quantize_k4_super_block(const float* x, int nmax, const ScaleSearch& search, uint8_t* L);
 
+// The same with importance weights qw (256 floats), as quantize_row_q4_K_impl / q5_K_impl: levels
+// weighted by qw * sqrt(sigma^2 + x^2), the 6-bit scales and mins by make_qp_quants over the
+// sub-blocks' total weights. clamp_63: Q5_K clamps the 6-bit values to 63, Q4_K does not.
+K4Scales quantize_k4_super_block_weighted(const float* x, const float* qw, int nmax, bool clamp_63, uint8_t* L);
+
 template <typename Block>
 void store_k4_scales(const K4Scales& s, Block& y) {
   y.d = s.d;

@@ -26,6 +26,19 @@ void pack_levels_q2(const uint8_t* L, uint8_t* qs) {
   }
 }
 
+// Re-pick every level against the rounded scales that will actually be stored.
+void requantize_q2(const float* x, const block_q2_K& y, uint8_t* L) {
+  for (int j = 0; j < QK_K / 16; ++j) {
+    const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[j] & 0xF);
+    if (d == 0.0f) continue;
+    const float dm = fp16_to_fp32(y.dmin) * static_cast<float>(y.scales[j] >> 4);
+    for (int l = 0; l < 16; ++l) {
+      const int q = nearest_int((x[16 * j + l] + dm) / d);
+      L[16 * j + l] = static_cast<uint8_t>(q < 0 ? 0 : (q > 3 ? 3 : q));
+    }
+  }
+}
+
 void quantize_block_q2(const float* x, block_q2_K& y) {
   constexpr ScaleSearch kSearch{-0.5f, 0.1f, 15, true};
   constexpr float kMaxQuant = 15.0f;  // 4-bit sub-block scales and mins
@@ -63,20 +76,47 @@ void quantize_block_q2(const float* x, block_q2_K& y) {
     y.dmin = fp32_to_fp16(0.0f);
   }
 
-  // Re-pick every level against the rounded scales that will actually be stored.
+  requantize_q2(x, y, L);
+  pack_levels_q2(L, y.qs);
+}
+
+// quantize_row_q2_K_impl: the levels of each sub-block weighted by importance * sqrt(sigma^2 + x^2),
+// the 4-bit scales and mins chosen by make_qp_quants weighted by the sub-blocks' total weight.
+void quantize_block_q2_weighted(const float* x, const float* qw, block_q2_K& y) {
+  constexpr ScaleSearch kSearch{-0.9f, 0.05f, 36, false};
+  uint8_t L[QK_K];
+  uint8_t aux[16];
+  float weights[16];
+  float scales[QK_K / 16];
+  float mins[QK_K / 16];
+  float sw[QK_K / 16];
+  uint8_t Ls[QK_K / 16];
+  uint8_t Lm[QK_K / 16];
+  float sumx2 = 0.0f;
+  for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
+  const float sigma2 = sumx2 / static_cast<float>(QK_K);
   for (int j = 0; j < QK_K / 16; ++j) {
-    const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[j] & 0xF);
-    if (d == 0.0f) continue;
-    const float dm = fp16_to_fp32(y.dmin) * static_cast<float>(y.scales[j] >> 4);
-    for (int l = 0; l < 16; ++l) {
-      const int q = nearest_int((x[16 * j + l] + dm) / d);
-      L[16 * j + l] = static_cast<uint8_t>(q < 0 ? 0 : (q > 3 ? 3 : q));
-    }
+    for (int l = 0; l < 16; ++l) weights[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+    sw[j] = 0.0f;
+    for (int l = 0; l < 16; ++l) sw[j] += weights[l];
+    const ScaleMin sm = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, aux, kSearch);
+    scales[j] = sm.scale;
+    mins[j] = sm.min;
   }
+  const float dm = make_qp_quants(QK_K / 16, 15, scales, Ls, sw);
+  const float mm = make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
+  y.d = fp32_to_fp16(dm);
+  y.dmin = fp32_to_fp16(mm);
+  for (int j = 0; j < QK_K / 16; ++j) y.scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+  requantize_q2(x, y, L);
   pack_levels_q2(L, y.qs);
 }
 
 }  // namespace
+
+void quantize_q2_K_weighted(const float* src, void* dst, int64_t n, const float* importance) {
+  quantize_super_blocks_weighted<block_q2_K>(src, dst, n, importance, DType::Q2_K, quantize_block_q2_weighted);
+}
 
 void dequantize_q2_K(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const block_q2_K*>(src);

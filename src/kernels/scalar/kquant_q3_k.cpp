@@ -4,6 +4,7 @@
 // (high half for j >= 8), top 2 bits in scales[8 + j % 4] at bit 2 * (j / 4); stored + 32.
 #include "kernels/scalar/kquant_strict_fp.hpp"  // first: no FMA contraction below
 
+#include <cmath>
 #include <cstring>
 
 #include "core/half.hpp"
@@ -77,7 +78,45 @@ void quantize_block_q3(const float* x, block_q3_K& y) {
   pack_levels_q3(L, y);
 }
 
+// quantize_row_q3_K_impl with importance: levels weighted by importance * sqrt(sigma^2 + x^2), the
+// 6-bit group scales by make_qx_quants over the groups' total weights (no clamp: they fit).
+void quantize_block_q3_weighted(const float* x, const float* qw, block_q3_K& y) {
+  int8_t L[QK_K];
+  float scales[QK_K / 16];
+  float weights[16];
+  float sw[QK_K / 16];
+  int8_t Ls[QK_K / 16];
+  float sumx2 = 0.0f;
+  for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
+  const float sigma2 = 2.0f * sumx2 / static_cast<float>(QK_K);
+  for (int j = 0; j < QK_K / 16; ++j) {
+    for (int l = 0; l < 16; ++l) weights[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+    float sumw = 0.0f;
+    for (int l = 0; l < 16; ++l) sumw += weights[l];
+    sw[j] = sumw;
+    scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weights);
+  }
+  std::memset(y.scales, 0, sizeof(y.scales));
+  const float d_block = make_qx_quants(QK_K / 16, 32, scales, Ls, sw);
+  for (int j = 0; j < QK_K / 16; ++j) {
+    const int l = Ls[j];
+    if (j < 8) {
+      y.scales[j] = static_cast<uint8_t>(l & 0xF);
+    } else {
+      y.scales[j - 8] = static_cast<uint8_t>(y.scales[j - 8] | ((l & 0xF) << 4));
+    }
+    y.scales[8 + j % 4] = static_cast<uint8_t>(y.scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+  }
+  y.d = fp32_to_fp16(d_block);
+  requantize_groups16(x, fp16_to_fp32(y.d), 4, [&y](int j) { return scale_q3(y.scales, j); }, L);
+  pack_levels_q3(L, y);
+}
+
 }  // namespace
+
+void quantize_q3_K_weighted(const float* src, void* dst, int64_t n, const float* importance) {
+  quantize_super_blocks_weighted<block_q3_K>(src, dst, n, importance, DType::Q3_K, quantize_block_q3_weighted);
+}
 
 void dequantize_q3_K(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const block_q3_K*>(src);

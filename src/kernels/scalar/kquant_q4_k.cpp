@@ -13,16 +13,30 @@ int level_q4(const block_q4_K& b, int e) {
   return (b.qs[(j / 2) * 32 + e % 32] >> (4 * (j % 2))) & 0xF;
 }
 
-void quantize_block_q4(const float* x, block_q4_K& y) {
-  constexpr ScaleSearch kSearch{-1.0f, 0.1f, 20, false};
-  uint8_t L[QK_K];
-  store_k4_scales(quantize_k4_super_block(x, 15, kSearch, L), y);
+void pack_levels_q4(const uint8_t* L, block_q4_K& y) {
   for (int j = 0; j < QK_K; j += 64) {
     for (int l = 0; l < 32; ++l) y.qs[j / 2 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
   }
 }
 
+void quantize_block_q4(const float* x, block_q4_K& y) {
+  constexpr ScaleSearch kSearch{-1.0f, 0.1f, 20, false};
+  uint8_t L[QK_K];
+  store_k4_scales(quantize_k4_super_block(x, 15, kSearch, L), y);
+  pack_levels_q4(L, y);
+}
+
+void quantize_block_q4_weighted(const float* x, const float* qw, block_q4_K& y) {
+  uint8_t L[QK_K];
+  store_k4_scales(quantize_k4_super_block_weighted(x, qw, 15, false, L), y);
+  pack_levels_q4(L, y);
+}
+
 }  // namespace
+
+void quantize_q4_K_weighted(const float* src, void* dst, int64_t n, const float* importance) {
+  quantize_super_blocks_weighted<block_q4_K>(src, dst, n, importance, DType::Q4_K, quantize_block_q4_weighted);
+}
 
 void dequantize_q4_K(const void* src, float* dst, int64_t n) {
   dequantize_k4<block_q4_K>(src, dst, n, DType::Q4_K, level_q4);

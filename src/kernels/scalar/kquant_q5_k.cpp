@@ -16,10 +16,7 @@ int level_q5(const block_q5_K& b, int e) {
   return low + (((b.qh[e % 32] >> j) & 1) << 4);
 }
 
-void quantize_block_q5(const float* x, block_q5_K& y) {
-  constexpr ScaleSearch kSearch{-0.5f, 0.1f, 15, false};
-  uint8_t L[QK_K];
-  store_k4_scales(quantize_k4_super_block(x, 31, kSearch, L), y);
+void pack_levels_q5(const uint8_t* L, block_q5_K& y) {
   std::memset(y.qh, 0, sizeof(y.qh));
   for (int e = 0; e < QK_K; ++e) {
     const int j = e / 32;
@@ -30,7 +27,24 @@ void quantize_block_q5(const float* x, block_q5_K& y) {
   }
 }
 
+void quantize_block_q5(const float* x, block_q5_K& y) {
+  constexpr ScaleSearch kSearch{-0.5f, 0.1f, 15, false};
+  uint8_t L[QK_K];
+  store_k4_scales(quantize_k4_super_block(x, 31, kSearch, L), y);
+  pack_levels_q5(L, y);
+}
+
+void quantize_block_q5_weighted(const float* x, const float* qw, block_q5_K& y) {
+  uint8_t L[QK_K];
+  store_k4_scales(quantize_k4_super_block_weighted(x, qw, 31, true, L), y);
+  pack_levels_q5(L, y);
+}
+
 }  // namespace
+
+void quantize_q5_K_weighted(const float* src, void* dst, int64_t n, const float* importance) {
+  quantize_super_blocks_weighted<block_q5_K>(src, dst, n, importance, DType::Q5_K, quantize_block_q5_weighted);
+}
 
 void dequantize_q5_K(const void* src, float* dst, int64_t n) {
   dequantize_k4<block_q5_K>(src, dst, n, DType::Q5_K, level_q5);

@@ -33,11 +33,14 @@ void pack_levels_q6(const int8_t* L, block_q6_K& y) {
   }
 }
 
-void quantize_block_q6(const float* x, block_q6_K& y) {
+// qw: the importance weights of the block (quantize_row_q6_K_impl uses them as they are), or null.
+void quantize_block_q6_with(const float* x, const float* qw, block_q6_K& y) {
   constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
   int8_t L[QK_K];
   float scales[QK_K / 16];
-  for (int j = 0; j < QK_K / 16; ++j) scales[j] = make_qx_quants(16, 32, x + 16 * j, L + 16 * j);
+  for (int j = 0; j < QK_K / 16; ++j) {
+    scales[j] = make_qx_quants(16, 32, x + 16 * j, L + 16 * j, qw != nullptr ? qw + 16 * j : nullptr);
+  }
   float max_abs_scale = 0.0f;
   const float max_scale = signed_absmax(QK_K / 16, scales, max_abs_scale);
   if (max_abs_scale < kGroupMaxEps) {
@@ -58,7 +61,13 @@ void quantize_block_q6(const float* x, block_q6_K& y) {
   pack_levels_q6(L, y);
 }
 
+void quantize_block_q6(const float* x, block_q6_K& y) { quantize_block_q6_with(x, nullptr, y); }
+
 }  // namespace
+
+void quantize_q6_K_weighted(const float* src, void* dst, int64_t n, const float* importance) {
+  quantize_super_blocks_weighted<block_q6_K>(src, dst, n, importance, DType::Q6_K, quantize_block_q6_with);
+}
 
 void dequantize_q6_K(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const block_q6_K*>(src);

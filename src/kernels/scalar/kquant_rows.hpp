@@ -35,6 +35,13 @@ void dequantize_q6_K(const void* src, float* dst, int64_t n);
 void quantize_q6_K(const float* src, void* dst, int64_t n);
 float vec_dot_q6_K(int64_t n, const void* w, const void* a);
 
+// quantize_q*_K with quant_weights (quantize_row_q*_K_impl): one row of n, `importance` n floats.
+void quantize_q2_K_weighted(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_q3_K_weighted(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_q4_K_weighted(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_q5_K_weighted(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_q6_K_weighted(const float* src, void* dst, int64_t n, const float* importance);
+
 void dequantize_q8_K(const void* src, float* dst, int64_t n);
 void quantize_q8_K(const float* src, void* dst, int64_t n);
 
@@ -78,6 +85,15 @@ void quantize_super_blocks(const float* src, void* dst, int64_t n, DType type, Q
   auto* blocks = static_cast<Block*>(dst);
   const int64_t nb = super_blocks(n, type);
   for (int64_t i = 0; i < nb; ++i) quantize_block(src + i * QK_K, blocks[i]);
+}
+
+// The same with importance weights: `quantize_block(x, qw, block)`, qw the block's 256 weights.
+template <typename Block, typename QuantizeBlock>
+void quantize_super_blocks_weighted(const float* src, void* dst, int64_t n, const float* importance, DType type,
+                                    QuantizeBlock quantize_block) {
+  auto* blocks = static_cast<Block*>(dst);
+  const int64_t nb = super_blocks(n, type);
+  for (int64_t i = 0; i < nb; ++i) quantize_block(src + i * QK_K, importance + i * QK_K, blocks[i]);
 }
 
 // The last step of the Q3_K and Q6_K quantizers: re-pick the levels of each 16-element group

@@ -40,17 +40,17 @@ float signed_absmax(int n, const float* x, float& amax) {
   return max;
 }
 
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw) {
   const std::optional<float> group_max = nonzero_group_max(n, x, L);
   if (!group_max) return 0.0f;
   const float max = *group_max;
-  // Weighted sums for one candidate inverse scale; the weight of x is x^2.
+  // Weighted sums for one candidate inverse scale; the weight of x is qw[i] or x^2.
   auto fit = [&](float iscale, float& sumlx, float& suml2) {
     sumlx = 0.0f;
     suml2 = 0.0f;
     for (int i = 0; i < n; ++i) {
       const int l = clamp_level(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-      const float w = x[i] * x[i];
+      const float w = qw != nullptr ? qw[i] : x[i] * x[i];
       const float fl = static_cast<float>(l);
       sumlx += w * x[i] * fl;
       suml2 += w * fl * fl;
@@ -124,6 +124,76 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
     if (n_changed == 0) break;
   }
   for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* weights) {
+  float max = 0.0f;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max < kGroupMaxEps) {
+    std::fill(L, L + n, uint8_t{0});
+    return 0.0f;
+  }
+  const float fnmax = static_cast<float>(nmax);
+  // ggml keeps the levels in uint8_t: a negative level (a negative x) wraps, and later reads
+  // see the wrapped value; kept as ggml has it.
+  auto level = [&](float iscale, int i) { return std::min(nmax, nearest_int(iscale * x[i])); };
+  float iscale = fnmax / max;
+  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(nearest_int(iscale * x[i]));
+  float scale = 1.0f / iscale;
+  float best_mse = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * static_cast<float>(L[i]);
+    best_mse += weights[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * static_cast<float>(is) + fnmax) / max;
+    const float scale_is = 1.0f / iscale_is;
+    float mse = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float diff = x[i] - scale_is * static_cast<float>(level(iscale_is, i));
+      mse += weights[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0.0f;
+  float suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = level(iscale, i);
+    L[i] = static_cast<uint8_t>(l);
+    const float w = weights[i];
+    const float fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+  for (int sweep = 0; sweep < 5; ++sweep) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = weights[i];
+      const float old_l = static_cast<float>(L[i]);
+      float slx = sumlx - w * x[i] * old_l;
+      float sl2 = suml2 - w * old_l * old_l;
+      if (slx > 0.0f && sl2 > 0.0f) {
+        const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+        if (new_l != L[i]) {
+          const float fl = static_cast<float>(new_l);
+          slx += w * x[i] * fl;
+          sl2 += w * fl * fl;
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<uint8_t>(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (n_changed == 0) break;
+  }
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 

@@ -20,9 +20,14 @@ inline int nearest_int(float v) {
 // goes to amax.
 float signed_absmax(int n, const float* x, float& amax);
 
-// Symmetric levels with a sign-selected scale (make_qx_quants, rmse_type 1, no imatrix): weights are
-// x^2, 19 scale candidates around nmax / max. L[i] = level + nmax in [0, 2 * nmax). Returns the scale.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L);
+// Symmetric levels with a sign-selected scale (make_qx_quants, rmse_type 1): weights are qw[i], or
+// x^2 when qw is null; 19 scale candidates around nmax / max. L[i] = level + nmax in [0, 2 * nmax).
+// Returns the scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw = nullptr);
+
+// Non-negative levels L[i] in [0, nmax] for non-negative x (sub-block scales or mins) with an
+// importance-weighted scale search and one-element refinement (make_qp_quants). Returns the scale.
+float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* weights);
 
 // Symmetric 3-bit levels refined one element at a time (make_q3_quants with do_rmse = true).
 // L[i] = level + nmax in [0, 2 * nmax). Returns the scale.

@@ -16,6 +16,17 @@ void add_kquant_formats(std::vector<Format>& table) {
   table.push_back(weight_format(DType::Q5_K, dequantize_q5_K, quantize_q5_K, vec_dot_q5_K));
   table.push_back(weight_format(DType::Q6_K, dequantize_q6_K, quantize_q6_K, vec_dot_q6_K));
   table.push_back(weight_format(DType::Q8_K, dequantize_q8_K, quantize_q8_K, nullptr));
+  // ggml's quantize_q*_K with quant_weights (quantize_row_q*_K_impl).
+  const auto set_weighted = [&table](DType type, QuantizeWeightedRowFn fn) {
+    for (Format& f : table) {
+      if (f.type == type) f.quantize_weighted = fn;
+    }
+  };
+  set_weighted(DType::Q2_K, quantize_q2_K_weighted);
+  set_weighted(DType::Q3_K, quantize_q3_K_weighted);
+  set_weighted(DType::Q4_K, quantize_q4_K_weighted);
+  set_weighted(DType::Q5_K, quantize_q5_K_weighted);
+  set_weighted(DType::Q6_K, quantize_q6_K_weighted);
 }
 
 }  // namespace okapi::quant::detail

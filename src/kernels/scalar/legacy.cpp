@@ -11,6 +11,7 @@
 #include "kernels/blocks.hpp"
 #include "kernels/format_table.hpp"
 #include "kernels/scalar/block_rows.hpp"
+#include "kernels/scalar/kquant_search.hpp"
 
 namespace okapi::quant::detail {
 namespace {
@@ -208,6 +209,58 @@ void quantize_q8_1(const float* x, void* dst, int64_t n) {
   }
 }
 
+// ---- With importance weights: ggml's quantize_row_q{4,5}_{0,1}_impl ----
+//
+// Each element is weighted by importance * sqrt(sigma^2 + x^2), sigma^2 the mean square of the
+// whole row; the symmetric formats search the scale with make_qx_quants, the affine ones scale and
+// min with make_qkx3_quants (make_qkx2_quants with the same weights computes the same).
+
+float row_sigma2(const float* x, int64_t n) {
+  float sum_x2 = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+  return sum_x2 / static_cast<float>(n);
+}
+
+void element_weights(const float* xb, const float* qw, float sigma2, float* weight) {
+  for (int j = 0; j < QK8_0; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+}
+
+template <typename Block, int kOffset>
+void quantize_symmetric_weighted(const float* x, void* dst, int64_t n, const float* importance) {
+  auto* y = static_cast<Block*>(dst);
+  const float sigma2 = row_sigma2(x, n);
+  float weight[QK8_0];
+  int8_t L[QK8_0];
+  int q[QK8_0];
+  for (int64_t i = 0; i < block_count(n); ++i) {
+    const float* xb = x + QK8_0 * i;
+    element_weights(xb, importance + QK8_0 * i, sigma2, weight);
+    y[i].d = fp32_to_fp16(kquant::make_qx_quants(QK8_0, kOffset, xb, L, weight));
+    for (int j = 0; j < QK8_0; ++j) q[j] = L[j];
+    pack_levels(q, y[i]);
+  }
+}
+
+template <typename Block, int kMaxLevel>
+void quantize_affine_weighted(const float* x, void* dst, int64_t n, const float* importance) {
+  constexpr kquant::ScaleSearch kSearch{-0.9f, 0.05f, 36, false};
+  auto* y = static_cast<Block*>(dst);
+  const float sigma2 = row_sigma2(x, n);
+  float weight[QK8_0];
+  uint8_t L[QK8_0];
+  uint8_t aux[QK8_0];
+  int q[QK8_0];
+  for (int64_t i = 0; i < block_count(n); ++i) {
+    const float* xb = x + QK8_0 * i;
+    element_weights(xb, importance + QK8_0 * i, sigma2, weight);
+    const kquant::ScaleMin sm = kquant::make_qkx2_quants(QK8_0, kMaxLevel, xb, weight, L, aux, kSearch);
+    y[i].d = fp32_to_fp16(sm.scale);
+    y[i].m = fp32_to_fp16(-sm.min);
+    for (int j = 0; j < QK8_0; ++j) q[j] = L[j];
+    pack_levels(q, y[i]);
+  }
+}
+
 }  // namespace
 
 void add_legacy_formats(std::vector<Format>& table) {
@@ -228,6 +281,13 @@ void add_legacy_formats(std::vector<Format>& table) {
   // nullptr). Its dequantization (d * q) is okapi's, for tests and inspection.
   table.push_back(reference_format(DType::Q8_1, dequantize_symmetric<block_q8_1, 0>, quantize_q8_1, DType::Q8_1,
                                    nullptr));
+  // ggml's quantize_q{4,5}_{0,1} with quant_weights; Q8_0 ignores them.
+  for (Format& f : table) {
+    if (f.type == DType::Q4_0) f.quantize_weighted = quantize_symmetric_weighted<block_q4_0, 8>;
+    if (f.type == DType::Q5_0) f.quantize_weighted = quantize_symmetric_weighted<block_q5_0, 16>;
+    if (f.type == DType::Q4_1) f.quantize_weighted = quantize_affine_weighted<block_q4_1, 15>;
+    if (f.type == DType::Q5_1) f.quantize_weighted = quantize_affine_weighted<block_q5_1, 31>;
+  }
 }
 
 }  // namespace okapi::quant::detail
