@@ -58,6 +58,9 @@ std::vector<uint8_t> quantize_tensor(DType type, const float* src, std::span<con
                                      bool use_reference) {
   const Format& f = format(type);
   const QuantizeRowFn fn = use_reference ? f.quantize_ref : f.quantize;
+  if (fn == nullptr && f.requires_importance) {
+    throw_error("quantizing to {} needs an importance matrix (as in llama.cpp)", dtype_name(type));
+  }
   if (fn == nullptr) throw_error("okapi cannot quantize to {}", dtype_name(type));
   const auto total = tensor_bytes(type, shape);
   if (!total) throw_error("{} tensor shape does not fit the format's block size", dtype_name(type));

@@ -260,14 +260,25 @@ std::vector<uint8_t> produce(const TensorPlan& t, DType type, uint64_t seed, Thr
   std::vector<float> values(static_cast<size_t>(count(t.shape)));
   const bool whole_tensor = type == DType::I2_S;  // one scale for the whole tensor
   const quant::Format* f = type == DType::F32 || whole_tensor ? nullptr : &quant::format(type);
-  if (f != nullptr && f->quantize == nullptr) throw_error("synth: okapi cannot produce {} weights", dtype_name(type));
+  // Types whose quantizer needs an importance matrix (IQ2_XXS, IQ1_S, ...) get uniform importance:
+  // random weights have no activations to weigh.
+  const bool uniform_importance = f != nullptr && f->quantize == nullptr && f->quantize_weighted != nullptr;
+  if (f != nullptr && f->quantize == nullptr && !uniform_importance) {
+    throw_error("synth: okapi cannot produce {} weights", dtype_name(type));
+  }
+  const std::vector<float> ones(uniform_importance ? static_cast<size_t>(row) : 0, 1.0f);
   const size_t out_row = f != nullptr ? *row_bytes(type, row) : 0;
   std::vector<uint8_t> out(f != nullptr ? out_row * static_cast<size_t>(n_rows) : 0);
   pool.parallel_for(n_rows, [&](int64_t first, int64_t last, int) {
     fill_values(t, seed, values.data(), first * row, last * row);
     if (f == nullptr) return;
     for (int64_t r = first; r < last; ++r) {
-      f->quantize(values.data() + r * row, out.data() + static_cast<size_t>(r) * out_row, row);
+      uint8_t* dst = out.data() + static_cast<size_t>(r) * out_row;
+      if (uniform_importance) {
+        f->quantize_weighted(values.data() + r * row, dst, row, ones.data());
+      } else {
+        f->quantize(values.data() + r * row, dst, row);
+      }
     }
   });
   if (whole_tensor) return quant::quantize_tensor(type, values.data(), t.shape);

@@ -12,6 +12,8 @@
 #include "core/error.hpp"
 #include "core/sha256.hpp"
 #include "format/gguf.hpp"
+#include "kernels/format_table.hpp"
+#include "support/cli.hpp"
 #include "support/paths.hpp"
 #include "synth/synth.hpp"
 #include "synth/vocab.hpp"
@@ -157,6 +159,25 @@ TEST_F(SynthFile, ReadsBackWithMetadataAndTypes) {
   EXPECT_EQ(f.tensor("blk.0.ffn_gate.weight").type, DType::Q4_K);
   EXPECT_EQ(f.tensor("blk.0.attn_q_norm.weight").type, DType::F32);
   EXPECT_EQ(f.tensors().size(), 2u + 11u);
+}
+
+// IQ2_XXS and the other types whose quantizer needs an importance matrix are written with uniform
+// importance (random weights have no activations to weigh), and the file loads and runs.
+TEST_F(SynthFile, ImportanceOnlyTypesGetUniformImportance) {
+  SynthOptions o{.preset = "qwen3-0.6b", .arch = "", .type = "IQ2_XXS", .seed = 3, .layers = 1, .vocab = 1024,
+                 .n_threads = 2};
+  write_synth(o, dir_ / "iq2.gguf");
+  const auto f = gguf::File::open(dir_ / "iq2.gguf");
+  EXPECT_EQ(f.tensor("blk.0.ffn_gate.weight").type, DType::IQ2_XXS);
+  const auto& t = f.tensor("blk.0.ffn_gate.weight");
+  std::vector<float> values(static_cast<size_t>(t.n_elements()));
+  quant::dequantize_tensor(t.type, t.bytes(), t.shape, values.data());
+  double sum_sq = 0;
+  for (float v : values) sum_sq += static_cast<double>(v) * v;
+  EXPECT_GT(sum_sq, 0.0);  // not all zeros: the quantizer really ran
+  const test::CommandResult r =
+      test::run_cli("run -m " + test::shell_quote((dir_ / "iq2.gguf").string()) + " -p hello -n 4 --temp 0");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(SynthFile, BitnetIsTernaryAndCanBeRenamed) {
