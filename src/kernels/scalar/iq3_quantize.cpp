@@ -276,7 +276,7 @@ void quantize_row_xxs(const float* x, void* dst, int64_t n, const float* importa
       words[ib] = signs[0] | signs[1] << 7 | signs[2] << 14 | static_cast<uint32_t>(signs[3]) << 21;
       max_scale = max_scale > scales[ib] ? max_scale : scales[ib];
     }
-    if (!max_scale) {
+    if (max_scale == 0.0f) {
       std::memset(&out, 0, sizeof(out));
       continue;
     }
@@ -317,7 +317,7 @@ void quantize_row_s(const float* x, void* dst, int64_t n, const float* importanc
       ++slot;
       max_scale = max_scale > scales[ib] ? max_scale : scales[ib];
     }
-    if (!max_scale) continue;
+    if (max_scale == 0.0f) continue;
     const float d = max_scale / 31;
     out.d = fp32_to_fp16(d * 1.033f);
     const float id = 1 / d;
