@@ -6,9 +6,11 @@
 // the same way. The integer sums are exact and the float steps the reference's, so every result
 // equals vec_dot_ref bit for bit.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/avx2/simd.hpp"
+#include "kernels/avx2/token_groups.hpp"
 #include "kernels/blocks.hpp"
 #include "kernels/format_table.hpp"
 #include "kernels/scalar/iq1_grid.hpp"
@@ -125,26 +127,25 @@ float vec_dot(int64_t n, const void* w, const void* a) {
   return out;
 }
 
-template <bool kM, int T = kTileTokens>
-void row_token_count(int64_t n_t, int64_t n, const void* w, const uint8_t* a, size_t a_row, float* out) {
-  if constexpr (T >= 1) {
-    if (n_t == T) return row_tokens<kM, T>(n, w, a, a_row, out);
-    row_token_count<kM, T - 1>(n_t, n, w, a, a_row, out);
-  }
-}
+// The multi-token tile: token groups of up to kTileTokens, each row's dots by row_tokens<kM, G>.
+template <bool kM>
+struct Iq1Tokens {
+  using Block = std::conditional_t<kM, block_iq1_m, block_iq1_s>;
+  template <int G>
+  struct Group {
+    static void run(int64_t n_blocks, const Block* w, const uint8_t* a, size_t a_row, float* out) {
+      row_tokens<kM, G>(n_blocks * QK_K, w, a, a_row, out);
+    }
+  };
+};
 
-// y[t * y_stride + r] = scale * dot(row r, token t), tokens kTileTokens at a time per row.
+// y[t * y_stride + r] = scale * dot(row r, token t).
 template <bool kM>
 void tile(int64_t n, const uint8_t* w, size_t w_row, int64_t n_rows, const uint8_t* a, size_t a_row, const float*,
           int64_t n_tokens, float scale, float* y, int64_t y_stride) {
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
-    const int64_t n_t = std::min<int64_t>(kTileTokens, n_tokens - t0);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      float out[kTileTokens];
-      row_token_count<kM>(n_t, n, w + static_cast<size_t>(r) * w_row, a + static_cast<size_t>(t0) * a_row, a_row, out);
-      for (int64_t t = 0; t < n_t; ++t) y[(t0 + t) * y_stride + r] = out[t] * scale;
-    }
-  }
+  static_assert(kTileTokens == 4, "tile_by_token_groups runs groups of 4 tokens");
+  kernels::avx2::tile_by_token_groups<typename Iq1Tokens<kM>::Block, QK_K, Iq1Tokens<kM>::template Group>(
+      n, w, w_row, n_rows, a, a_row, n_tokens, scale, y, y_stride);
 }
 
 }  // namespace
