@@ -3,7 +3,7 @@
 # A file may include headers of its own folder and of every folder its folder reaches through
 # these links; cmake/check_layers.cmake fails the build otherwise. A folder that does not exist
 # (yet) is skipped. Third-party libraries are named by the one folder that uses them.
-set(OKAPI_LAYERS core format kernels exact kv tokenizer sample jinja quantize model backend runtime compress eval
+set(OKAPI_LAYERS core format kernels exact kv tokenizer sample grammar jinja chat quantize model backend runtime compress eval
                  train server synth)
 
 set(OKAPI_LAYER_DEPS_core)
@@ -13,11 +13,13 @@ set(OKAPI_LAYER_DEPS_exact core)
 set(OKAPI_LAYER_DEPS_kv core exact kernels)
 set(OKAPI_LAYER_DEPS_tokenizer core format)
 set(OKAPI_LAYER_DEPS_sample core)
+set(OKAPI_LAYER_DEPS_grammar core tokenizer)
 set(OKAPI_LAYER_DEPS_jinja core)
+set(OKAPI_LAYER_DEPS_chat core jinja grammar)
 set(OKAPI_LAYER_DEPS_quantize core format kernels)
 set(OKAPI_LAYER_DEPS_model core format exact kernels kv)
 set(OKAPI_LAYER_DEPS_backend model)
-set(OKAPI_LAYER_DEPS_runtime model backend tokenizer sample jinja)
+set(OKAPI_LAYER_DEPS_runtime model backend tokenizer sample grammar jinja chat)
 set(OKAPI_LAYER_DEPS_compress model backend tokenizer)
 set(OKAPI_LAYER_DEPS_eval runtime compress quantize)
 set(OKAPI_LAYER_DEPS_train runtime)

@@ -1,0 +1,56 @@
+// JSON Schema -> GBNF, as llama.cpp's json-schema-to-grammar does it (same rule shapes, the same
+// `space` rule between tokens, the same regex subset for `pattern`), written for okapi. Schemas
+// come from clients: what cannot be expressed is a SchemaError that names the keyword.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace okapi::grammar {
+
+using Json = nlohmann::ordered_json;
+
+// A schema the converter cannot express or that is malformed: keyword() is the offending keyword
+// ("pattern", "$ref", "minimum", ...), the message says where ("#/properties/date/pattern: ...").
+class SchemaError : public okapi::Error {
+ public:
+  SchemaError(const std::string& message, std::string keyword) : okapi::Error(message), keyword_(std::move(keyword)) {}
+  const std::string& keyword() const { return keyword_; }
+
+ private:
+  std::string keyword_;
+};
+
+// Builds one grammar out of several schemas and hand-written rules (a tool-call grammar is a
+// choice between the tools' argument schemas wrapped in the model's call syntax).
+class GrammarBuilder {
+ public:
+  GrammarBuilder();
+  ~GrammarBuilder();
+  GrammarBuilder(const GrammarBuilder&) = delete;
+  GrammarBuilder& operator=(const GrammarBuilder&) = delete;
+  // Adds the rules matching `schema` (JSON text with the `space` rule between tokens) and returns
+  // the rule name to reference. `name` is a hint ("root", "get-weather-args"); it is made unique.
+  // Local "$ref"s ("#/$defs/x", "#/definitions/x", "#") resolve against `schema` itself.
+  std::string add_schema(const std::string& name, const Json& schema);
+  // Adds a rule with a GBNF body and returns its (unique) name. Bodies may reference rules added
+  // before or after, and the common rules every schema grammar has (`space`, `string`, `value`, ...).
+  std::string add_rule(const std::string& name, const std::string& body);
+  // The grammar's text, rules sorted by name. Throws SchemaError when no `root` rule was added.
+  std::string text() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// GBNF for one schema, its root rule `root`. Throws SchemaError.
+std::string json_schema_to_gbnf(const Json& schema);
+// GBNF for any JSON object (response_format {"type": "json_object"}).
+std::string json_object_gbnf();
+
+}  // namespace okapi::grammar
