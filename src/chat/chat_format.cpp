@@ -38,13 +38,4 @@ std::string_view reasoning_format_name(ReasoningFormat format) {
   return "auto";
 }
 
-ChatFormat detect_format(const jinja::ChatTemplate&) { return {}; }
-
-ChatPlan plan(const ChatFormat& format, const ChatRequest& request, std::string_view) {
-  ChatPlan p;
-  p.parse.family = format.family;
-  p.parse.reasoning_format = request.reasoning_format;
-  return p;
-}
-
 }  // namespace okapi::chat
