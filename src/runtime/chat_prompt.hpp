@@ -35,6 +35,7 @@ class ChatPrompt {
   bool allow_special_in_content() const { return allow_special_in_content_; }
 
   const std::string& source() const { return template_.source(); }
+  const jinja::ChatTemplate& chat_template() const { return template_; }
   // "model" (tokenizer.chat_template), "file" or "chatml" (the fallback).
   const std::string& origin() const { return origin_; }
   const std::string& bos_text() const { return bos_; }

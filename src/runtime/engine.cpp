@@ -191,4 +191,9 @@ std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work
   return kv;
 }
 
+const grammar::TokenIndex& Engine::token_index() const {
+  std::call_once(token_index_once_, [this] { token_index_ = std::make_unique<grammar::TokenIndex>(tokenizer_); });
+  return *token_index_;
+}
+
 }  // namespace okapi::runtime

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,7 @@
 #include "kv/cache_type.hpp"
 #include "kv/kv_store.hpp"
 #include "backend/exact_ops.hpp"
+#include "grammar/grammar.hpp"
 #include "model/model.hpp"
 #include "model/ops.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -80,6 +82,8 @@ class Engine {
   const model::Model& model() const { return *model_; }
   const model::HParams& hparams() const { return model_->hparams(); }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  // The vocabulary's token index for grammar masks, built on first use (thread-safe).
+  const grammar::TokenIndex& token_index() const;
   model::Ops& ops() { return *ops_; }  // ExactOps in exact mode, CpuOps otherwise
   bool exact() const { return options_.exact; }
   int threads() const { return pool_->size(); }
@@ -107,6 +111,8 @@ class Engine {
   std::unique_ptr<model::Ops> ops_;  // after model_: destroyed first (it holds copies of its weights)
   double load_seconds_;
   bool warned_context_ = false;
+  mutable std::once_flag token_index_once_;
+  mutable std::unique_ptr<grammar::TokenIndex> token_index_;
 };
 
 // Seconds elapsed on a monotonic clock since `start` (a value from now_seconds()).

@@ -3,6 +3,7 @@
 // it cost. `okapi run`, `okapi chat` and `okapi serve` all speak it.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "grammar/grammar.hpp"
 #include "sample/sampler.hpp"
 #include "tokenizer/vocab.hpp"
 
@@ -29,6 +31,24 @@ enum class StopReason {
 };
 std::string_view to_string(StopReason reason);
 
+// A grammar the output must follow (runtime/output_gate.hpp applies it).
+struct OutputConstraint {
+  std::shared_ptr<const grammar::Grammar> grammar;  // null: unconstrained
+  // Non-empty: lazy. The output is free until it contains one of these texts; the grammar then
+  // matches the output from the trigger's first byte on (a tool call's opening marker).
+  std::vector<std::string> triggers;
+  // The grammar starts after the reasoning block (ReasoningRules), never constraining the reasoning.
+  bool after_reasoning = false;
+};
+
+// The output's reasoning block ("<think>" ... "</think>"): where it is, and its token budget.
+struct ReasoningRules {
+  std::string start, end;    // markers; empty end: the output has no reasoning block
+  bool forced_open = false;  // the prompt ended inside the block: the output starts in it
+  int64_t budget = -1;       // reasoning tokens before `budget_message` + end are forced; < 0: no limit
+  std::string budget_message;
+};
+
 struct SequenceRequest {
   std::vector<TokenId> prompt;
   sample::SamplerConfig sampling;
@@ -37,6 +57,11 @@ struct SequenceRequest {
   int top_logprobs = -1;  // < 0: no logprobs; else the chosen token's and this many alternatives
   bool ignore_eos = false;  // keep generating past end-of-generation tokens
   bool report_progress = false;  // events after each prompt chunk (a progress bar, return_progress)
+  OutputConstraint constraint;
+  ReasoningRules reasoning;
+  // Control tokens whose text goes into the output (a tool call's markers, which a parser reads);
+  // other control tokens add no text.
+  std::vector<TokenId> preserved_tokens;
 };
 
 struct TokenLogprob {

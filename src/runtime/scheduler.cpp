@@ -193,8 +193,9 @@ void Scheduler::start_job(Slot& slot, std::shared_ptr<Job> job, double submitted
     drafting.draft_max = options_.drafters->options().draft_max;
     drafting.draft_min = options_.drafters->options().draft_min;
   }
+  const grammar::TokenIndex* token_index = request.constraint.grammar ? &engine_.token_index() : nullptr;
   slot.sequence.emplace(engine_.tokenizer(), engine_.model().n_vocab(), request, SequenceCache{*slot.kv, slot.cached},
-                        drafting, slot.id, submitted);
+                        drafting, slot.id, submitted, token_index);
   slot.reported = {};
   slot.reported.cached_tokens = static_cast<int64_t>(keep);
   slot.job->push(slot.events, slot.sequence->stats());

@@ -9,7 +9,8 @@
 namespace okapi::runtime {
 
 Sequence::Sequence(const tokenizer::Tokenizer& tokenizer, int64_t n_vocab, SequenceRequest request,
-                   SequenceCache cache, DraftSettings drafting, int slot, double submitted)
+                   SequenceCache cache, DraftSettings drafting, int slot, double submitted,
+                   const grammar::TokenIndex* token_index)
     : tokenizer_(tokenizer),
       n_vocab_(static_cast<size_t>(n_vocab)),
       request_(std::move(request)),
@@ -20,6 +21,14 @@ Sequence::Sequence(const tokenizer::Tokenizer& tokenizer, int64_t n_vocab, Seque
       stops_(request_.stop),
       prompt_done_(cache.tokens.size()) {
   for (const TokenId id : request_.prompt) sampler_.accept(id);
+  auto gate = std::make_unique<OutputGate>(tokenizer_, token_index, request_.constraint, request_.reasoning);
+  if (gate->enabled()) {
+    gate_ = std::move(gate);
+    // Drafts are verified against the unconstrained distribution: not under a grammar or budget.
+    drafting_.drafter = nullptr;
+  }
+  preserved_ = request_.preserved_tokens;
+  std::sort(preserved_.begin(), preserved_.end());
   if (drafting_.drafter) {
     drafting_.drafter->reset();
     draft_length_.emplace(drafting_.draft_max, drafting_.draft_min);
@@ -127,7 +136,13 @@ void Sequence::finish_prompt(const float* row, std::vector<SequenceEvent>& event
     stop(StopReason::TokenLimit, events);
     return;
   }
-  const TokenId id = sampler_.sample(std::span<const float>(row, n_vocab_));
+  TokenId id = 0;
+  try {
+    id = choose(row);
+  } catch (const Error& e) {
+    stop(StopReason::Error, events, e.what());
+    return;
+  }
   if (!emit(id, row, events)) return;
   pending_ = id;
   state_ = State::Decode;
@@ -139,7 +154,13 @@ void Sequence::verify(const float* rows, double pass_seconds, std::vector<Sequen
   drafts_.clear();
   size_t accepted = 0;
   if (drafts.empty()) {
-    const TokenId id = sampler_.sample(std::span<const float>(row(0), n_vocab_));
+    TokenId id = 0;
+    try {
+      id = choose(row(0));
+    } catch (const Error& e) {
+      stop(StopReason::Error, events, e.what());
+      return;
+    }
     if (emit(id, row(0), events)) pending_ = id;
   } else {
     bool going = true;
@@ -174,8 +195,17 @@ void Sequence::verify(const float* rows, double pass_seconds, std::vector<Sequen
   }
 }
 
+TokenId Sequence::choose(const float* row) {
+  const std::span<const float> logits(row, n_vocab_);
+  if (!gate_) return sampler_.sample(logits);
+  if (const auto forced = gate_->forced()) return *forced;
+  if (gate_->constrains()) return sampler_.sample(logits, gate_->filter());
+  return sampler_.sample(logits);
+}
+
 bool Sequence::emit(TokenId id, const float* logits, std::vector<SequenceEvent>& events) {
   sampler_.accept(id);
+  if (gate_) gate_->accept(id);
   ++stats_.generated_tokens;
   stats_.generation_seconds = now_seconds() - prompt_end_;
   SequenceEvent event;
@@ -186,7 +216,12 @@ bool Sequence::emit(TokenId id, const float* logits, std::vector<SequenceEvent>&
     stop(StopReason::EndOfGeneration, events);
     return false;
   }
-  event.text = stops_.push(decoder_.push(id));
+  if (std::binary_search(preserved_.begin(), preserved_.end(), id)) {
+    // A marker a parser reads: its text goes out even though it is a control token.
+    event.text = stops_.push(decoder_.flush() + tokenizer_.token_to_piece(id, true));
+  } else {
+    event.text = stops_.push(decoder_.push(id));
+  }
   events.push_back(std::move(event));
   if (stops_.matched()) {
     stop(StopReason::StopString, events);

@@ -7,6 +7,7 @@
 // parsers plug in here too.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "core/error.hpp"
 #include "kv/kv_store.hpp"
 #include "runtime/generation.hpp"
+#include "runtime/output_gate.hpp"
 #include "runtime/speculative.hpp"
 #include "runtime/stop_strings.hpp"
 #include "sample/sampler.hpp"
@@ -42,8 +44,9 @@ class Sequence {
  public:
   // `cache.tokens` holds the reused prefix of the prompt (the slot truncated the rest); at least
   // one prompt token is left to run, since its logits give the first generated token.
+  // `token_index` is needed (non-null) only when the request has a grammar.
   Sequence(const tokenizer::Tokenizer& tokenizer, int64_t n_vocab, SequenceRequest request, SequenceCache cache,
-           DraftSettings drafting, int slot, double submitted);
+           DraftSettings drafting, int slot, double submitted, const grammar::TokenIndex* token_index = nullptr);
 
   const SequenceRequest& request() const { return request_; }
   bool finished() const { return state_ == State::Finished; }
@@ -81,6 +84,9 @@ class Sequence {
   bool emit(TokenId id, const float* logits, std::vector<SequenceEvent>& events);
   void verify(const float* rows, double pass_seconds, std::vector<SequenceEvent>& events);
   TokenLogprob logprobs_of(const float* logits, TokenId chosen) const;
+  // The next token from a row of logits: forced by the reasoning budget, sampled under the
+  // grammar's filter, or plainly sampled.
+  TokenId choose(const float* row);
   bool is_end_of_generation(TokenId id) const;
 
   const tokenizer::Tokenizer& tokenizer_;
@@ -99,6 +105,8 @@ class Sequence {
   std::vector<DraftToken> drafts_;  // this round's, verified in its pass
   DraftRound draft_round_;          // ... and what asking for them cost
   std::vector<TokenId> context_;    // scratch: the prompt and generated tokens, for the drafter
+  std::unique_ptr<OutputGate> gate_;  // grammar and reasoning budget; null for a plain request
+  std::vector<TokenId> preserved_;    // sorted
   GenerationStats stats_;
   double started_ = 0;
   double prompt_end_ = 0;

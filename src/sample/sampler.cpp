@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -50,18 +52,74 @@ Candidates Sampler::chain(std::span<const float> logits) const {
   Candidates c = Candidates::from_logits(logits);
   penalties_.apply(c);
   if (config_.greedy()) return c;
+  truncate_and_scale(c);
+  return c;
+}
+
+void Sampler::truncate_and_scale(Candidates& c) const {
   const auto min_keep = static_cast<size_t>(config_.min_keep);
   top_k(c, config_.top_k);
   typical(c, config_.typical_p, min_keep);
   top_p(c, config_.top_p, min_keep);
   min_p(c, config_.min_p, min_keep);
   temperature(c, config_.temperature);
-  return c;
 }
 
 TokenId Sampler::sample(std::span<const float> logits) {
   Candidates c = chain(logits);
   if (config_.greedy()) return c.items[argmax_index(c)].id;
+  return c.items[draw(c, rng_)].id;
+}
+
+namespace {
+
+bool ranks_before(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// The `wanted` best candidates the filter allows, best first (fewer when fewer are allowed), or
+// nullopt when finding them one by one would check too many (then the whole mask is cheaper).
+std::optional<std::vector<Candidate>> best_allowed(std::vector<Candidate>& items, size_t wanted, const TokenFilter& filter) {
+  std::vector<Candidate> found;
+  size_t ranked = 0;  // items[0, ranked) are in rank order
+  size_t checked = 0;
+  size_t window = std::max<size_t>(64, 4 * wanted);
+  constexpr size_t kMostChecks = 4096;
+  while (found.size() < wanted && checked < items.size()) {
+    if (checked >= kMostChecks) return std::nullopt;
+    const size_t end = std::min(items.size(), ranked + window);
+    std::partial_sort(items.begin() + static_cast<std::ptrdiff_t>(ranked), items.begin() + static_cast<std::ptrdiff_t>(end),
+                      items.end(), ranks_before);
+    ranked = end;
+    for (; checked < ranked && found.size() < wanted; ++checked)
+      if (filter.allows(items[checked].id)) found.push_back(items[checked]);
+    window *= 4;
+  }
+  return found;
+}
+
+}  // namespace
+
+TokenId Sampler::sample(std::span<const float> logits, const TokenFilter& filter) {
+  if (logits.empty()) throw_error("sampler: empty logits row");
+  Candidates c = Candidates::from_logits(logits);
+  penalties_.apply(c);
+  // Greedy keeps one candidate, top-k k of them: those are found by checking the best ones.
+  const size_t wanted = config_.greedy() ? 1 : config_.top_k > 0 ? static_cast<size_t>(config_.top_k) : 0;
+  std::optional<std::vector<Candidate>> kept;
+  if (wanted > 0) kept = best_allowed(c.items, wanted, filter);
+  if (kept) {
+    c.items = std::move(*kept);
+    c.sorted = true;
+  } else {
+    const std::vector<uint8_t>& mask = filter.mask();
+    std::erase_if(c.items, [&](const Candidate& t) {
+      return static_cast<size_t>(t.id) >= mask.size() || mask[static_cast<size_t>(t.id)] == 0;
+    });
+  }
+  if (c.items.empty()) throw_error("sampler: the constraint allows no token");
+  if (config_.greedy()) return c.items[argmax_index(c)].id;
+  truncate_and_scale(c);
   return c.items[draw(c, rng_)].id;
 }
 

@@ -11,9 +11,11 @@
 // okapi orders them by id).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "sample/stages.hpp"
 
@@ -47,12 +49,25 @@ struct SamplerConfig {
 // `seed`, or a random one for kRandomSeed (what a Sampler of that seed uses).
 uint32_t resolve_seed(uint32_t seed);
 
+// Which tokens a constraint (a grammar) allows next. `allows` checks one token; `mask` gives the
+// whole vocabulary's (1 = allowed) when checking the best candidates one by one is not enough.
+struct TokenFilter {
+  std::function<bool(TokenId)> allows;
+  std::function<const std::vector<uint8_t>&()> mask;
+};
+
 class Sampler {
  public:
   explicit Sampler(SamplerConfig config);
 
   // Picks the next token from one row of logits (one per vocabulary entry). Does not accept it.
   TokenId sample(std::span<const float> logits);
+  // The same draw with every token the filter refuses removed before the chain (as llama.cpp's
+  // grammar sets their logits to -inf): greedy takes the best allowed token, top-k the k best
+  // allowed ones. Only as many candidates as the chain keeps are checked one by one, so a constraint
+  // costs little when the model already prefers what it allows. Throws okapi::Error when the filter
+  // allows no token at all.
+  TokenId sample(std::span<const float> logits, const TokenFilter& filter);
   // Records a token of the sequence (prompt or generated) for the penalties.
   void accept(TokenId token);
   // Forgets accepted tokens and restarts the RNG from the seed.
@@ -75,6 +90,8 @@ class Sampler {
  private:
   // The candidates after penalties and, unless greedy, the truncations and temperature.
   Candidates chain(std::span<const float> logits) const;
+  // The stages after penalties on `c` (unless greedy).
+  void truncate_and_scale(Candidates& c) const;
   SamplerConfig config_;
   uint32_t seed_;
   std::mt19937 rng_;

@@ -156,6 +156,13 @@ Json chat_response(const ResponseHeader& h, const std::string& text, const Json&
   return j;
 }
 
+Json chat_response(const ResponseHeader& h, const Json& message, const Json& logprobs, const char* finish_reason,
+                   const GenerationStats& stats) {
+  Json j = chat_response(h, std::string(), logprobs, finish_reason, stats);
+  j["choices"][0]["message"] = message;
+  return j;
+}
+
 Json completion_response(const ResponseHeader& h, const std::string& text, const Json& logprobs,
                          const char* finish_reason, const GenerationStats& stats) {
   Json j = completion_chunk(h, text, logprobs, finish_reason);

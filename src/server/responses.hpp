@@ -45,6 +45,9 @@ Json usage_chunk(const ResponseHeader& h, bool chat, const GenerationStats& stat
 // Whole responses.
 Json chat_response(const ResponseHeader& h, const std::string& text, const Json& logprobs, const char* finish_reason,
                    const GenerationStats& stats);
+// ... with an assistant message (chat::ChatMessage::to_json(): content, reasoning_content, tool_calls).
+Json chat_response(const ResponseHeader& h, const Json& message, const Json& logprobs, const char* finish_reason,
+                   const GenerationStats& stats);
 Json completion_response(const ResponseHeader& h, const std::string& text, const Json& logprobs,
                          const char* finish_reason, const GenerationStats& stats);
 

@@ -13,11 +13,15 @@
 #include <memory>
 #include <thread>
 
+#include "chat/chat_format.hpp"
 #include "core/error.hpp"
+#include "grammar/grammar.hpp"
+#include "grammar/json_schema.hpp"
 #include "jinja/chat_template.hpp"
 #include "runtime/chat_prompt.hpp"
 #include "runtime/drafters.hpp"
 #include "runtime/scheduler.hpp"
+#include "server/agent_params.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
 #include "server/http_server.hpp"
@@ -65,6 +69,26 @@ const char* status_type(int status) {
   }
 }
 
+// Renders a conversation with a tool call whose arguments are an object: a template that writes
+// them out as JSON ("probe_arg") wants objects; one that prints Python's repr ('probe_arg') wants text.
+bool template_wants_object_arguments(const jinja::ChatTemplate& chat_template) {
+  jinja::RenderInputs inputs;
+  inputs.messages = Json::array(
+      {{{"role", "user"}, {"content", "hi"}},
+       {{"role", "assistant"},
+        {"content", ""},
+        {"tool_calls", Json::array({{{"id", "call_1"},
+                                     {"type", "function"},
+                                     {"function", {{"name", "probe_tool"}, {"arguments", {{"probe_arg", 1}}}}}}})}},
+       {{"role", "tool"}, {"tool_call_id", "call_1"}, {"name", "probe_tool"}, {"content", "ok"}}});
+  inputs.add_generation_prompt = true;
+  try {
+    return chat_template.render(inputs).find("\"probe_arg\"") != std::string::npos;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // Everything a running server shares between its handler threads.
 class ServerState {
  public:
@@ -79,6 +103,8 @@ class ServerState {
                       total, options_.n_slots);
     chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
                                                   options_.allow_special_in_content);
+    chat_format_ = chat::detect_format(chat_->chat_template());
+    object_arguments_ = template_wants_object_arguments(chat_->chat_template());
     if (options_.drafting.enabled()) drafters_.emplace(options_.drafting, *engine_, options_.engine);
     runtime::SchedulerOptions so;
     so.n_slots = options_.n_slots;
@@ -132,11 +158,20 @@ class ServerState {
   // Its tokens: control tokens only from the template's own text (unless allow_special_in_content).
   std::vector<TokenId> chat_tokens(const ChatInput& input) const;
   Json props() const;
+  // The plan of a request's tools, constraint and reasoning; fills `job`'s constraint, reasoning,
+  // preserved tokens and stops. `rendered`: the chat prompt (empty for text completions).
+  chat::ChatPlan plan_request(const AgentParams& agent, bool chat, const std::string& rendered,
+                              runtime::SequenceRequest& job) const;
 
   const ServeOptions& options_;
   std::unique_ptr<runtime::Engine> engine_;
   std::optional<runtime::DrafterFactory> drafters_;  // before scheduler_: its drafters use it
   std::unique_ptr<runtime::ChatPrompt> chat_;
+  chat::ChatFormat chat_format_;
+  bool object_arguments_ = false;  // the template renders tool-call arguments as objects (tojson)
+  // Clients send a call's arguments as JSON text; templates that print them with tojson expect
+  // the object: converted for those (as llama-server does).
+  void agent_template_inputs(ChatInput& input) const;
   std::unique_ptr<runtime::Scheduler> scheduler_;
   std::string model_id_;
   int64_t loaded_at_ = 0;
@@ -263,26 +298,112 @@ Json ServerState::props() const {
   return p;
 }
 
+void ServerState::agent_template_inputs(ChatInput& input) const {
+  if (!object_arguments_) return;
+  for (auto& message : input.messages) {
+    const auto calls = message.find("tool_calls");
+    if (calls == message.end() || !calls->is_array()) continue;
+    for (auto& call : *calls) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      Json& fn = call["function"];
+      const auto args = fn.find("arguments");
+      if (args == fn.end() || !args->is_string()) continue;
+      Json parsed = Json::parse(args->get_ref<const std::string&>(), nullptr, false);
+      if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+    }
+  }
+}
+
+chat::ChatPlan ServerState::plan_request(const AgentParams& agent, bool chat, const std::string& rendered,
+                                        runtime::SequenceRequest& job) const {
+  chat::ChatPlan plan;
+  const std::string& field = agent.constraint_field.empty() ? std::string("tools") : agent.constraint_field;
+  try {
+    plan = chat::plan(chat ? chat_format_ : chat::ChatFormat{}, agent.chat, rendered);
+  } catch (const grammar::SchemaError& e) {
+    throw_bad_request(field, "'{}': the JSON schema cannot be used: {} (keyword '{}')", field, e.what(), e.keyword());
+  } catch (const Error& e) {
+    throw_bad_request(field, "'{}': {}", field, e.what());
+  }
+  if (!plan.grammar.empty()) {
+    try {
+      job.constraint.grammar = grammar::Grammar::parse(plan.grammar);
+    } catch (const grammar::GrammarError& e) {
+      throw_bad_request(field, "'{}': the grammar cannot be used: {}", field, e.what());
+    }
+    if (plan.grammar_lazy) job.constraint.triggers = plan.grammar_triggers;
+    job.constraint.after_reasoning = plan.grammar_after_reasoning;
+  }
+  if (chat) {
+    job.reasoning.start = plan.parse.reasoning_start;
+    job.reasoning.end = plan.parse.reasoning_end;
+    job.reasoning.forced_open = plan.parse.thinking_forced_open;
+    job.reasoning.budget = agent.budget_given ? agent.reasoning_budget : options_.reasoning_budget;
+    job.reasoning.budget_message = options_.reasoning_budget_message;
+    const tokenizer::Vocab& vocab = engine_->tokenizer().vocab();
+    for (const auto& text : plan.preserved_tokens) {
+      const TokenId id = vocab.find(text);
+      if (id != tokenizer::kNoToken) job.preserved_tokens.push_back(id);
+    }
+    // The reasoning markers reach the parser too.
+    for (const auto* marker : {&plan.parse.reasoning_start, &plan.parse.reasoning_end}) {
+      if (marker->empty()) continue;
+      const TokenId id = vocab.find(*marker);
+      if (id != tokenizer::kNoToken) job.preserved_tokens.push_back(id);
+    }
+  }
+  for (const auto& stop : plan.additional_stops) job.stop.push_back(stop);
+  return plan;
+}
+
 void ServerState::handle_generation(const Request& req, Response& res, bool chat) {
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
   const Json body = parse_body(req.body);
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
+  const AgentParams agent = parse_agent_params(body, chat, options_.reasoning_format);
   runtime::SequenceRequest job_request;
+  job_request.stop = params.stop;
+  chat::ChatPlan plan;
   if (chat) {
-    const ChatInput input = parse_chat_input(body);
-    // A large conversation is rendered once more first, so that one far beyond the context is
-    // refused before it is tokenized.
-    if (req.body.size() > kPrecheckBodyBytes) refuse_far_beyond_context(render_chat(input).size(), true);
+    ChatInput input = parse_chat_input(body);
+    input.tools = agent.chat.tools;
+    // Thinking off: a budget of 0 asks the template for no reasoning block, as llama-server does.
+    const int64_t budget = agent.budget_given ? agent.reasoning_budget : options_.reasoning_budget;
+    if (budget == 0 && !input.template_kwargs.contains("enable_thinking")) input.template_kwargs["enable_thinking"] = false;
+    agent_template_inputs(input);
+    std::string rendered = render_chat(input);
+    // A large conversation is refused before it is tokenized when it cannot fit.
+    if (req.body.size() > kPrecheckBodyBytes) refuse_far_beyond_context(rendered.size(), true);
+    AgentParams planned = agent;
+    if (const auto it = input.template_kwargs.find("enable_thinking"); it != input.template_kwargs.end() && it->is_boolean())
+      planned.chat.enable_thinking = it->get<bool>();
+    plan = plan_request(planned, true, rendered, job_request);
+    if (plan.extra_messages.is_array() && !plan.extra_messages.empty()) {
+      // The family's instruction for tool calls goes in front, merged into a system message.
+      Json messages = Json::array();
+      Json extra = plan.extra_messages;
+      if (!input.messages.empty() && input.messages[0].value("role", "") == "system" && input.messages[0]["content"].is_string() &&
+          extra.size() == 1 && extra[0].value("role", "") == "system") {
+        Json first = input.messages[0];
+        first["content"] = first["content"].get<std::string>() + "\n\n" + extra[0].value("content", "");
+        messages.push_back(std::move(first));
+        for (size_t i = 1; i < input.messages.size(); ++i) messages.push_back(input.messages[i]);
+      } else {
+        for (auto& m : extra) messages.push_back(m);
+        for (auto& m : input.messages) messages.push_back(m);
+      }
+      input.messages = std::move(messages);
+    }
     job_request.prompt = chat_tokens(input);
     if (job_request.prompt.empty()) throw_bad_request("messages", "the rendered conversation has no tokens");
   } else {
+    plan = plan_request(agent, false, std::string(), job_request);
     job_request.prompt = completion_prompt(body);
   }
   if (static_cast<int64_t>(job_request.prompt.size()) >= scheduler_->options().n_ctx_per_slot)
     throw_context_exceeded(chat, fmt::format("{}", job_request.prompt.size()));
   job_request.sampling = params.sampling;
   job_request.max_tokens = params.max_tokens;
-  job_request.stop = params.stop;
   job_request.top_logprobs = params.top_logprobs;
   job_request.ignore_eos = params.ignore_eos;
   std::shared_ptr<runtime::Job> job;
@@ -298,13 +419,16 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   // Both kinds are written by a stream provider: between events it returns to the server, which
   // checks that the client is still there, so a closed connection cancels the job (the releaser).
   struct Progress {
+    explicit Progress(chat::ParseOptions options) : parser(std::move(options)) {}
     bool sent_role = false;
     bool done = false;
     std::string text;  // non-streaming: the whole text
     std::vector<TokenLogprob> logprobs;
     size_t text_offset = 0;
+    // Chat: the output read as an assistant message (reasoning, content, tool calls) as it streams.
+    chat::StreamParser parser;
   };
-  auto progress = std::make_shared<Progress>();
+  auto progress = std::make_shared<Progress>(plan.parse);
   const bool stream = params.stream;
   const bool include_usage = params.include_usage;
   const bool want_logprobs = params.top_logprobs >= 0;
@@ -341,8 +465,16 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
           Json logprobs;
           if (want_logprobs)
             logprobs = chat ? chat_logprobs_json(progress->logprobs) : completion_logprobs_json(progress->logprobs, 0);
-          const Json body_json = chat ? chat_response(header, progress->text, logprobs, finish, stats)
-                                      : completion_response(header, progress->text, logprobs, finish, stats);
+          Json body_json;
+          if (chat) {
+            progress->parser.push(progress->text);
+            progress->parser.finish();
+            const chat::ChatMessage& message = progress->parser.message();
+            if (!message.tool_calls.empty() && std::string_view(finish) == "stop") finish = "tool_calls";
+            body_json = chat_response(header, message.to_json(), logprobs, finish, stats);
+          } else {
+            body_json = completion_response(header, progress->text, logprobs, finish, stats);
+          }
           const std::string text = to_text(body_json);
           if (!sink.write(text)) return false;
           progress->done = true;
@@ -356,14 +488,24 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
       }
       progress->text_offset += event.text.size();
       if (chat) {
-        Json delta = Json::object();
+        std::vector<Json> deltas = progress->parser.push(event.text);
+        if (finish) {
+          for (auto& d : progress->parser.finish()) deltas.push_back(std::move(d));
+          if (!progress->parser.message().tool_calls.empty() && std::string_view(finish) == "stop") finish = "tool_calls";
+        }
         if (!progress->sent_role) {
-          delta["role"] = "assistant";
+          // The first chunk names the role (with empty content, as OpenAI's first chunk).
+          Json first = {{"role", "assistant"}, {"content", ""}};
+          if (!deltas.empty() && deltas.front().contains("content")) {
+            first["content"] = deltas.front()["content"];
+            deltas.erase(deltas.begin());
+          }
+          deltas.insert(deltas.begin(), std::move(first));
           progress->sent_role = true;
         }
-        if (!event.text.empty() || !finish) delta["content"] = event.text;
-        if (!event.text.empty() || !logprobs.is_null() || delta.contains("role"))
-          if (!write(chat_chunk(header, delta, logprobs, nullptr))) return false;
+        if (deltas.empty() && !logprobs.is_null()) deltas.push_back(Json::object());
+        for (size_t i = 0; i < deltas.size(); ++i)
+          if (!write(chat_chunk(header, deltas[i], i == 0 ? logprobs : Json(), nullptr))) return false;
         if (finish) {
           Json last = chat_chunk(header, Json::object(), Json(), finish);
           last["timings"] = timings_json(job->stats());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_format.hpp"
 #include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
@@ -29,6 +30,11 @@ struct ServeOptions {
   bool metrics = false;
   std::string alias;  // the model id clients see (default: the file name)
   std::string chat_template_file;
+  // Where reasoning goes (--reasoning-format), its token budget (-1: none; 0: thinking off) and the
+  // message forced before the end marker when the budget runs out.
+  chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::Auto;
+  int64_t reasoning_budget = -1;
+  std::string reasoning_budget_message;
   // Control-token text inside messages is read as control tokens (a user can then forge turns).
   bool allow_special_in_content = false;
   size_t max_queue = 64;

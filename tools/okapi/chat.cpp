@@ -38,6 +38,7 @@ struct ChatArgs {
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;
   runtime::DrafterOptions drafting;
+  GrammarFlags grammar;
 };
 
 constexpr const char* kHelp =
@@ -87,6 +88,7 @@ int chat(ChatArgs args) {
   if (args.seed >= 0) args.sampling.seed = static_cast<uint32_t>(args.seed);
   args.sampling.validate();
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
+  const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
   const auto engine = runtime::Engine::load(model_path, args.engine);
   const runtime::ChatPrompt prompt(*engine, args.template_file, args.allow_special_in_content);
   std::optional<runtime::DrafterFactory> drafters;
@@ -146,6 +148,7 @@ int chat(ChatArgs args) {
     }
     request.sampling = args.sampling;
     request.max_tokens = args.n_predict;
+    request.constraint.grammar = grammar;
     const auto job = scheduler.submit(std::move(request));
     const Reply reply = stream_reply(*job);
     messages.push_back({{"role", "assistant"}, {"content", reply.text}});
@@ -183,6 +186,7 @@ void register_chat(CLI::App& app, VerbResult& result) {
   add_seed_flag(cmd, args->seed);
   add_cache_type_flags(cmd, args->engine.cache);
   add_drafting_flags(cmd, args->drafting);
+  add_grammar_flags(cmd, args->grammar);
   cmd->callback([args, &result] {
     check_drafting_flags(args->drafting);
     if (result.dry_run) return;

@@ -1,8 +1,12 @@
 #include "common_flags.hpp"
 
+#include "core/input_file.hpp"
+#include "grammar/grammar.hpp"
+#include "grammar/json_schema.hpp"
 #include "sample/sampler.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -345,6 +349,43 @@ void add_sampling_flags(CLI::App* cmd, sample::SamplerConfig& s) {
       ->check(in_range(-kUnbounded, kUnbounded));
   cmd->add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str()
       ->check(in_range(-kUnbounded, kUnbounded));
+}
+
+void add_grammar_flags(CLI::App* cmd, GrammarFlags& flags) {
+  auto* g = cmd->add_option("--grammar", flags.grammar, "constrain the output with a GBNF grammar (llama.cpp's format)");
+  auto* gf = cmd->add_option("--grammar-file", flags.grammar_file, "... read from a file")->check(non_empty());
+  auto* j = cmd->add_option("--json-schema", flags.json_schema, "constrain the output to JSON matching a JSON Schema");
+  auto* jf = cmd->add_option("--json-schema-file", flags.json_schema_file, "... read from a file")->check(non_empty());
+  const std::vector<CLI::Option*> all = {g, gf, j, jf};
+  for (auto* a : all)
+    for (auto* b : all)
+      if (a != b) a->excludes(b);
+}
+
+std::shared_ptr<const grammar::Grammar> load_grammar(const GrammarFlags& flags) {
+  std::string text, flag;
+  if (!flags.grammar.empty() || !flags.grammar_file.empty()) {
+    flag = flags.grammar_file.empty() ? "--grammar" : "--grammar-file";
+    text = flags.grammar_file.empty() ? flags.grammar : read_input_file(flags.grammar_file, "grammar file");
+  } else if (!flags.json_schema.empty() || !flags.json_schema_file.empty()) {
+    flag = flags.json_schema_file.empty() ? "--json-schema" : "--json-schema-file";
+    const std::string source =
+        flags.json_schema_file.empty() ? flags.json_schema : read_input_file(flags.json_schema_file, "JSON schema file");
+    const auto schema = nlohmann::ordered_json::parse(source, nullptr, false);
+    if (schema.is_discarded()) throw_error("{}: not valid JSON", flag);
+    try {
+      text = grammar::json_schema_to_gbnf(schema);
+    } catch (const grammar::SchemaError& e) {
+      throw_error("{}: {}", flag, e.what());
+    }
+  } else {
+    return nullptr;
+  }
+  try {
+    return grammar::Grammar::parse(text);
+  } catch (const grammar::GrammarError& e) {
+    throw_error("{}: {}", flag, e.what());
+  }
 }
 
 }  // namespace okapi::cli

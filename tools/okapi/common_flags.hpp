@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,9 @@ struct SamplerConfig;
 }
 namespace okapi::runtime {
 struct DrafterOptions;
+}
+namespace okapi::grammar {
+class Grammar;
 }
 
 namespace okapi::cli {
@@ -50,6 +54,16 @@ void add_sampling_flags(CLI::App* cmd, sample::SamplerConfig& sampling);
 void add_drafting_flags(CLI::App* cmd, runtime::DrafterOptions& drafting);
 // After parsing: --draft-min above --draft-max is a usage error.
 void check_drafting_flags(const runtime::DrafterOptions& drafting);
+
+// Constrained output (run, chat): --grammar GBNF | --grammar-file FILE | --json-schema JSON |
+// --json-schema-file FILE, at most one.
+struct GrammarFlags {
+  std::string grammar, grammar_file, json_schema, json_schema_file;
+};
+void add_grammar_flags(CLI::App* cmd, GrammarFlags& flags);
+// The grammar the flags give (null: none). A grammar that does not parse or a schema that cannot be
+// expressed is an okapi::Error naming the flag, the line and column or the keyword.
+std::shared_ptr<const grammar::Grammar> load_grammar(const GrammarFlags& flags);
 
 // The default of every -t: one thread per core, as llama.cpp.
 int default_threads();

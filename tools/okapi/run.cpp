@@ -46,6 +46,7 @@ struct RunArgs {
   bool no_display_prompt = false;
   bool ignore_eos = false;
   runtime::DrafterOptions drafting;
+  GrammarFlags grammar;
 };
 
 void print_timings(const runtime::GenerationStats& t, double load_seconds, runtime::StopReason stop,
@@ -94,6 +95,7 @@ int run(RunArgs args) {
   args.sampling.validate();
   if (!args.prompt_file.empty()) args.prompt = read_input_file(args.prompt_file, "prompt file");
   if (args.escape) args.prompt = process_escapes(args.prompt);
+  const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
   std::optional<runtime::DrafterFactory> drafters;
@@ -116,6 +118,7 @@ int run(RunArgs args) {
   request.max_tokens = args.n_predict;
   request.ignore_eos = args.ignore_eos;
   request.report_progress = true;
+  request.constraint.grammar = grammar;
   runtime::install_interrupt_handler();
   // A prompt longer than one batch shows a progress bar on a terminal while it is read; the
   // prompt is echoed after it (as the generated text streams), so the bar has its line to itself.
@@ -211,6 +214,7 @@ void register_run(CLI::App& app, VerbResult& result) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
   add_drafting_flags(cmd, args->drafting);
+  add_grammar_flags(cmd, args->grammar);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
     check_drafting_flags(args->drafting);

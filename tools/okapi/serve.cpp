@@ -102,6 +102,17 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--queue", args->max_queue, "requests that may wait for a slot (more: 503)")
       ->capture_default_str()
       ->check(in_range(0, 4096));
+  cmd->add_option_function<std::string>(
+         "--reasoning-format",
+         [&o](const std::string& name) { o.reasoning_format = chat::parse_reasoning_format(name); },
+         "where a thinking model's reasoning goes: none (left in content), deepseek or auto (reasoning_content; "
+         "default auto)")
+      ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
+  cmd->add_option("--reasoning-budget", o.reasoning_budget,
+                  "reasoning tokens before the end of the reasoning is forced: -1 no limit (default), 0 thinking off")
+      ->check(in_range(-1, kUnbounded));
+  cmd->add_option("--reasoning-budget-message", o.reasoning_budget_message,
+                  "text written before the forced end of the reasoning when the budget runs out");
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
