@@ -169,9 +169,9 @@ class Rules {
   // The rule for one tool's arguments (a JSON value of its `parameters` schema, trailing space included).
   std::string arguments(const Tool& tool) { return builder_.add_schema(rule_hint(tool.name, "args"), tool.parameters); }
 
-  // `"key": value` inside a JSON object; `value` ends with its own trailing space.
+  // `"key": value` inside a JSON object, with the whitespace allowed after the value.
   std::string member(std::string_view key, const std::string& value) const {
-    return literal(Json(std::string(key)).dump()) + " " + ws_ + " \":\" " + ws_ + " " + value;
+    return literal(Json(std::string(key)).dump()) + " " + ws_ + " \":\" " + ws_ + " " + value + " " + ws_;
   }
   // A JSON object of `members` in this order, with no trailing space.
   std::string object(const std::vector<std::string>& members) const {
@@ -182,8 +182,8 @@ class Rules {
     }
     return body + " \"}\"";
   }
-  // The JSON string `text` as a value (with trailing space).
-  std::string json_value_literal(const std::string& text) const { return json_string_literal(text) + " " + ws_; }
+  // The JSON string `text` as a value.
+  std::string json_value_literal(const std::string& text) const { return json_string_literal(text); }
 
   // Text that does not contain `terminator` (whose first character occurs nowhere else in it, so
   // that a mismatch after any partial match can only restart at that character). The rule can be
@@ -337,7 +337,7 @@ CallSyntax mistral_calls(Rules& rules, const std::vector<Tool>& tools, bool para
                                        rules.member("arguments", rules.arguments(tool))});
     // The optional id goes before the closing brace.
     object.insert(object.size() - std::string(" \"}\"").size(),
-                  " ( \",\" " + rules.ws() + " " + rules.member("id", id + " " + rules.ws()) + " )?");
+                  " ( \",\" " + rules.ws() + " " + rules.member("id", id) + " )?");
     alternatives.push_back(rules.builder().add_rule(rule_hint(tool.name, "call"), object));
   }
   const std::string call = rules.builder().add_rule("tool-call", "( " + join(alternatives, " | ") + " )");
@@ -349,11 +349,12 @@ CallSyntax mistral_args_calls(Rules& rules, const std::vector<Tool>& tools, bool
   std::vector<std::string> alternatives;
   for (const Tool& tool : tools) {
     alternatives.push_back(rules.builder().add_rule(rule_hint(tool.name, "call"),
-                                                    literal(tool.name) + " \"[ARGS]\" " + rules.arguments(tool)));
+                                                    literal(tool.name) + " \"[ARGS]\" " + rules.arguments(tool) + " " + rules.ws()));
   }
   const std::string call =
       rules.builder().add_rule("tool-call", "\"[TOOL_CALLS]\" ( " + join(alternatives, " | ") + " )");
-  return {rules.builder().add_rule("tool-calls", repeated(call, parallel, rules.ws())), {"[TOOL_CALLS]"}};
+  // Each call's arguments already take the whitespace after them.
+  return {rules.builder().add_rule("tool-calls", repeated(call, parallel, "")), {"[TOOL_CALLS]"}};
 }
 
 // Harmony: a call is either "<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS"
@@ -366,7 +367,7 @@ CallSyntax gpt_oss_calls(Rules& rules, const std::vector<Tool>& tools) {
   for (const Tool& tool : tools) {
     alternatives.push_back(rules.builder().add_rule(
         rule_hint(tool.name, "call"),
-        literal(tool.name) + " " + channel + "? " + constrain + " \"<|message|>\" " + rules.arguments(tool)));
+        literal(tool.name) + " " + channel + "? " + constrain + " \"<|message|>\" " + rules.arguments(tool) + " " + rules.ws()));
   }
   const std::string call = rules.builder().add_rule(
       "tool-call", "\" to=functions.\" ( " + join(alternatives, " | ") + " ) \"<|call|>\"?");
@@ -379,7 +380,7 @@ CallSyntax deepseek_r1_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   for (const Tool& tool : tools) {
     alternatives.push_back(rules.builder().add_rule(
         rule_hint(tool.name, "call"), literal("function<｜tool▁sep｜>" + tool.name + "\n```json\n") + " " +
-                                          rules.arguments(tool) + " \"```\" " + rules.ws() + " \"<｜tool▁call▁end｜>\""));
+                                          rules.arguments(tool) + " " + rules.ws() + " \"```\" " + rules.ws() + " \"<｜tool▁call▁end｜>\""));
   }
   const std::string call =
       rules.builder().add_rule("tool-call", "\"<｜tool▁call▁begin｜>\" ( " + join(alternatives, " | ") + " )");
@@ -393,7 +394,7 @@ CallSyntax deepseek_v3_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   for (const Tool& tool : tools) {
     alternatives.push_back(rules.builder().add_rule(
         rule_hint(tool.name, "call"),
-        literal(tool.name + "<｜tool▁sep｜>") + " " + rules.arguments(tool) + " \"<｜tool▁call▁end｜>\""));
+        literal(tool.name + "<｜tool▁sep｜>") + " " + rules.arguments(tool) + " " + rules.ws() + " \"<｜tool▁call▁end｜>\""));
   }
   const std::string call =
       rules.builder().add_rule("tool-call", "\"<｜tool▁call▁begin｜>\" ( " + join(alternatives, " | ") + " )");
@@ -443,7 +444,7 @@ CallSyntax functionary_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   CallSyntax syntax;
   for (const Tool& tool : tools) {
     alternatives.push_back(
-        rules.builder().add_rule(rule_hint(tool.name, "call"), literal(tool.name + "\n") + " " + rules.arguments(tool)));
+        rules.builder().add_rule(rule_hint(tool.name, "call"), literal(tool.name + "\n") + " " + rules.arguments(tool) + " " + rules.ws()));
     syntax.triggers.push_back(tool.name + "\n");
     syntax.triggers.push_back(">>>" + tool.name + "\n");
   }
@@ -460,7 +461,7 @@ CallSyntax command_r7b_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   const std::string id = rules.builder().add_rule("tool-call-id", R"("\"" [0-9]{1,10} "\"")");
   std::vector<std::string> alternatives;
   for (const Tool& tool : tools) {
-    const std::string object = rules.object({rules.member("tool_call_id", id + " " + rules.ws()),
+    const std::string object = rules.object({rules.member("tool_call_id", id),
                                              rules.member("tool_name", rules.json_value_literal(tool.name)),
                                              rules.member("parameters", rules.arguments(tool))});
     alternatives.push_back(rules.builder().add_rule(rule_hint(tool.name, "call"), object));
