@@ -950,10 +950,9 @@ struct GrammarBuilder::Impl {
   std::string add_builtin(const std::string& name) {
     const BuiltinRule* rule = find_builtin(name);
     if (!rule) throw SchemaError(fmt::format("JSON schema: no built-in rule \"{}\"", name), "type");
-    if (!rules.count(name)) {
-      rules[name] = rule->body;
-      rule_bytes += name.size() + std::string_view(rule->body).size() + 6;
-    }
+    if (rules.count(name)) return name;  // its dependencies are in too (value -> object -> value)
+    rules[name] = rule->body;
+    rule_bytes += name.size() + std::string_view(rule->body).size() + 6;
     for (const char* dep : rule->deps) add_builtin(dep);
     return name;
   }
