@@ -346,10 +346,12 @@ CallSyntax mistral_calls(Rules& rules, const std::vector<Tool>& tools, bool para
 }
 
 CallSyntax mistral_args_calls(Rules& rules, const std::vector<Tool>& tools, bool parallel) {
+  // Mistral Small 3.2's template writes "[CALL_ID]id" between the name and [ARGS]; others do not.
+  const std::string call_id = rules.builder().add_rule("tool-call-id", R"("[CALL_ID]" [a-zA-Z0-9]{1,64})");
   std::vector<std::string> alternatives;
   for (const Tool& tool : tools) {
     alternatives.push_back(rules.builder().add_rule(rule_hint(tool.name, "call"),
-                                                    literal(tool.name) + " \"[ARGS]\" " + rules.arguments(tool) + " " + rules.ws()));
+                                                    literal(tool.name) + " " + call_id + "? \"[ARGS]\" " + rules.arguments(tool) + " " + rules.ws()));
   }
   const std::string call =
       rules.builder().add_rule("tool-call", "\"[TOOL_CALLS]\" ( " + join(alternatives, " | ") + " )");
@@ -384,8 +386,9 @@ CallSyntax deepseek_r1_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   }
   const std::string call =
       rules.builder().add_rule("tool-call", "\"<｜tool▁call▁begin｜>\" ( " + join(alternatives, " | ") + " )");
+  // The distills' template closes the block only after a second call: the end marker may be missing.
   return {rules.builder().add_rule("tool-calls", "\"<｜tool▁calls▁begin｜>\" " + repeated(call, parallel, rules.ws()) +
-                                                     " " + rules.ws() + " \"<｜tool▁calls▁end｜>\""),
+                                                     " ( " + rules.ws() + " \"<｜tool▁calls▁end｜>\" )?"),
           {"<｜tool▁calls▁begin｜>"}};
 }
 

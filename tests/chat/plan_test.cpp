@@ -28,7 +28,7 @@ Json weather_tool() {
 }
 
 Json add_tool() {
-  return Json::parse(R"({"type": "function", "function": {"name": "add",
+  return Json::parse(R"({"type": "function", "function": {"name": "add", "description": "The sum of two integers",
     "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
     "required": ["a", "b"]}}})");
 }
@@ -444,7 +444,8 @@ TEST(PlanTest, ThinkingForcedOpenFromRealTemplates) {
       {"Qwen-Qwen3-0.6B.jinja", Json{{"enable_thinking", false}}, false},
       {"GLM-4.7-Flash.jinja", Json::object(), true},
       {"GLM-4.7-Flash.jinja", Json{{"enable_thinking", false}}, false},
-      {"Qwen-QwQ-32B.jinja", Json::object(), true},
+      {"Qwen-QwQ-32B.jinja", Json{{"enable_thinking", true}}, true},
+      {"Qwen-QwQ-32B.jinja", Json::object(), false},  // this copy closes the block unless enable_thinking
       {"deepseek-ai-DeepSeek-V3.1.jinja", Json{{"thinking", true}}, true},
       {"deepseek-ai-DeepSeek-V3.1.jinja", Json::object(), false},
   };
@@ -462,6 +463,89 @@ TEST(PlanTest, ThinkingForcedOpenFromRealTemplates) {
   // No reasoning markers: never forced open.
   format.reasoning_start.clear();
   EXPECT_FALSE(plan(format, ChatRequest{}, "<think>\n").parse.thinking_forced_open);
+}
+
+// What a real template writes for an assistant's call, from the call marker to the end of turn.
+std::string rendered_call(const std::filesystem::path& path, const std::string& trigger, const std::string& end) {
+  const auto chat_template = jinja::ChatTemplate::parse(okapi::test::read_file(path), path.filename().string());
+  const Json user = {{"role", "user"}, {"content", "What is the weather in Paris?"}};
+  // Templates differ in the assistant message they want: arguments as an object or as JSON text,
+  // content "" or null (DeepSeek R1's distills write calls only with null content).
+  for (const int variant : {0, 1, 2, 3}) {
+    const bool arguments_as_string = (variant & 1) != 0;
+    const Json content = (variant & 2) != 0 ? Json(nullptr) : Json("");
+    const Json arguments = {{"location", "Paris"}};
+    const Json call = {{"id", "abc123XYZ"},  // 9 alphanumerics, as Mistral's templates insist
+                       {"type", "function"},
+                       {"function", {{"name", "get_weather"}, {"arguments", arguments_as_string ? Json(arguments.dump()) : arguments}}}};
+    jinja::RenderInputs inputs;
+    inputs.messages = Json::array({user, {{"role", "assistant"}, {"content", content}, {"tool_calls", Json::array({call})}}});
+    inputs.tools = both_tools();
+    inputs.add_generation_prompt = false;
+    inputs.bos_token = "<s>";
+    inputs.eos_token = "</s>";
+    inputs.now = 0;
+    std::string text;
+    try {
+      text = chat_template.render(inputs);
+    } catch (const jinja::TemplateError&) {
+      continue;  // this template wants the other form of arguments
+    }
+    const auto start = text.find(trigger, text.find("What is the weather in Paris?"));
+    if (start == std::string::npos) continue;
+    auto stop = end.empty() ? std::string::npos : text.find(end, start);
+    std::string segment = text.substr(start, stop == std::string::npos ? std::string::npos : stop - start);
+    while (!segment.empty() && (segment.back() == '\n' || segment.back() == ' ')) segment.pop_back();
+    return segment;
+  }
+  return {};
+}
+
+struct TemplateCase {
+  std::string file;
+  Family family;
+  std::string trigger, end;
+};
+
+// The grammars accept the calls the families' real templates write into the conversation history
+// (the syntax the models were trained on).
+TEST(PlanTest, GrammarsAcceptCallsAsRealTemplatesWriteThem) {
+  const std::vector<TemplateCase> cases = {
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", Family::Hermes, "<tool_call>", "<|im_end|>"},
+      {"Qwen-Qwen3-0.6B.jinja", Family::Hermes, "<tool_call>", "<|im_end|>"},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", Family::Hermes, "<tool_call>", "<|im_end|>"},
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", Family::Hermes, "<tool_call>", "<|im_end|>"},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", Family::Llama3, "{\"name\"", "<|eot_id|>"},
+      {"meta-llama-Llama-3.2-3B-Instruct.jinja", Family::Llama3, "{\"name\"", "<|eot_id|>"},
+      {"meta-llama-Llama-3.3-70B-Instruct.jinja", Family::Llama3, "{\"name\"", "<|eot_id|>"},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", Family::Mistral, "[TOOL_CALLS]", "</s>"},
+      {"Mistral-Small-3.2-24B-Instruct-2506.jinja", Family::MistralArgs, "[TOOL_CALLS]", "</s>"},
+      {"unsloth-mistral-Devstral-Small-2507.jinja", Family::MistralArgs, "[TOOL_CALLS]", "</s>"},
+      {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", Family::MistralArgs, "[TOOL_CALLS]", "</s>"},
+      {"openai-gpt-oss-120b.jinja", Family::GptOss, " to=functions.", ""},
+      {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", Family::DeepSeekR1, "<｜tool▁calls▁begin｜>", "<｜end▁of▁sentence｜>"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", Family::DeepSeekR1, "<｜tool▁calls▁begin｜>", "<｜end▁of▁sentence｜>"},
+      {"deepseek-ai-DeepSeek-V3.1.jinja", Family::DeepSeekV3, "<｜tool▁calls▁begin｜>", "<｜end▁of▁sentence｜>"},
+      {"Qwen3-Coder.jinja", Family::Qwen3Coder, "<tool_call>", "<|im_end|>"},
+      {"GLM-4.6.jinja", Family::Glm45, "<tool_call>", "<|"},
+      {"GLM-4.7-Flash.jinja", Family::Glm45, "<tool_call>", "<|"},
+      {"meetkai-functionary-medium-v3.2.jinja", Family::FunctionaryV32, "get_weather\n", "<|eot_id|>"},
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", Family::CommandR7B, "<|START_ACTION|>", "<|END_OF_TURN_TOKEN|>"},
+  };
+  int checked = 0;
+  for (const TemplateCase& c : cases) {
+    const auto path = template_path(c.file);
+    if (!std::filesystem::exists(path)) continue;  // copied into tests/data/templates by the parse branch
+    SCOPED_TRACE(c.file);
+    const std::string call = rendered_call(path, c.trigger, c.end);
+    EXPECT_FALSE(call.empty()) << "the template wrote no call";
+    ChatFormat format;
+    format.family = c.family;
+    const ChatPlan p = plan(format, request_with(ToolChoice::Auto), "");
+    EXPECT_TRUE(accepts(p.grammar, call)) << call;
+    ++checked;
+  }
+  if (checked == 0) OKAPI_REQUIRE_DATA(template_path(cases[0].file));
 }
 
 }  // namespace
