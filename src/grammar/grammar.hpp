@@ -66,6 +66,10 @@ class Matcher {
   bool accept(std::string_view bytes);
   // Whether accept(bytes) would succeed, without advancing.
   bool allows(std::string_view bytes) const;
+  // Feeds one token: its text for the grammar's characters, its id for token elements (<[ID]>,
+  // !<[ID]>). False (state unchanged) when neither path allows it.
+  bool accept_token(TokenId id, std::string_view piece);
+  bool allows_token(TokenId id, std::string_view piece) const;
   // The bytes so far form a complete string of the grammar (end of generation is allowed).
   bool can_end() const;
   // Complete and nothing may follow.
@@ -123,6 +127,7 @@ class MaskCache {
   size_t max_entries_;
   struct Entry {
     uint64_t hash;
+    std::shared_ptr<const MatcherState> state;  // compared on a hit: equal hashes are not trusted
     std::vector<uint8_t> mask;
     uint64_t last_use;
   };
