@@ -159,8 +159,9 @@ ScanResult scan_value(std::string_view s, size_t pos, int depth) {
 
 // A whole text that is one JSON value (surrounding whitespace allowed), parsed within the depth bound.
 std::optional<Json> parse_json(std::string_view s) {
-  const auto scanned = scan_value(s, 0, 0);
-  if (scanned.status != Scan::Complete || skip_space(s, scanned.end) != s.size()) return std::nullopt;
+  const std::string spaced = std::string(s) + ' ';  // a number at the very end is complete here
+  const auto scanned = scan_value(spaced, 0, 0);
+  if (scanned.status != Scan::Complete || skip_space(spaced, scanned.end) != spaced.size()) return std::nullopt;
   try {
     return Json::parse(s);
   } catch (const Json::exception&) {
@@ -718,7 +719,8 @@ BlockResult Parser::mistral_args_block(std::string_view s, size_t after) {
   ToolCall call;
   call.name = s.substr(after, i - after);
   const size_t value_begin = skip_space(s, i + kArgs.size());
-  if (value_begin < s.size() && s[value_begin] != '{') return {Block::Malformed, value_begin, {}, {}};
+  if (value_begin >= s.size()) return {Block::Incomplete, s.size(), {}, {}};  // the arguments have not begun
+  if (s[value_begin] != '{') return {Block::Malformed, value_begin, {}, {}};
   const auto value = scan_value(s, value_begin, 0);
   if (value.status == Scan::Invalid) return {Block::Malformed, std::min(value.end + 1, s.size()), {}, {}};
   call.arguments = minify(s.substr(value_begin, value.end - value_begin));
@@ -792,7 +794,8 @@ BlockResult Parser::deepseek_block(std::string_view s, size_t after, bool sectio
     if (call.name.empty() || call.name.size() > kMaxNameBytes || call.name.find_first_of("<>{}\n") != std::string::npos) {
       return malformed(s, after, end_marker);
     }
-    if (json_begin < s.size() && s[json_begin] != '{') return malformed(s, after, end_marker);
+    if (json_begin >= s.size()) return incomplete(std::nullopt);  // the arguments have not begun
+    if (s[json_begin] != '{') return malformed(s, after, end_marker);
     const auto value = scan_value(s, json_begin, 0);
     if (value.status == Scan::Invalid) return malformed(s, after, end_marker);
     call.arguments = minify(s.substr(json_begin, value.end - json_begin));
@@ -998,8 +1001,9 @@ void Parser::gpt_oss(std::string_view s) {
     const size_t header_begin = pos;
     const size_t message_at = s.find(kMessage, pos);
     const auto ahead = lstrip(s.substr(pos));
-    const bool looks_like_header = ahead.starts_with("<|") || ahead.starts_with(" to=") || ahead.starts_with("to=") ||
-                                   std::string_view("<|").starts_with(ahead);
+    const bool looks_like_header = ahead.starts_with("<|") || ahead.starts_with("to=") ||
+                                   (partial_ && (std::string_view("<|").starts_with(ahead) ||
+                                                 std::string_view("to=").starts_with(ahead)));
     if (!looks_like_header || message_at == std::string_view::npos) {
       if (looks_like_header && partial_) return;  // a header still arriving
       // Text outside any message: content up to the next header.
@@ -1036,7 +1040,8 @@ void Parser::gpt_oss(std::string_view s) {
       const auto value = scan_value(body, json_begin, 0);
       const bool json_ok = value.status == Scan::Complete ? skip_space(body, value.end) == body.size()
                                                           : value.status == Scan::Prefix && open && partial_;
-      if (!call.name.empty() && json_ok && (json_begin >= body.size() || body[json_begin] == '{')) {
+      if (json_begin >= body.size() && open && partial_) return;  // the arguments have not begun
+      if (!call.name.empty() && json_ok && json_begin < body.size() && body[json_begin] == '{') {
         call.arguments = minify(body);
         if (open && !partial_ && value.status != Scan::Complete) {
           add_content(s.substr(header_begin));
