@@ -121,7 +121,8 @@ struct ChatMessage {
 // Parses an assistant's output. `partial`: the text is a prefix of output still being generated,
 // so a marker or call that may be unfinished is held back rather than reported as content, and a
 // call's arguments are reported only as far as they are final. Malformed calls stay content.
-// Call ids are left empty (StreamParser assigns them).
+// Call ids are the model's own where the family writes them (Mistral's 9-character ids, Command
+// R7B's tool_call_id), else empty (StreamParser assigns them).
 ChatMessage parse_output(std::string_view text, bool partial, const ParseOptions& options);
 
 // The streaming side: feeds generated text, returns OpenAI chat.completion.chunk `delta` objects
