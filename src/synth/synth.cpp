@@ -304,6 +304,17 @@ SynthReport write_synth(const Preset& given, const SynthOptions& options, const 
     throw_error_for(Setting::Vocab, "the vocabulary must hold at least {} tokens, got {}", kMinVocab, options.vocab);
   }
   if (options.vocab != 0) preset.n_vocab = options.vocab;
+  std::optional<gguf::File> vocab_file;
+  if (!options.vocab_from.empty()) {
+    if (options.vocab != 0) throw_error_for(Setting::Vocab, "a vocabulary size and a vocabulary file exclude each other");
+    vocab_file.emplace(gguf::File::open(options.vocab_from));
+    const gguf::Value* tokens = vocab_file->find("tokenizer.ggml.tokens");
+    if (tokens == nullptr || !tokens->is_array())
+      throw_error("{}: no tokenizer.ggml.tokens array: not a vocabulary", options.vocab_from.string());
+    preset.n_vocab = static_cast<int64_t>(tokens->as_array().items.size());
+    if (preset.n_vocab < kMinVocab)
+      throw_error("{}: the vocabulary holds {} tokens, fewer than {}", options.vocab_from.string(), preset.n_vocab, kMinVocab);
+  }
   const std::string arch = resolve_arch(preset, options.arch);
   const quantize::MixSpec& mix = quantize::mix_by_name(options.type);
   if (options.layers < 0) throw_error_for(Setting::Layers, "the layer count must be positive, got {}", options.layers);
@@ -319,6 +330,11 @@ SynthReport write_synth(const Preset& given, const SynthOptions& options, const 
 
   gguf::Writer writer;
   set_metadata(writer, preset, arch, n_layer, static_cast<uint32_t>(mix.file_type), options.seed);
+  if (vocab_file) {
+    // The file's tokenizer replaces the made-up one; its chat template comes along.
+    for (const auto& kv : vocab_file->metadata())
+      if (kv.key.rfind("tokenizer.", 0) == 0) writer.set(kv.key, kv.value);
+  }
   ThreadPool pool(std::max(1, options.n_threads));
   SynthReport report{arch, n_layer, plan.size(), 0, 0, 0};
   for (size_t i = 0; i < plan.size(); ++i) {

@@ -96,6 +96,9 @@ void register_synth(CLI::App& app, VerbResult& result) {
       ->check(in_range(1, 100000));
   cmd->add_option("--vocab", args.options.vocab, "Vocabulary size (default: the model's; smaller for quick tests)")
       ->check(in_range(1, 2147483647.0));
+  cmd->add_option("--vocab-from", args.options.vocab_from,
+                  "take the tokenizer (and chat template) of this GGUF, e.g. a llama.cpp vocab file")
+      ->check(non_empty());
   cmd->add_option("-o,--output", args.output, "Output GGUF file (written atomically)")->required()->check(non_empty());
   add_threads_flag(cmd, args.threads);
   cmd->callback([shared_args, &result] {
