@@ -65,7 +65,7 @@ struct PartialUtf8 {
 
 // The bounds that keep a hostile grammar or input from exhausting memory or time.
 inline constexpr size_t kMaxStacks = 4096;          // stacks in one state
-inline constexpr size_t kMaxStackDepth = 8192;      // elements in one stack
+inline constexpr size_t kMaxStackDepth = 2048;      // elements in one stack (JSON nests some 4 per level)
 inline constexpr size_t kMaxExpansionSteps = 1 << 18;  // rule expansions for one character
 
 struct MatcherState {
