@@ -23,6 +23,7 @@
 //  - `pattern` text is JSON-encoded inside the string (a `"` or `\` in the pattern becomes an
 //    escape), `.` and classes never match a raw `"`, `\` or control character;
 //  - `char` never writes a surrogate \u escape (nlohmann and strict parsers reject lone ones);
+//  - `number` exponents have at most 2 digits (a double holds them);
 //  - `date` only has real days of real months (no 02-30), years 1000-9999;
 //  - `allOf` merges every keyword (types, enums, bounds), distributes over `anyOf`/`oneOf`;
 //    keywords beside `$ref`/`anyOf`/`oneOf` constrain too (llama.cpp ignores them);
@@ -54,7 +55,9 @@ const std::vector<BuiltinRule>& builtin_rules() {
       {"boolean", R"(("true" | "false"))", {}},
       {"decimal-part", "[0-9]{1,16}", {}},
       {"integral-part", "[0] | [1-9] [0-9]{0,15}", {}},
-      {"number", R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?)", {"integral-part", "decimal-part"}},
+      // The exponent has at most 2 digits (llama.cpp: up to 16), so numbers stay within a double:
+      // strict parsers (nlohmann, the server's) refuse 1e5822980910019706.
+      {"number", R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})?)", {"integral-part", "decimal-part"}},
       {"integer", R"(("-"? integral-part))", {"integral-part"}},
       {"value", "object | array | string | number | boolean | null", {"object", "array", "string", "number", "boolean", "null"}},
       {"object", R"("{" space ( string ":" space value ("," space string ":" space value)* )? space "}")", {"space", "string", "value"}},

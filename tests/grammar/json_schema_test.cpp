@@ -15,6 +15,7 @@ namespace okapi::grammar {
 namespace {
 
 const char* const kSpace = R"(space ::= | " " | "\n"{1,2} [ \t]{0,20})";
+// okapi's `number` exponent has at most 2 digits (llama.cpp's up to 16: 1e9999999 is no double).
 // llama.cpp's `char` writes any \uXXXX; okapi's leaves out surrogates (D800-DFFF), which strict
 // JSON parsers (nlohmann) reject when unpaired.
 const char* const kChar =
@@ -22,7 +23,7 @@ const char* const kChar =
 const char* const kString = R"(string ::= "\"" char* "\"")";
 const char* const kNumberRules = R"(decimal-part ::= [0-9]{1,16}
 integral-part ::= [0] | [1-9] [0-9]{0,15}
-number ::= ("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?)";
+number ::= ("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})?)";
 
 // The expected grammar's lines, sorted (the converter writes rules sorted by name).
 std::string sorted_lines(const std::string& text) {
@@ -94,7 +95,7 @@ TEST(JsonSchemaGolden, Primitives) {
   expect_grammar(R"({"type": "integer"})", lines({"integral-part ::= [0] | [1-9] [0-9]{0,15}", R"(root ::= ("-"? integral-part))", kSpace}));
   expect_grammar(R"({"type": "number"})",
                  lines({"decimal-part ::= [0-9]{1,16}", "integral-part ::= [0] | [1-9] [0-9]{0,15}",
-                        R"(root ::= ("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?)", kSpace}));
+                        R"(root ::= ("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})?)", kSpace}));
   expect_grammar(R"({"const": "foo"})", lines({R"(root ::= "\"foo\"")", kSpace}));
   expect_grammar(R"({"const": 123})", lines({R"(root ::= "123")", kSpace}));
   expect_grammar(R"({"enum": ["red", "amber", "green", null, 42, ["foo"]]})",
