@@ -7,7 +7,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libssl-dev libpcre2-dev libicu-dev liblapacke-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  python3-jinja2
+  python3-jinja2 python3-jsonschema
   libcpp-httplib-dev
   chromium
 )

@@ -23,6 +23,7 @@
 //  - `pattern` text is JSON-encoded inside the string (a `"` or `\` in the pattern becomes an
 //    escape), `.` and classes never match a raw `"`, `\` or control character;
 //  - `char` never writes a surrogate \u escape (nlohmann and strict parsers reject lone ones);
+//  - `number` exponents have at most 2 digits (a double holds them);
 //  - `date` only has real days of real months (no 02-30), years 1000-9999;
 //  - `allOf` merges every keyword (types, enums, bounds), distributes over `anyOf`/`oneOf`;
 //    keywords beside `$ref`/`anyOf`/`oneOf` constrain too (llama.cpp ignores them);
@@ -54,7 +55,9 @@ const std::vector<BuiltinRule>& builtin_rules() {
       {"boolean", R"(("true" | "false"))", {}},
       {"decimal-part", "[0-9]{1,16}", {}},
       {"integral-part", "[0] | [1-9] [0-9]{0,15}", {}},
-      {"number", R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?)", {"integral-part", "decimal-part"}},
+      // The exponent has at most 2 digits (llama.cpp: up to 16), so numbers stay within a double:
+      // strict parsers (nlohmann, the server's) refuse 1e5822980910019706.
+      {"number", R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})?)", {"integral-part", "decimal-part"}},
       {"integer", R"(("-"? integral-part))", {"integral-part"}},
       {"value", "object | array | string | number | boolean | null", {"object", "array", "string", "number", "boolean", "null"}},
       {"object", R"("{" space ( string ":" space value ("," space string ":" space value)* )? space "}")", {"space", "string", "value"}},
@@ -305,7 +308,18 @@ void build_min_max_int(int64_t min_value, int64_t max_value, std::string& out, i
       }
       digit_range(c, c);
       out += " (";
-      build_min_max_int(std::stoll(min_s.substr(1)), std::numeric_limits<int64_t>::max(), out, less_decimals, false);
+      const std::string rest = min_s.substr(1);
+      if (rest.size() > 1 && rest[0] == '0') {
+        // "00" as a number is 0 and would allow one digit (llama.cpp lets 10 pass minimum 100):
+        // as many digits at least as `rest`, and no smaller.
+        uniform_range(rest, repeat_string("9", rest.size()));
+        if (static_cast<int>(rest.size()) < less_decimals) {
+          out += " | ";
+          more_digits(static_cast<int>(rest.size()) + 1, less_decimals);
+        }
+      } else {
+        build_min_max_int(std::stoll(rest), std::numeric_limits<int64_t>::max(), out, less_decimals, false);
+      }
       out += ")";
       if (c < '9') {
         out += " | ";
@@ -325,8 +339,10 @@ void build_min_max_int(int64_t min_value, int64_t max_value, std::string& out, i
       }
       build_min_max_int(0, max_value, out, decimals_left, true);
     } else {
+      // top_level: the digits right after "-" may not start with 0 (llama.cpp passes false
+      // here and writes "-05").
       out += "\"-\" (";
-      build_min_max_int(-max_value, std::numeric_limits<int64_t>::max(), out, decimals_left, false);
+      build_min_max_int(-max_value, std::numeric_limits<int64_t>::max(), out, decimals_left, true);
       out += ")";
     }
   }
@@ -607,7 +623,7 @@ class PatternConverter {
   }
 
  private:
-  std::string_view pattern_;
+  std::string pattern_;
   std::string pointer_;
   std::function<std::string(const std::string&, const std::string&)> add_rule_;
   std::string name_;
@@ -615,7 +631,7 @@ class PatternConverter {
   int sub_rules_ = 0;
 
   [[noreturn]] void error(const std::string& what) const {
-    fail(pointer_, "pattern", fmt::format("{} (pattern \"{}\")", what, std::string(pattern_)));
+    fail(pointer_, "pattern", fmt::format("{} (pattern \"{}\")", what, pattern_));
   }
 
   bool at_end() const { return pos_ >= end_; }
@@ -855,7 +871,7 @@ class PatternConverter {
   bool braces(int& min_count, int& max_count) {
     const size_t close = pattern_.find('}', pos_);
     if (close == std::string_view::npos || close >= end_) return false;
-    const std::string_view inside = pattern_.substr(pos_ + 1, close - pos_ - 1);
+    const std::string_view inside = std::string_view(pattern_).substr(pos_ + 1, close - pos_ - 1);
     const size_t comma = inside.find(',');
     auto number = [&](std::string_view text, int& out) {
       if (text.empty() || text.size() > 9) return false;
@@ -950,7 +966,7 @@ struct GrammarBuilder::Impl {
   std::string add_builtin(const std::string& name) {
     const BuiltinRule* rule = find_builtin(name);
     if (!rule) throw SchemaError(fmt::format("JSON schema: no built-in rule \"{}\"", name), "type");
-    if (rules.count(name)) return name;  // its dependencies are in too (value -> object -> value)
+    if (rules.count(name)) return name;  // with its dependencies (value and object name each other)
     rules[name] = rule->body;
     rule_bytes += name.size() + std::string_view(rule->body).size() + 6;
     for (const char* dep : rule->deps) add_builtin(dep);
@@ -960,9 +976,9 @@ struct GrammarBuilder::Impl {
   // A rule `rule_name` whose body is the built-in rule's body (llama.cpp names the top-level
   // rule "root" this way) or just the built-in's name.
   std::string visit_builtin(const std::string& rule_name, const std::string& type) {
-    add_builtin(type);
-    if (rule_name == "root") return add_rule("root", find_builtin(type)->body);
-    return type;
+    if (rule_name != "root") return add_builtin(type);
+    for (const char* dep : find_builtin(type)->deps) add_builtin(dep);
+    return add_rule("root", find_builtin(type)->body);
   }
 
   // ---- $ref ----
@@ -1246,10 +1262,14 @@ struct GrammarBuilder::Impl {
     if (distinct_types.count("number")) distinct_types.erase("integer");
     if (typed && distinct_types.size() > 1) {
       // {"type": ["a", "b"], ...} is a choice between the types, each with the other keywords.
-      std::vector<std::string> names;
+      std::vector<std::string> names, declared_order;
+      for (const Json& entry : schema.at("type")) {
+        const std::string type = entry.get<std::string>();
+        if (!distinct_types.count(type) || std::find(declared_order.begin(), declared_order.end(), type) != declared_order.end()) continue;
+        declared_order.push_back(type);
+      }
       size_t i = 0;
-      for (const std::string& type : all_types()) {
-        if (!distinct_types.count(type)) continue;
+      for (const std::string& type : declared_order) {
         Json alternative = schema;
         alternative["type"] = type;
         names.push_back(visit(alternative, name + (name.empty() ? "alternative-" : "-") + std::to_string(i++), pointer));
@@ -1257,7 +1277,7 @@ struct GrammarBuilder::Impl {
       return add_rule(rule_name, join(names, " | "));
     }
 
-    std::string type = typed ? schema.at("type").is_array() ? schema.at("type")[0].get<std::string>() : schema.at("type").get<std::string>() : "";
+    std::string type = typed ? *distinct_types.begin() : "";
     if (type.empty()) {
       // Without a type, the keywords say which type is meant (generating only that type is
       // valid: the other types' keywords do not apply to it).
@@ -1460,10 +1480,10 @@ struct GrammarBuilder::Impl {
         out += class_code_point(c);
         out += ']';
         if (!trie[child].children.empty()) {
+          // A prefix that is not itself a name may also be the whole key.
           out += " (";
           emit(child, trie_depth + 1);
-          out += ")";
-          if (!trie[child].terminal) continue;
+          out += trie[child].terminal ? ")" : ")?";
         } else {
           out += " " + key_char + "+";
         }
