@@ -16,7 +16,8 @@ let server;
 let client;
 
 before(async () => {
-  server = await startServer(['--chat-template-file', TEMPLATE, '--alias', 'stories']);
+  // Tool definitions take ~900 tokens of this small vocabulary: 2048 a slot.
+  server = await startServer(['--chat-template-file', TEMPLATE, '--alias', 'stories'], { ctx: 4096, slots: 2 });
   client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60_000 });
 });
 
