@@ -40,9 +40,12 @@ OutputGate::OutputGate(const tokenizer::Tokenizer& tokenizer, const grammar::Tok
   if (in_reasoning_ && reasoning_.budget == 0) {
     tokenizer::EncodeOptions options;
     options.parse_special = true;
+    options.add_special = false;
     forcing_ = tokenizer_.encode(reasoning_.budget_message + reasoning_.end, options);
   }
+  // Valid while constrains(); a gate whose grammar has ended answers "anything".
   filter_.allows = [this](TokenId id) {
+    if (!matcher_) return true;
     const bool by_grammar = grammar_alive_ && index_->allows(*matcher_, id);
     if (by_grammar || !opening_or_grammar()) return by_grammar;
     return prefix_compatible(index_->piece(id));
@@ -69,6 +72,10 @@ bool OutputGate::prefix_compatible(const std::string& piece) const {
 }
 
 const std::vector<uint8_t>& OutputGate::full_mask() {
+  if (!matcher_) {
+    union_mask_.assign(index_ ? index_->n_vocab() : 0, 1);
+    return union_mask_;
+  }
   if (!opening_or_grammar()) return masks_->mask(*matcher_);
   union_mask_.assign(index_->n_vocab(), 0);
   if (grammar_alive_) union_mask_ = masks_->mask(*matcher_);
@@ -147,6 +154,7 @@ void OutputGate::after_text_added(size_t old_size) {
       if (reasoning_.budget >= 0 && reasoning_tokens_ >= reasoning_.budget && forcing_.empty()) {
         tokenizer::EncodeOptions options;
         options.parse_special = true;
+    options.add_special = false;
         forcing_ = tokenizer_.encode(reasoning_.budget_message + end, options);
         forced_done_ = 0;
       }
