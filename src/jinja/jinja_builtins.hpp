@@ -29,6 +29,9 @@ const Value* argument(const CallArgs& args, std::size_t index, std::string_view 
 // Both keep origins: the format string's text as it was, each field as its value's (see TaggedText).
 TaggedText percent_format(Interpreter& interpreter, const TaggedText& format, const std::vector<Value>& values,
                           const Value* mapping);
+// Markup % values (and the format filter on Markup): the values' strings HTML-escaped first, a Markup result.
+Value markup_percent_format(Interpreter& interpreter, const Value& format, const std::vector<Value>& values,
+                            const Value* mapping);
 // Python's str.format: "{} and {name}".format(a, name=b).
 TaggedText python_str_format(Interpreter& interpreter, const TaggedText& format, const CallArgs& args);
 

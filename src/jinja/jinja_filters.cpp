@@ -17,6 +17,13 @@ namespace {
 
 std::string soft_str(const Value& value) { return value.str(); }
 
+// What a filter that calls a str method on soft_str(value) gives: Markup again when value was
+// Markup (Markup's str methods return Markup), else plain str.
+Value like_input(Interpreter&, const Value& input, Value result) {
+  if (!input.is_markup() || !result.is_string()) return result;
+  return Value::markup(result.as_tagged());
+}
+
 std::int64_t int_argument(Interpreter& in, const CallArgs& args, std::size_t index, std::string_view name,
                           std::int64_t fallback) {
   const Value* value = argument(args, index, name);
@@ -89,14 +96,16 @@ Value filter_trim(Interpreter& in, const Value& value, CallArgs& args) {
   const Value* chars = argument(args, 0, "chars");
   std::u32string set;
   const bool given = chars != nullptr && chars->is_string();
-  if (given) set = decode_utf8(chars->as_string());
+  // Markup.strip escapes its argument.
+  if (given) set = decode_utf8(value.is_markup() ? in.escape_html(*chars).as_string() : chars->as_string());
   // A substring: each byte keeps its origin.
   const TaggedText text = in.text_of(value);
   const auto [begin, end] = strip_range(text.text, true, true, given ? &set : nullptr);
-  return in.make_string(text.substr(begin, end));
+  return like_input(in, value, in.make_string(text.substr(begin, end)));
 }
 
 Value filter_length(Interpreter& in, const Value& value, CallArgs&) {
+  if (value.is_generator()) in.fail("object of type 'generator' has no len()");
   switch (value.kind()) {
     case Value::Kind::String: return Value::integer(static_cast<std::int64_t>(count_code_points(value.as_string())));
     case Value::Kind::List: return Value::integer(static_cast<std::int64_t>(value.as_list().items.size()));
@@ -176,8 +185,12 @@ Value filter_join(Interpreter& in, const Value& value, CallArgs& args) {
   return in.make_string(std::move(out));
 }
 
-Value filter_upper(Interpreter& in, const Value& value, CallArgs&) { return in.make_string(upper(soft_str(value))); }
-Value filter_lower(Interpreter& in, const Value& value, CallArgs&) { return in.make_string(lower(soft_str(value))); }
+Value filter_upper(Interpreter& in, const Value& value, CallArgs&) {
+  return like_input(in, value, in.make_string(upper(soft_str(value))));
+}
+Value filter_lower(Interpreter& in, const Value& value, CallArgs&) {
+  return like_input(in, value, in.make_string(lower(soft_str(value))));
+}
 // Jinja's title filter (not str.title): words start after whitespace or one of -({[<; the first
 // character of each is upper-cased, the rest lower-cased.
 Value filter_title(Interpreter& in, const Value& value, CallArgs&) {
@@ -195,7 +208,7 @@ Value filter_title(Interpreter& in, const Value& value, CallArgs&) {
   return in.make_string(encode_utf8(cps));
 }
 Value filter_capitalize(Interpreter& in, const Value& value, CallArgs&) {
-  return in.make_string(capitalize(soft_str(value)));
+  return like_input(in, value, in.make_string(capitalize(soft_str(value))));
 }
 
 // Kept text keeps its origin; each inserted copy of new_text has new_text's.
@@ -254,6 +267,7 @@ Value filter_first(Interpreter& in, const Value& value, CallArgs&) {
 }
 
 Value filter_last(Interpreter& in, const Value& value, CallArgs&) {
+  if (value.is_generator()) in.fail("'generator' object is not reversible");
   std::vector<Value> items = in.iterate(value);
   if (items.empty()) return Value::undefined("No last item, sequence was empty.");
   return items.back();
@@ -261,8 +275,11 @@ Value filter_last(Interpreter& in, const Value& value, CallArgs&) {
 
 Value filter_list(Interpreter& in, const Value& value, CallArgs&) { return in.make_list(in.iterate(value)); }
 
+// Jinja2's map / select / reject / selectattr / rejectattr are generators that start with
+// `if value:`: over none, undefined, 0 or "" they yield nothing, whatever their arguments.
 Value filter_map(Interpreter& in, const Value& value, CallArgs& args) {
   std::vector<Value> out;
+  if (!value.truthy()) return Value::generator({});
   if (const Value* attribute = args.find_keyword("attribute")) {
     const Value* fallback = args.find_keyword("default");
     for (const Value& item : in.iterate(value)) {
@@ -270,7 +287,8 @@ Value filter_map(Interpreter& in, const Value& value, CallArgs& args) {
       if (mapped.is_undefined() && fallback != nullptr) mapped = *fallback;
       out.push_back(std::move(mapped));
     }
-    return in.make_list(std::move(out));
+    in.charge(out.size() * 4);
+    return Value::generator(std::move(out));
   }
   if (args.positional.empty() || !args.positional[0].is_string()) in.fail("map requires a filter argument");
   const std::string name = args.positional[0].as_string();
@@ -281,11 +299,13 @@ Value filter_map(Interpreter& in, const Value& value, CallArgs& args) {
     CallArgs call_args = rest;
     out.push_back(in.apply_filter(name, item, call_args));
   }
-  return in.make_list(std::move(out));
+  in.charge(out.size() * 4);
+  return Value::generator(std::move(out));
 }
 
 // select / reject / selectattr / rejectattr
 Value select_items(Interpreter& in, const Value& value, CallArgs& args, bool by_attribute, bool keep_when) {
+  if (!value.truthy()) return Value::generator({});
   std::size_t next = 0;
   Value attribute;
   if (by_attribute) {
@@ -304,7 +324,8 @@ Value select_items(Interpreter& in, const Value& value, CallArgs& args, bool by_
     const bool passed = test_name.empty() ? subject.truthy() : in.apply_test(test_name, subject, call_args);
     if (passed == keep_when) out.push_back(item);
   }
-  return in.make_list(std::move(out));
+  in.charge(out.size() * 4);
+  return Value::generator(std::move(out));
 }
 
 Value filter_select(Interpreter& in, const Value& v, CallArgs& a) { return select_items(in, v, a, false, true); }
@@ -463,28 +484,24 @@ Value filter_reverse(Interpreter& in, const Value& value, CallArgs&) {
   if (value.is_string()) {
     std::u32string cps = decode_utf8(value.as_string());
     std::reverse(cps.begin(), cps.end());
-    return in.make_string(encode_utf8(cps));
+    return like_input(in, value, in.make_string(encode_utf8(cps)));
   }
   std::vector<Value> items = in.iterate(value);
   std::reverse(items.begin(), items.end());
   return in.make_list(std::move(items));
 }
 
-Value filter_safe(Interpreter&, const Value& value, CallArgs&) { return value; }
+// Markup(value): the printed value, marked safe (HF renders without autoescape, so it prints as is;
+// what changes is how it concatenates and formats, see Value::markup).
+Value filter_safe(Interpreter& in, const Value& value, CallArgs&) {
+  if (value.is_markup()) return value;
+  return Value::markup(in.text_of(value));
+}
 
-Value filter_escape(Interpreter& in, const Value& value, CallArgs&) {
-  std::string out;
-  for (char c : soft_str(value)) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return in.make_string(std::move(out));
+Value filter_escape(Interpreter& in, const Value& value, CallArgs&) { return in.escape_html(value); }
+
+Value filter_forceescape(Interpreter& in, const Value& value, CallArgs&) {
+  return in.escape_html(Value::string(in.text_of(value)));
 }
 
 Value filter_indent(Interpreter& in, const Value& value, CallArgs& args) {
@@ -512,7 +529,7 @@ Value filter_indent(Interpreter& in, const Value& value, CallArgs& args) {
     in.check_size(out.size());
   }
   if (first) out = indention + out;
-  return in.make_string(std::move(out));
+  return like_input(in, value, in.make_string(std::move(out)));
 }
 
 Value filter_wordcount(Interpreter&, const Value& value, CallArgs&) {
@@ -589,11 +606,11 @@ Value filter_center(Interpreter& in, const Value& value, CallArgs& args) {
   const std::int64_t width = std::min<std::int64_t>(int_argument(in, args, 0, "width", 80), 1 << 20);
   const std::string text = soft_str(value);
   const auto length = static_cast<std::int64_t>(count_code_points(text));
-  if (width <= length) return in.make_string(text);
+  if (width <= length) return like_input(in, value, in.make_string(text));
   const std::int64_t margin = width - length;
   const std::int64_t left = margin / 2 + (margin & width & 1);
-  return in.make_string(std::string(static_cast<std::size_t>(left), ' ') + text +
-                        std::string(static_cast<std::size_t>(margin - left), ' '));
+  return like_input(in, value, in.make_string(std::string(static_cast<std::size_t>(left), ' ') + text +
+                                              std::string(static_cast<std::size_t>(margin - left), ' ')));
 }
 
 Value filter_format(Interpreter& in, const Value& value, CallArgs& args) {
@@ -601,8 +618,10 @@ Value filter_format(Interpreter& in, const Value& value, CallArgs& args) {
     DictData mapping;
     for (const auto& [key, item] : args.keyword) mapping.set(Value::string(key), item);
     const Value mapping_value = Value::dict(std::move(mapping));
+    if (value.is_markup()) return markup_percent_format(in, value, {}, &mapping_value);
     return in.make_string(percent_format(in, in.text_of(value), {}, &mapping_value));
   }
+  if (value.is_markup()) return markup_percent_format(in, value, args.positional, nullptr);
   return in.make_string(percent_format(in, in.text_of(value), args.positional, nullptr));
 }
 
@@ -626,12 +645,17 @@ Value filter_truncate(Interpreter& in, const Value& value, CallArgs& args) {
   if (length < static_cast<std::int64_t>(end_cps.size())) {
     in.fail(fmt::format("expected length >= {}, got {}", end_cps.size(), length));
   }
-  if (static_cast<std::int64_t>(text.size()) <= length + leeway) return in.make_string(encode_utf8(text));
+  if (static_cast<std::int64_t>(text.size()) <= length + leeway) return like_input(in, value, in.make_string(encode_utf8(text)));
   const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(0, length - static_cast<std::int64_t>(end_cps.size())));
   std::u32string result = text.substr(0, keep);
   if (!killwords) {
     const std::size_t space = result.rfind(U' ');
     if (space != std::u32string::npos) result = result.substr(0, space);
+  }
+  if (value.is_markup()) {  // Markup + end: end escaped
+    TaggedText marked(encode_utf8(result), in.in_user_context());
+    marked.append(in.escape_html(end_value != nullptr ? *end_value : Value::string(end)).as_tagged());
+    return Value::markup(in.make_string(std::move(marked)).as_tagged());
   }
   return in.make_string(encode_utf8(result) + end);
 }
@@ -644,7 +668,7 @@ const std::map<std::string_view, FilterFunction>& filters() {
       {"d", filter_default},       {"default", filter_default},
       {"dictsort", filter_dictsort}, {"e", filter_escape},
       {"escape", filter_escape},   {"first", filter_first},
-      {"float", filter_float},     {"forceescape", filter_escape},
+      {"float", filter_float},     {"forceescape", filter_forceescape},
       {"format", filter_format},   {"indent", filter_indent},
       {"int", filter_int},         {"items", filter_items},
       {"join", filter_join},       {"last", filter_last},
@@ -686,12 +710,12 @@ bool test_iterable(Interpreter&, const Value& v, CallArgs&) {
   return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined() || v.is_loop();
 }
 bool test_sequence(Interpreter&, const Value& v, CallArgs&) {
-  return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
+  return (v.is_list() && !v.is_generator()) || v.is_dict() || v.is_string() || v.is_undefined();
 }
 bool test_callable(Interpreter&, const Value& v, CallArgs&) { return v.is_function() || v.is_undefined() || v.is_loop(); }
 bool test_lower(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && lower(v.as_string()) == v.as_string(); }
 bool test_upper(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && upper(v.as_string()) == v.as_string(); }
-bool test_escaped(Interpreter&, const Value&, CallArgs&) { return false; }
+bool test_escaped(Interpreter&, const Value& v, CallArgs&) { return v.is_markup(); }
 
 std::int64_t integer_operand(Interpreter& in, const Value& v, const char* test) {
   if (v.is_int() || v.is_bool()) return v.as_int();

@@ -227,6 +227,20 @@ TaggedText percent_format(Interpreter& in, const TaggedText& tagged_format, cons
   return out;
 }
 
+Value markup_percent_format(Interpreter& in, const Value& format, const std::vector<Value>& values, const Value* mapping) {
+  std::vector<Value> escaped;
+  escaped.reserve(values.size());
+  for (const Value& value : values) escaped.push_back(in.markup_operand(value));
+  std::optional<Value> escaped_mapping;
+  if (mapping != nullptr && mapping->is_dict()) {
+    DictData data;
+    for (const auto& [key, value] : mapping->as_dict().entries) data.entries.emplace_back(key, in.markup_operand(value));
+    escaped_mapping = Value::dict(std::move(data));
+  }
+  TaggedText text = percent_format(in, format.as_tagged(), escaped, escaped_mapping ? &*escaped_mapping : mapping);
+  return Value::markup(in.make_string(std::move(text)).as_tagged());
+}
+
 TaggedText python_str_format(Interpreter& in, const TaggedText& tagged_format, const CallArgs& args) {
   const std::string& format = tagged_format.text;
   TaggedText out;

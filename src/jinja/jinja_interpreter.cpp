@@ -109,6 +109,38 @@ TaggedText Interpreter::text_of(const Value& value) const {
   return TaggedText(value.str(), value.carries_user());
 }
 
+Value Interpreter::escape_html(const Value& value) {
+  if (value.is_markup()) return value;
+  const TaggedText text = text_of(value);
+  // Escaped caller text stays caller text: each replacement takes the origin of the byte it replaces.
+  TaggedText out;
+  std::size_t plain_from = 0;
+  for (std::size_t i = 0; i < text.text.size(); ++i) {
+    const char* replacement = nullptr;
+    switch (text.text[i]) {
+      case '&': replacement = "&amp;"; break;
+      case '<': replacement = "&lt;"; break;
+      case '>': replacement = "&gt;"; break;
+      case '"': replacement = "&#34;"; break;
+      case '\'': replacement = "&#39;"; break;
+      default: continue;
+    }
+    out.append(text, plain_from, i);
+    const TaggedText original = text.substr(i, i + 1);
+    out.append(replacement, original.has_user());
+    plain_from = i + 1;
+  }
+  out.append(text, plain_from, text.text.size());
+  check_size(out.text.size());
+  charge(out.text.size() / 16);
+  return Value::markup(std::move(out));
+}
+
+Value Interpreter::markup_operand(const Value& value) {
+  if (value.is_none() || value.is_number() || value.is_undefined()) return value;
+  return escape_html(value);
+}
+
 Value Interpreter::make_list(std::vector<Value> items, bool is_tuple) {
   charge(items.size() * 4);
   return Value::list(std::move(items), is_tuple);
@@ -656,11 +688,18 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
   }
   if (op == "+") {
     if (left.is_string() && right.is_string()) {
-      TaggedText joined = left.as_tagged();
-      joined.append(right.as_tagged());
+      // Markup + str and str + Markup escape the plain operand and give Markup.
+      const bool markup = left.is_markup() || right.is_markup();
+      TaggedText joined = markup ? escape_html(left).as_tagged() : left.as_tagged();
+      joined.append(markup ? escape_html(right).as_tagged() : right.as_tagged());
+      if (markup) {
+        check_size(joined.text.size());
+        return Value::markup(std::move(joined));
+      }
       return make_string(std::move(joined));
     }
-    if (left.is_list() && right.is_list() && left.as_list().is_tuple == right.as_list().is_tuple) {
+    if (left.is_list() && right.is_list() && left.as_list().is_tuple == right.as_list().is_tuple && !left.is_generator() &&
+        !right.is_generator()) {
       charge((left.as_list().items.size() + right.as_list().items.size()) * 4);
       std::vector<Value> items = left.as_list().items;
       items.insert(items.end(), right.as_list().items.begin(), right.as_list().items.end());
@@ -668,8 +707,8 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
     }
   }
   if (op == "*") {
-    const bool left_sequence = left.is_string() || left.is_list();
-    const bool right_sequence = right.is_string() || right.is_list();
+    const bool left_sequence = left.is_string() || (left.is_list() && !left.is_generator());
+    const bool right_sequence = right.is_string() || (right.is_list() && !right.is_generator());
     if ((left_sequence && (right.is_int() || right.is_bool())) || (right_sequence && (left.is_int() || left.is_bool()))) {
       const Value& sequence = left_sequence ? left : right;
       const std::int64_t count = std::max<std::int64_t>(0, left_sequence ? right.as_int() : left.as_int());
@@ -678,6 +717,7 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
         if (size > 0 && static_cast<std::uint64_t>(count) > limits_.max_output_bytes / size) check_size(limits_.max_output_bytes + 1);
         TaggedText text;
         for (std::int64_t i = 0; i < count; ++i) text.append(sequence.as_tagged());
+        if (sequence.is_markup()) return Value::markup(make_string(std::move(text)).as_tagged());
         return make_string(std::move(text));
       }
       const auto& items = sequence.as_list().items;
@@ -689,6 +729,11 @@ Value Interpreter::eval_binary(const Expr& expr, const Value& left, const Value&
     }
   }
   if (op == "%" && left.is_string()) {
+    if (left.is_markup()) {
+      if (right.is_list() && right.as_list().is_tuple) return markup_percent_format(*this, left, right.as_list().items, nullptr);
+      if (right.is_dict()) return markup_percent_format(*this, left, {}, &right);
+      return markup_percent_format(*this, left, {right}, nullptr);
+    }
     if (right.is_list() && right.as_list().is_tuple) return make_string(percent_format(*this, left.as_tagged(), right.as_list().items, nullptr));
     if (right.is_dict()) return make_string(percent_format(*this, left.as_tagged(), {}, &right));
     return make_string(percent_format(*this, left.as_tagged(), {right}, nullptr));
@@ -835,6 +880,7 @@ Value Interpreter::get_attribute(const Value& object, const std::string& name) {
       return loop_attribute(object, name);
     case Value::Kind::String:
     case Value::Kind::List:
+      if (object.is_generator()) break;
       if (auto method = find_method(object, name)) return *method;
       break;
     default:
@@ -852,6 +898,7 @@ Value Interpreter::get_item(const Value& object, const Value& key) {
       break;
     case Value::Kind::List:
     case Value::Kind::String:
+      if (object.is_generator()) break;  // not subscriptable: Jinja2 gives Undefined
       if (key.is_int() || key.is_bool()) {
         std::int64_t index = key.as_int();
         if (object.is_list()) {
@@ -864,7 +911,8 @@ Value Interpreter::get_item(const Value& object, const Value& key) {
           if (index < 0) index += size;
           if (index >= 0 && index < size) {
             const auto i = static_cast<std::size_t>(index);
-            return Value::string(object.as_tagged().substr(offsets[i], offsets[i + 1]));
+            TaggedText character = object.as_tagged().substr(offsets[i], offsets[i + 1]);
+            return object.is_markup() ? Value::markup(std::move(character)) : Value::string(std::move(character));
           }
         }
       }
@@ -910,7 +958,7 @@ Value Interpreter::slice(const Value& object, const Expr& slice_expr, const Scop
     const std::int64_t stop = adjust(parts[1], step < 0 ? -1 : length, true);
     for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) take(static_cast<std::size_t>(i));
   };
-  if (object.is_list()) {
+  if (object.is_list() && !object.is_generator()) {
     const auto& items = object.as_list().items;
     std::vector<Value> out;
     select(static_cast<std::int64_t>(items.size()), [&](std::size_t i) { out.push_back(items[i]); });
@@ -921,7 +969,8 @@ Value Interpreter::slice(const Value& object, const Expr& slice_expr, const Scop
     const std::vector<std::size_t> offsets = code_point_offsets(text.text);
     TaggedText out;
     select(static_cast<std::int64_t>(offsets.size()) - 1, [&](std::size_t i) { out.append(text, offsets[i], offsets[i + 1]); });
-    return make_string(std::move(out));
+    Value sliced = make_string(std::move(out));
+    return object.is_markup() ? Value::markup(sliced.as_tagged()) : sliced;
   }
   fail(fmt::format("'{}' object is not subscriptable", object.type_name()));
 }

@@ -52,6 +52,11 @@ class Interpreter {
   // any string inside is; numbers and the like as the template's own.
   TaggedText text_of(const Value& value) const;
   bool in_user_context() const { return user_context_; }
+  // markupsafe.escape(): Markup as it is; anything else printed, HTML-escaped (& < > ' "), as Markup.
+  Value escape_html(const Value& value);
+  // An operand of Markup's %, format() and join(): strings escaped as escape_html does, numbers,
+  // booleans and None as they are (they format as numbers), other values printed and escaped.
+  Value markup_operand(const Value& value);
   Value make_list(std::vector<Value> items, bool is_tuple = false);
   std::vector<Value> iterate(const Value& iterable);
   Value call(const Value& callee, CallArgs& args);

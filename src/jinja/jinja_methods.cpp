@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -396,9 +397,45 @@ std::optional<Value> list_method(const Value& receiver, const std::string& name)
   return std::nullopt;
 }
 
+// Markup's methods (markupsafe): the str method, with string arguments HTML-escaped first
+// (split's separator excepted), and what it gives made Markup again; join escapes the items,
+// format() the fields. The other methods (startswith, find, ...) behave as str's.
+std::optional<Value> markup_method(const Value& receiver, const std::string& name) {
+  std::optional<Value> plain = string_method(receiver, name);
+  if (!plain || !plain->is_function()) return plain;
+  static const std::set<std::string, std::less<>> escape_arguments = {
+      "capitalize", "title",  "lower", "upper",   "replace", "ljust",    "rjust",        "lstrip",      "rstrip",
+      "center",     "strip",  "zfill", "casefold", "format", "swapcase", "removeprefix", "removesuffix", "expandtabs"};
+  const bool splits = name == "split" || name == "rsplit" || name == "splitlines";
+  const bool joins = name == "join";
+  if (!escape_arguments.contains(name) && !splits && !joins) return plain;
+  const Value plain_method = *plain;
+  return bind(name, Method([plain_method, splits, joins](Interpreter& in, CallArgs& a) {
+    CallArgs escaped = a;
+    if (joins) {
+      if (const Value* items = argument(a, 0, "iterable")) {
+        std::vector<Value> marked;
+        for (const Value& item : in.iterate(*items)) marked.push_back(item.is_string() ? in.escape_html(item) : item);
+        escaped.positional.assign(1, in.make_list(std::move(marked)));
+        escaped.keyword.clear();
+      }
+    } else if (!splits) {
+      for (Value& value : escaped.positional) value = in.markup_operand(value);
+      for (auto& [key, value] : escaped.keyword) value = in.markup_operand(value);
+    }
+    const Value result = in.call(plain_method, escaped);
+    if (result.is_string()) return Value::markup(result.as_tagged());
+    if (!result.is_list()) return result;
+    std::vector<Value> parts;
+    for (const Value& part : result.as_list().items) parts.push_back(part.is_string() ? Value::markup(part.as_tagged()) : part);
+    return in.make_list(std::move(parts));
+  }), receiver.carries_user());
+}
+
 }  // namespace
 
 std::optional<Value> find_method(const Value& receiver, const std::string& name) {
+  if (receiver.is_markup()) return markup_method(receiver, name);
   if (receiver.is_string()) return string_method(receiver, name);
   if (receiver.is_dict()) return dict_method(receiver, name);
   if (receiver.is_list()) return list_method(receiver, name);

@@ -170,6 +170,11 @@ Value Value::string(TaggedText s) {
   v.data_ = std::make_shared<const TaggedText>(std::move(s));
   return v;
 }
+Value Value::markup(TaggedText s) {
+  Value v = string(std::move(s));
+  v.markup_ = true;
+  return v;
+}
 Value Value::user_string(std::string s) {
   Value v;
   v.data_ = std::make_shared<const TaggedText>(std::move(s), true);
@@ -187,7 +192,8 @@ int Value::nesting_depth() const {
   return 0;
 }
 
-Value Value::list(std::vector<Value> items, bool is_tuple) {
+namespace {
+ListData list_data(std::vector<Value> items, bool is_tuple, bool is_generator) {
   int depth = 1;
   bool has_user = false;
   for (const auto& item : items) {
@@ -195,8 +201,18 @@ Value Value::list(std::vector<Value> items, bool is_tuple) {
     has_user = has_user || item.carries_user();
   }
   check_depth(depth);
+  return ListData{std::move(items), is_tuple, depth, has_user, is_generator};
+}
+}  // namespace
+
+Value Value::list(std::vector<Value> items, bool is_tuple) {
   Value v;
-  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), is_tuple, depth, has_user});
+  v.data_ = std::make_shared<const ListData>(list_data(std::move(items), is_tuple, false));
+  return v;
+}
+Value Value::generator(std::vector<Value> items) {
+  Value v;
+  v.data_ = std::make_shared<const ListData>(list_data(std::move(items), false, true));
   return v;
 }
 Value Value::dict(DictData data) {
@@ -290,7 +306,7 @@ bool Value::truthy() const {
     case Kind::String:
       return !as_string().empty();
     case Kind::List:
-      return !as_list().items.empty();
+      return as_list().is_generator || !as_list().items.empty();
     case Kind::Dict:
       return !as_dict().entries.empty();
     case Kind::Namespace:
@@ -359,9 +375,10 @@ std::string Value::repr(int depth) const {
     case Kind::Float:
       return python_float_repr(as_double());
     case Kind::String:
-      return python_repr(as_string());
+      return is_markup() ? "Markup(" + python_repr(as_string()) + ")" : python_repr(as_string());
     case Kind::List: {
       const auto& list = as_list();
+      if (list.is_generator) return "<generator object>";
       std::string out = list.is_tuple ? "(" : "[";
       for (std::size_t i = 0; i < list.items.size(); ++i) {
         if (i > 0) out += ", ";
@@ -413,8 +430,9 @@ std::string Value::type_name() const {
     case Kind::Float:
       return "float";
     case Kind::String:
-      return "str";
+      return is_markup() ? "Markup" : "str";
     case Kind::List:
+      if (as_list().is_generator) return "generator";
       return as_list().is_tuple ? "tuple" : "list";
     case Kind::Dict:
       return "dict";
@@ -448,6 +466,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::List: {
       const auto& x = a.as_list();
       const auto& y = b.as_list();
+      if (x.is_generator || y.is_generator) return &x == &y;
       if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
       for (std::size_t i = 0; i < x.items.size(); ++i) {
         if (!equals(x.items[i], y.items[i])) return false;
@@ -488,7 +507,8 @@ std::optional<int> compare(const Value& a, const Value& b) {
     const int c = a.as_string().compare(b.as_string());  // UTF-8 byte order is code point order
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }
-  if (a.is_list() && b.is_list() && a.as_list().is_tuple == b.as_list().is_tuple) {
+  if (a.is_list() && b.is_list() && a.as_list().is_tuple == b.as_list().is_tuple && !a.is_generator() &&
+      !b.is_generator()) {
     const auto& x = a.as_list().items;
     const auto& y = b.as_list().items;
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -598,6 +618,10 @@ bool to_json(const Value& value, const JsonOptions& options, std::string& out, s
       append_json_string(out, value.as_string());
       return true;
     case Value::Kind::List: {
+      if (value.is_generator()) {
+        error = "Object of type generator is not JSON serializable";
+        return false;
+      }
       const auto& items = value.as_list().items;
       if (items.empty()) {
         out += "[]";

@@ -53,6 +53,10 @@ struct ListData {
   bool is_tuple = false;
   int depth = 1;
   bool has_user = false;  // some string inside holds caller text
+  // The generator that Jinja2's select / reject / map filters return: iterable like a list, but
+  // always true, without len(), not reversible, not JSON, not subscriptable. (Unlike Python's, it
+  // is not used up by iterating it.)
+  bool is_generator = false;
 };
 
 struct DictData {
@@ -106,8 +110,12 @@ class Value {
   static Value number(double f);
   static Value string(std::string s);  // the template's own text
   static Value string(TaggedText s);
+  // Jinja2's Markup (|safe, |escape): a str whose `+`, `%`, format() and join() HTML-escape their
+  // plain-str operands, and whose str methods return Markup again.
+  static Value markup(TaggedText s);
   static Value user_string(std::string s);  // caller text
   static Value list(std::vector<Value> items, bool is_tuple = false);
+  static Value generator(std::vector<Value> items);  // see ListData::is_generator
   static Value dict(DictData data);
   static Value namespace_object(std::shared_ptr<Namespace> ns);
   static Value function(std::shared_ptr<const Function> fn);
@@ -124,6 +132,8 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return kind() == Kind::String; }
   bool is_list() const { return kind() == Kind::List; }
+  bool is_markup() const { return markup_; }
+  bool is_generator() const { return is_list() && as_list().is_generator; }
   bool is_dict() const { return kind() == Kind::Dict; }
   bool is_namespace() const { return kind() == Kind::Namespace; }
   bool is_function() const { return kind() == Kind::Function; }
@@ -157,6 +167,7 @@ class Value {
                std::shared_ptr<const TaggedText>, std::shared_ptr<const ListData>, std::shared_ptr<const DictData>,
                std::shared_ptr<Namespace>, std::shared_ptr<const Function>, std::shared_ptr<const LoopData>>
       data_;
+  bool markup_ = false;  // a String that is Markup
 };
 
 struct LoopData {

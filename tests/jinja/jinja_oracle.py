@@ -302,6 +302,69 @@ CASES = [
     ("{{ a.b }}", {"a": {"b": "c"}}),
     ("{{ a }}", {"a": [1.0, 2, "x", None, True, {"k": -0.5}]}),
     ("{{ a|tojson }}", {"a": [1.0, 2, "x", None, True, {"k": -0.5, "e": 1e-7, "big": 1e300}]}),
+    # select / reject / selectattr / rejectattr / map are generators that yield nothing over a
+    # falsy value (none, undefined, 0, ''), whatever their arguments; a generator is always true,
+    # has no len(), is not reversible, not JSON, not subscriptable, not a sequence
+    ("{{ n|select|list }}{{ n|select('defined')|list }}{{ undef|select|list }}{{ undef|selectattr('a')|list }}"
+     "{{ n|selectattr('a', 'equalto', 1)|list }}{{ n|rejectattr('a')|list }}{{ n|reject('none')|list }}", {"n": None}),
+    ("{{ n|map('upper')|list }}{{ n|map(attribute='x')|list }}{{ undef|map(attribute='x')|list }}"
+     "{{ n|map('nosuchfilter')|list }}{{ n|select('nosuchtest')|list }}{{ 0|select|list }}{{ ''|map('upper')|list }}", {"n": None}),
+    ("{{ n|selectattr('a')|list|length }}{{ n|select|first }}|{{ undef|select|first }}|{{ n|select|list|tojson }}"
+     "{{ n|reject|join(',') }}|{{ n|map('string')|sort }}{{ n|select|unique|list }}{{ n|select|sum }}", {"n": None}),
+    ("{% for x in n|select %}{{ x }}{% else %}empty{% endfor %}{% if n|selectattr('a')|list %}y{% else %}n{% endif %}"
+     "{% if n|selectattr('a') %}gen-true{% endif %}{% if [1]|reject %}gen-true{% endif %}", {"n": None}),
+    ("{{ [1, 2]|select is iterable }}{{ [1, 2]|select is sequence }}{{ [1, 2]|select is mapping }}{{ [1, 2]|select is defined }}"
+     "{{ ([1, 2]|select)[0] is defined }}{{ ([1, 2]|map('string')).append is defined }}", {}),
+    ("{{ [1, 2]|select|length }}", {}),
+    ("{{ [1, 2]|map('string')|count }}", {}),
+    ("{{ [1, 2]|select|last }}", {}),
+    ("{{ [1, 2]|select|tojson }}", {}),
+    ("{{ tools|map(attribute='function')|tojson(indent=2) }}", {}),
+    ("{{ [1, 2]|select + [3] }}", {}),
+    ("{{ [3, 1, 2]|select|reverse|list }}{{ [3, 1, 2]|select|sort }}{{ [3, 1, 2]|select|min }}{{ [1, 2]|select|join('-') }}"
+     "{{ 2 in [1, 2]|select }}{{ [1, 2]|select|batch(1)|list }}", {}),
+    ("{{ n|list }}", {"n": None}),
+    ("{{ n|length }}", {"n": None}),
+    ("{{ n|first }}", {"n": None}),
+    ("{{ n|join(',') }}", {"n": None}),
+    ("{{ 5|select|list }}", {}),
+    ("{{ undef|list }}{{ undef|length }}{{ undef|first }}{{ undef|join(',') }}{{ undef|sort }}{{ undef|sum }}{{ undef|unique|list }}", {}),
+    ("{{ 'ab'|select|list }}{{ {'a': 1, 'b': 0}|select|list }}{{ messages|selectattr('tool_calls')|map(attribute='role')|list }}", {}),
+    ("{% for c in m.content|selectattr('type', 'equalto', 'text') %}{{ c.text }}{% endfor %}|"
+     "{% for c in m2.content|selectattr('type', 'equalto', 'text') %}{{ c.text }}{% endfor %}|"
+     "{% for c in m3.content|selectattr('type', 'equalto', 'text') %}[{{ c }}]{% endfor %}",
+     {"m": {"content": None}, "m2": {"content": [{"type": "text", "text": "T"}, {"type": "image"}]}, "m3": {"content": "str"}}),
+    # |safe gives Markup: + escapes a plain str operand on either side, ~ joins as plain str
+    ("{{ '<b>'|safe + '<i>' }}|{{ '<i>' + '<b>'|safe }}|{{ '<b>'|safe ~ '<i>' }}|{{ '<i>' ~ '<b>'|safe }}|"
+     "{{ ('<b>'|safe ~ '<i>') + '<u>' }}|{{ '&amp;'|safe + '&amp;' }}|{{ 'x'|safe + '\\'\"&' }}", {}),
+    ("{{ '<b>'|safe|length }} {{ '<b>'|safe == '<b>' }} {{ 'b' in '<b>'|safe }} {{ '<b>'|safe < 'c' }} {{ '<b>'|safe is string }}"
+     " {{ '<b>'|safe is escaped }} {{ '<b>' is escaped }} {{ '<b>'|e is escaped }}", {}),
+    ("{{ ('<b>{}'|safe).format('<x>') }}|{{ ('<b>%s'|safe) % '<x>' }}|{{ ('<b>%s %s %d'|safe) % ('<x>', 1, 2) }}|"
+     "{{ ('{x}'|safe).format(x='<') }}|{{ ('<{0}>'|safe).format('<y>'|safe) }}|{{ ('%(a)s'|safe) % {'a': '<'} }}|"
+     "{{ ('%s'|safe) % ['<'] }}", {}),
+    ("{{ '<b>'|safe|e }}|{{ '<b>'|e }}|{{ '<b>'|e + '<i>' }}|{{ '<b>'|e|e }}|{{ '<b>'|forceescape }}|{{ '<b>'|safe|forceescape }}|"
+     "{{ ('x'|safe)|escape|length }}|{{ '\\'\"&<>'|e }}|{{ 5|e + '<' }}|{{ none|e }}", {}),
+    ("{{ ('<b>'|safe|string) + '<i>' }}|{{ ('<b>'|safe|upper) + '<i>' }}|{{ ('<b>'|safe|lower) + '<i>' }}|"
+     "{{ (' <b> '|safe|trim) + '<i>' }}|{{ ('<b>'|safe|capitalize) + '<' }}|{{ ('<b>'|safe|center(7)) + '<' }}|"
+     "{{ ('<b>'|safe|indent(2)) + '<' }}|{{ ('<b>'|safe|default('x')) + '<' }}|{{ ('<b>'|safe|reverse) + '<' }}", {}),
+    ("{{ ('<b>'|safe|title) + '<' }}|{{ ('<b>'|safe|replace('b', '<c>')) + '<' }}|{{ ['<a>'|safe, '<b>']|join(',') + '<' }}|"
+     "{{ ['<a>', '<b>']|join(','|safe) + '<' }}|{{ ('<b>'|safe|first) + '<' }}|{{ ('%s'|format('<b>'|safe)) + '<' }}|"
+     "{{ ('<%s'|safe|format('<b>')) + '<' }}|{{ ('<b>'|safe|tojson) + '<' }}|{{ ('<b>'|safe|list) }}", {}),
+    ("{{ ('x'|safe) * 2 + '<' }}|{{ ('<b>'|safe)[0] + '<' }}|{{ ('<b>'|safe)[1:] + '<' }}|"
+     "{% for c in '<b>'|safe %}{{ c + '<' }}{% endfor %}|{{ ['<b>'|safe] }}|{{ {'<b>'|safe: 1} }}|{{ ('<b>'|safe) ~ 1 }}", {}),
+    ("{{ ('<b>'|safe).upper() + '<' }}|{{ (' <b> '|safe).strip() + '<' }}|{{ ('<b> <c>'|safe).split() }}|"
+     "{{ ('<b>'|safe).replace('b', '<') }}|{{ ('<b>'|safe).startswith('<') }}|{{ ('a<b>'|safe).lstrip('a') + '<' }}|"
+     "{{ ('<b>'|safe).join(['<1>', '<2>'|safe]) }}|{{ ('<b>'|safe).split('b')[0] + '<' }}|{{ ('x'|safe).count('x') }}", {}),
+    ("{% set x = '<b>'|safe %}{% set y = x + '<' %}{{ y + '&' }}|{% set ns = namespace(s='') %}"
+     "{% set ns.s = ns.s + ('<b>'|safe) %}{% set ns.s = ns.s + '<i>' %}{{ ns.s }}|{{ 5|safe + '<' }}|{{ none|safe + '<' }}", {}),
+    ("{{ \"Use '\"|safe + tools[0].function.name + \"' to '\"|safe + tools[0].function.description + \"'\\n\"|safe"
+     " + tools[0].function|tojson }}", {}),
+    ("{{ \"Use '\"|safe + t.name + \"' to '\"|safe + t.description + \"'\"|safe + t|tojson }}",
+     {"t": {"name": "a<b>", "description": "Say \"hi\" & 'bye'", "x": [1, "<"]}}),
+    ("{%- set args = {'a': [1, '<'], 'b': 'x&y'} | tojson | safe %}{{ 'name' + '[ARGS]' + args }}|{{ args ~ '<' }}", {}),
+    ("{{ '<b>'|safe + 1 }}", {}),
+    ("{{ '<b>'|safe + none }}", {}),
+    ("{{ '<b>'|safe + ['x'] }}", {}),
 ]
 
 

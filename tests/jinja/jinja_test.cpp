@@ -232,6 +232,55 @@ TEST(JinjaUndefined, BehavesLikeJinjasDefaultUndefined) {
   EXPECT_TRUE(contains(error_of("{{ (1 if false).x }}"), "evaluated to false and no else section was defined"));
 }
 
+// Jinja2's select / reject / selectattr / rejectattr / map start with `if value:`, so over none or
+// undefined they yield nothing; what they give is a generator (always true, no len(), no JSON).
+TEST(JinjaGenerators, FilterOverNoneYieldsNothing) {
+  const ordered_json none_content = {{"n", nullptr}, {"m", {{"content", nullptr}}}};
+  EXPECT_EQ(render("{{ n|select|list }}{{ n|selectattr('a', 'equalto', 1)|list }}{{ n|reject('none')|list }}"
+                   "{{ n|rejectattr('a')|list }}{{ n|map(attribute='x')|list }}{{ undef|selectattr('a')|list }}",
+                   none_content),
+            "[][][][][][]");
+  EXPECT_EQ(render("{{ n|select('nosuchtest')|list|length }}|{{ n|select|first }}|{% for c in m.content|selectattr('type') %}x"
+                   "{% else %}empty{% endfor %}",
+                   none_content),
+            "0||empty");
+  EXPECT_TRUE(contains(error_of("{{ n|list }}", none_content), "'NoneType' object is not iterable"));
+  EXPECT_TRUE(contains(error_of("{{ [5]|select('nosuchtest')|list }}"), "No test named 'nosuchtest'."));
+}
+
+TEST(JinjaGenerators, BehaveAsGeneratorsNotLists) {
+  EXPECT_EQ(render("{% if [0]|select %}t{% endif %}{{ [3, 1, 2]|select|sort }}{{ [1, 2]|select|join('-') }}"
+                   "{{ [1, 2]|select is sequence }}{{ [1, 2]|select is iterable }}{{ ([1, 2]|select)[0] is defined }}"),
+            "t[1, 2, 3]1-2FalseTrueFalse");
+  EXPECT_TRUE(contains(error_of("{{ [1, 2]|select|length }}"), "object of type 'generator' has no len()"));
+  EXPECT_TRUE(contains(error_of("{{ [1, 2]|select|last }}"), "'generator' object is not reversible"));
+  EXPECT_TRUE(contains(error_of("{{ messages|map(attribute='role')|tojson }}"), "Object of type generator is not JSON serializable"));
+  EXPECT_TRUE(contains(error_of("{{ [1]|select + [2] }}"), "unsupported operand type(s) for +: 'generator' and 'list'"));
+}
+
+// |safe and |e give Markup: `+`, `%` and format() escape the plain operands, `~` and the filters
+// that work on plain str (join, replace, title) give plain str again.
+TEST(JinjaMarkup, ConcatenationEscapesThePlainOperand) {
+  EXPECT_EQ(render("{{ '<b>'|safe + '<i>' }}|{{ '<i>' + '<b>'|safe }}|{{ '<b>'|safe ~ '<i>' }}|{{ ('<b>'|safe ~ '<i>') + '<u>' }}"),
+            "<b>&lt;i&gt;|&lt;i&gt;<b>|<b><i>|<b><i><u>");
+  EXPECT_EQ(render("{{ 'x'|safe + '\\'\"&' }}|{{ '<b>'|e }}|{{ '<b>'|e + '<' }}|{{ '<b>'|safe|e }}|{{ '<b>'|e|e }}|{{ '<b>'|safe|forceescape }}"),
+            "x&#39;&#34;&amp;|&lt;b&gt;|&lt;b&gt;&lt;|<b>|&lt;b&gt;|&lt;b&gt;");
+  // Functionary v3.1 and Mistral write tool definitions this way.
+  EXPECT_EQ(render("{{ \"'\"|safe + t.name + \"'\"|safe + t|tojson }}", {{"t", {{"name", "a<b"}}}}),
+            "'a&lt;b'{&#34;name&#34;: &#34;a&lt;b&#34;}");
+  EXPECT_TRUE(contains(error_of("{{ '<b>'|safe + 1 }}"), "unsupported operand type(s) for +: 'Markup' and 'int'"));
+}
+
+TEST(JinjaMarkup, MethodsFiltersAndFormatting) {
+  EXPECT_EQ(render("{{ ('<b>{}'|safe).format('<x>') }}|{{ ('<b>%s %d'|safe) % ('<x>', 1) }}|{{ ('<%s'|safe|format('<')) + '<' }}"),
+            "<b>&lt;x&gt;|<b>&lt;x&gt; 1|<&lt;&lt;");
+  EXPECT_EQ(render("{{ ('<b>'|safe|upper) + '<' }}|{{ ('<b>'|safe|string) + '<' }}|{{ ('<b>'|safe|title) + '<' }}|"
+                   "{{ ['<a>'|safe, '<b>']|join(',') + '<' }}|{{ ('<b>'|safe).replace('b', '<') }}|{{ ('<b>'|safe)[0] + '<' }}"),
+            "<B>&lt;|<b>&lt;|<B><|<a>,<b><|<&lt;>|<&lt;");
+  EXPECT_EQ(render("{{ '<b>'|safe|length }}{{ '<b>'|safe == '<b>' }}{{ '<b>'|safe is escaped }}{{ ['<b>'|safe] }}"),
+            "3TrueTrue[Markup('<b>')]");
+}
+
 TEST(JinjaErrors, RaiseExceptionCarriesTheExactMessage) {
   try {
     render("{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}");
