@@ -22,7 +22,7 @@ OutputGate::OutputGate(const tokenizer::Tokenizer& tokenizer, const grammar::Tok
   enabled_ = constraint_.grammar != nullptr || (has_reasoning && reasoning_.budget >= 0);
   if (constraint_.grammar && !index_) throw_error("a grammar needs the vocabulary's token index");
   in_reasoning_ = reasoning_.forced_open;
-  // The block opens only at the very start of the output (after blank space).
+  // The block opens only at the very start of the output.
   may_open_reasoning_ = has_reasoning && !reasoning_.forced_open && !reasoning_.start.empty();
   if (constraint_.grammar) {
     masks_.emplace(*index_);
@@ -63,12 +63,13 @@ bool OutputGate::constrains() const {
   return grammar_state_ == Grammar::Active && matcher_.has_value() && (grammar_alive_ || opening_or_grammar());
 }
 
+// The block opens at the output's first byte (blank space first would let a constrained output
+// stall in blank space forever).
 bool OutputGate::prefix_compatible(const std::string& piece) const {
-  const std::string opening = output_.substr(skip_spaces(output_, 0)) + piece;
-  const std::string trimmed = opening.substr(skip_spaces(opening, 0));
+  const std::string opening = output_ + piece;
   const std::string& start = reasoning_.start;
-  const size_t n = std::min(trimmed.size(), start.size());
-  return trimmed.compare(0, n, start, 0, n) == 0;
+  const size_t n = std::min(opening.size(), start.size());
+  return opening.compare(0, n, start, 0, n) == 0;
 }
 
 const std::vector<uint8_t>& OutputGate::full_mask() {
@@ -123,7 +124,7 @@ void OutputGate::after_text_added(size_t old_size) {
   const std::string& start = reasoning_.start;
   const std::string& end = reasoning_.end;
   if (may_open_reasoning_) {
-    const size_t first = skip_spaces(output_, 0);
+    const size_t first = 0;
     const std::string_view opening = std::string_view(output_).substr(first);
     if (opening.size() >= start.size() && opening.substr(0, start.size()) == start) {
       may_open_reasoning_ = false;

@@ -369,7 +369,9 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
     input.tools = agent.chat.tools;
     // Thinking off: a budget of 0 asks the template for no reasoning block, as llama-server does.
     const int64_t budget = agent.budget_given ? agent.reasoning_budget : options_.reasoning_budget;
-    if (budget == 0 && !input.template_kwargs.contains("enable_thinking")) input.template_kwargs["enable_thinking"] = false;
+    // Templates read enable_thinking (R1 distills close the block in the prompt without it):
+    // true unless a budget of 0 turns thinking off, as llama-server sets it.
+    if (!input.template_kwargs.contains("enable_thinking")) input.template_kwargs["enable_thinking"] = budget != 0;
     agent_template_inputs(input);
     std::string rendered = render_chat(input);
     // A large conversation is refused before it is tokenized when it cannot fit.

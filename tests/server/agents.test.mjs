@@ -247,3 +247,78 @@ describe('refusals', () => {
   test('a tool without a name', () =>
     bad({ tools: [{ type: 'function', function: { parameters: {} } }] }, 'tools[0].function.name', /name/));
 });
+
+// A thinking model's template (DeepSeek R1 distills open the reasoning block in the prompt): the
+// reasoning goes to reasoning_content, a budget ends it, and a schema constrains only the answer.
+describe('reasoning', () => {
+  const R1 = path.join(repoRoot, 'tests/data/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja');
+  let thinking;
+  let thinkingClient;
+  const answer = {
+    type: 'object',
+    properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } },
+    required: ['ok', 'n'],
+    additionalProperties: false,
+  };
+  before(async () => {
+    thinking = await startServer(['--chat-template-file', R1], { ctx: 2048, slots: 2 });
+    thinkingClient = new OpenAI({ baseURL: `${thinking.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60_000 });
+  });
+  after(async () => {
+    await thinking?.stop();
+  });
+
+  test('the reasoning goes to reasoning_content; a schema constrains only the answer', async () => {
+    for (const seed of [1, 2, 3]) {
+      const r = await thinkingClient.chat.completions.create({
+        model: 'x', messages, max_tokens: 200, seed, reasoning_budget_tokens: 12,
+        response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: answer } },
+      });
+      const m = r.choices[0].message;
+      assert.equal(r.choices[0].finish_reason, 'stop', JSON.stringify(m));
+      assert.ok(m.reasoning_content.length > 0, 'free reasoning text');
+      assert.ok(!m.reasoning_content.includes('</think>') && !m.content.includes('</think>'));
+      assert.ok(new Validator(answer, '2020-12').validate(JSON.parse(m.content)).valid, m.content);
+    }
+  });
+
+  test('streamed reasoning_content comes before the content', async () => {
+    const stream = await thinkingClient.chat.completions.create({
+      model: 'x', messages, max_tokens: 200, seed: 4, reasoning_budget_tokens: 10, stream: true,
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: answer } },
+    });
+    let reasoning = '';
+    let content = '';
+    for await (const chunk of stream) {
+      const d = chunk.choices[0]?.delta ?? {};
+      if (d.reasoning_content) {
+        assert.equal(content.replace(/\s/g, ''), '', 'no reasoning after the answer started');
+        reasoning += d.reasoning_content;
+      }
+      content += d.content ?? '';
+    }
+    assert.ok(reasoning.length > 0);
+    assert.ok(new Validator(answer, '2020-12').validate(JSON.parse(content)).valid, content);
+  });
+
+  test('reasoning_format "none" leaves the reasoning in the content', async () => {
+    const r = await post(thinking.base, '/v1/chat/completions', {
+      messages, max_tokens: 60, seed: 5, reasoning_budget_tokens: 5, reasoning_format: 'none',
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: answer } },
+    });
+    assert.equal(r.status, 200, r.text);
+    const m = r.json.choices[0].message;
+    assert.ok(m.content.includes('</think>'), m.content);
+    assert.equal(m.reasoning_content, undefined);
+  });
+
+  test('a zero budget ends the reasoning at once', async () => {
+    const r = await post(thinking.base, '/v1/chat/completions', {
+      messages, max_tokens: 60, seed: 6, reasoning_budget_tokens: 0, json_schema: answer,
+    });
+    assert.equal(r.status, 200, r.text);
+    const m = r.json.choices[0].message;
+    assert.equal(m.reasoning_content ?? '', '');
+    assert.ok(new Validator(answer, '2020-12').validate(JSON.parse(m.content)).valid, m.content);
+  });
+});
