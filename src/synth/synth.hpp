@@ -37,7 +37,7 @@ struct SynthOptions {
   int64_t vocab = 0;         // 0: the preset's vocabulary size (smaller: quick tests)
   // A GGUF whose tokenizer (every tokenizer.* key) the model takes instead of the made-up one; the
   // vocabulary size is then its token count. Empty: the made-up SentencePiece vocabulary.
-  std::filesystem::path vocab_from;
+  std::filesystem::path vocab_from = {};
   int n_threads = 1;
 };
 
