@@ -205,6 +205,7 @@ int32_t Engine::intern_scratch() {
   s.ascii_next.fill(kUnknown);
   s.high_next = kUnknown;
   s.loops_known = false;
+  s.visits = 0;
   s.loops = 0;
   set_pool_.insert(set_pool_.end(), scratch_.begin(), scratch_.end());
   sets_.push_back(s);
@@ -412,7 +413,7 @@ Engine& engine_for(const GrammarImpl& grammar) {
   // A few engines per thread, most recent first: a thread serving several sequences keeps each
   // grammar's memoized transitions. An engine that grew past the budget starts over.
   constexpr size_t kEnginesPerThread = 4;
-  constexpr size_t kEngineBudgetBytes = size_t{256} << 20;
+  constexpr size_t kEngineBudgetBytes = size_t{64} << 20;
   thread_local std::vector<std::unique_ptr<Engine>> engines;
   for (size_t i = 0; i < engines.size(); ++i) {
     if (engines[i]->serial() != grammar.serial) continue;

@@ -117,10 +117,15 @@ class Engine {
   // Byte categories (byte_category()) whose every byte keeps the set where it is, with no partial
   // character pending: a trie subtree using only these bytes is allowed wholesale (a JSON string's
   // body: everything but '"', '\\' and controls).
+  // Computed (128 steps) only for a set met often, as a string body is; 0 until then.
   uint64_t self_loops(int32_t set) {
-    if (!sets_[set].loops_known) compute_self_loops(set);
+    Set& s = sets_[set];
+    if (s.loops_known) return s.loops;
+    if (++s.visits < kVisitsBeforeLoops) return 0;
+    compute_self_loops(set);
     return sets_[set].loops;
   }
+  static constexpr uint32_t kVisitsBeforeLoops = 16;
   int32_t high_step(int32_t set) {
     const int32_t cached = sets_[set].high_next;
     if (cached != kUnknown) return cached;
@@ -155,6 +160,7 @@ class Engine {
     bool can_end, has_token_tops;
     int32_t high_next;  // high_step's memo (kUnknown until computed)
     bool loops_known;
+    uint32_t visits;
     uint64_t loops;
     std::array<int32_t, 128> ascii_next;
   };

@@ -386,12 +386,10 @@ void Parser::parse_sequence(const std::string& rule_name, std::vector<Element>& 
 }
 
 void Parser::parse_rule() {
-  const size_t start = pos_;
   const std::string name(parse_name());
   const uint32_t id = symbol(name, std::string_view::npos);
   skip_space(false);
   if (text_.substr(pos_, 3) != "::=") fail(pos_, fmt::format("expected '::=' after rule name '{}', found {}", name, shown_here()));
-  (void)start;
   pos_ += 3;
   skip_space(true);
   parse_alternates(name, id, false);
@@ -532,7 +530,6 @@ std::shared_ptr<GrammarImpl> Parser::parse(std::string_view root_name) {
     impl->rule_start.push_back(static_cast<uint32_t>(impl->elements.size()));
     impl->rule_names.push_back(symbols_[r].name);
     bool first = true;
-    bool any = false;
     for (const Alternative& alt : alternatives) {
       if (alt.rule != r) continue;
       bool completes = true;
@@ -543,11 +540,9 @@ std::shared_ptr<GrammarImpl> Parser::parse(std::string_view root_name) {
       if (!completes && productive[r]) continue;
       if (!first) impl->elements.push_back({ElementKind::Alt, 0});
       first = false;
-      any = true;
       impl->elements.insert(impl->elements.end(), rules_[r].begin() + static_cast<std::ptrdiff_t>(alt.begin),
                             rules_[r].begin() + static_cast<std::ptrdiff_t>(alt.end));
     }
-    (void)any;
     impl->elements.push_back({ElementKind::End, 0});
   }
   impl->start_element = static_cast<uint32_t>(impl->elements.size());
