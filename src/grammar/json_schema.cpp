@@ -39,6 +39,10 @@ constexpr int kMaxRepetition = 1000;
 constexpr size_t kMaxAlternatives = 64;
 constexpr size_t kMaxGrammarBytes = size_t{4} << 20;
 constexpr int kMaxPatternDepth = 64;
+constexpr size_t kMaxProperties = 1000;
+// Schemas visited for one grammar: keywords beside anyOf copy a subschema into every branch, so
+// nested ones would multiply the work.
+constexpr size_t kMaxVisits = 100000;
 // Integers beyond 16 digits are not generated (as llama.cpp: [1-9] [0-9]{0,15}).
 constexpr int64_t kMaxMagnitude = 9999999999999999;
 
@@ -913,10 +917,13 @@ struct GrammarBuilder::Impl {
   std::string ref_prefix;
   std::map<std::string, std::string> ref_rules;  // "$ref" -> rule name (set before the target is visited)
   int depth = 0;
+  size_t visits = 0;
 
   struct DepthGuard {
     Impl& impl;
     DepthGuard(Impl& owner, const std::string& pointer) : impl(owner) {
+      if (++impl.visits > kMaxVisits)
+        fail(pointer, "anyOf", fmt::format("the schema takes more than {} steps to convert (combinators multiply)", kMaxVisits));
       if (++impl.depth > kMaxDepth) {
         --impl.depth;
         fail(pointer, "$ref", fmt::format("schemas nest (or $refs chain) deeper than {}", kMaxDepth));
@@ -1537,6 +1544,8 @@ struct GrammarBuilder::Impl {
     // Declared properties in their order, then required names that are not declared (they take
     // the additionalProperties schema).
     std::vector<std::pair<std::string, const Json*>> declared;
+    if (properties.size() > kMaxProperties)
+      fail(pointer, "properties", fmt::format("{} properties, more than the {} a grammar takes", properties.size(), kMaxProperties));
     for (const auto& [prop_name, prop_schema] : properties.items()) declared.push_back({prop_name, &prop_schema});
     for (const std::string& req : required) {
       if (properties.contains(req)) continue;
@@ -1588,19 +1597,19 @@ struct GrammarBuilder::Impl {
       rule += " (";
       if (!required_kvs.empty()) rule += " \",\" space ( ";
       // Optional properties keep their order: after the first one present, the rest of the list
-      // (each optional) in a "-rest" rule.
-      std::function<std::string(size_t, bool)> rest_of = [&](size_t first, bool first_is_optional) {
-        if (first >= optional_entries.size()) return std::string();
-        const Entry& entry = optional_entries[first];
-        const std::string comma_ref = "( \",\" space " + entry.kv_rule + " )";
-        std::string res = first_is_optional ? comma_ref + (entry.wildcard ? "*" : "?")
-                                            : entry.kv_rule + (entry.wildcard ? " " + comma_ref + "*" : "");
-        if (first + 1 < optional_entries.size()) res += " " + add_rule(sub_name + entry.key + "-rest", rest_of(first + 1, true));
-        return res;
-      };
-      for (size_t i = 0; i < optional_entries.size(); ++i) {
-        if (i) rule += " | ";
-        rule += rest_of(i, false);
+      // (each optional) in a "-rest" rule; built from the end, each once.
+      const size_t n = optional_entries.size();
+      auto comma_ref = [&](size_t k) { return "( \",\" space " + optional_entries[k].kv_rule + " )"; };
+      std::vector<std::string> rest_rule(n + 1);  // rest_rule[k]: entries k.. each optional
+      for (size_t k = n; k-- > 1;) {
+        std::string body = comma_ref(k) + (optional_entries[k].wildcard ? "*" : "?");
+        if (k + 1 < n) body += " " + rest_rule[k + 1];
+        rest_rule[k] = add_rule(sub_name + optional_entries[k - 1].key + "-rest", body);
+      }
+      for (size_t k = 0; k < n; ++k) {
+        if (k) rule += " | ";
+        rule += optional_entries[k].kv_rule + (optional_entries[k].wildcard ? " " + comma_ref(k) + "*" : "");
+        if (k + 1 < n) rule += " " + rest_rule[k + 1];
       }
       if (!required_kvs.empty()) rule += " )";
       rule += " )?";

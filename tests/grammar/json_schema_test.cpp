@@ -409,6 +409,22 @@ TEST(JsonSchemaErrors, HostileSchemasAreBounded) {
   Json wide = {{"allOf", Json::array()}};
   for (int i = 0; i < 8; ++i) wide["allOf"].push_back(Json{{"anyOf", Json::array({Json{{"minLength", 1}}, Json{{"maxLength", 5}}})}});
   EXPECT_THROW(json_schema_to_gbnf(wide), SchemaError);
+  // Keywords beside anyOf are copied into each branch: nested, the copies multiply (8^12 here).
+  Json nested = {{"type", "string"}};
+  for (int level = 0; level < 12; ++level) {
+    Json branches = Json::array();
+    for (int b = 0; b < 8; ++b) branches.push_back(Json{{"properties", {{fmt::format("b{}", b), {{"type", "integer"}}}}}});
+    nested = Json{{"type", "object"}, {"properties", {{"x", nested}}}, {"anyOf", branches}};
+  }
+  EXPECT_THROW(json_schema_to_gbnf(nested), SchemaError);
+  // Too many properties for one object; many optional ones are fine (each -rest rule once).
+  Json many = {{"type", "object"}, {"properties", Json::object()}};
+  for (int p = 0; p < 1001; ++p) many["properties"][fmt::format("p{}", p)] = {{"type", "boolean"}};
+  EXPECT_THROW(json_schema_to_gbnf(many), SchemaError);
+  many["properties"].erase("p1000");
+  const auto grammar = Grammar::parse(json_schema_to_gbnf(many));
+  EXPECT_TRUE(matches(grammar, R"({"p3": true, "p999": false})"));
+  EXPECT_FALSE(matches(grammar, R"({"p999": false, "p3": true})"));  // declaration order
 }
 
 }  // namespace
