@@ -1524,8 +1524,8 @@ struct GrammarBuilder::Impl {
         if (std::find(required.begin(), required.end(), entry.get<std::string>()) == required.end()) required.push_back(entry.get<std::string>());
       }
     }
-    // additionalProperties: absent with properties -> none (as llama.cpp: models keep to the
-    // declared keys); absent without properties, or true -> any; false -> none; a schema.
+    // additionalProperties: absent with "properties" (even empty) -> none (as llama.cpp: models
+    // keep to the declared keys); absent without it, or true -> any; false -> none; a schema.
     const Json* additional = nullptr;
     Json any_schema = Json::object();
     if (schema.contains("additionalProperties")) {
@@ -1537,8 +1537,8 @@ struct GrammarBuilder::Impl {
       } else {
         fail(pointer, "additionalProperties", "must be a boolean or a schema");
       }
-    } else if (properties.empty() && required.empty()) {
-      additional = &any_schema;
+    } else if (!schema.contains("properties") && required.empty()) {
+      additional = &any_schema;  // {"type": "object"}: any object; {"properties": {}}: {} only (as llama.cpp)
     }
 
     // Declared properties in their order, then required names that are not declared (they take

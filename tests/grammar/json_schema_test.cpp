@@ -194,6 +194,8 @@ TEST(JsonSchemaGolden, Objects) {
                         R"(additional-value ::= "[" space (number ("," space number)*)? space "]")", kChar, kNumberRules,
                         R"(root ::= "{" space  (additional-kv ( "," space additional-kv )* )? space "}")", kSpace, kString}));
   expect_grammar(R"({"type": "object", "additionalProperties": false})", lines({R"(root ::= "{" space "}")", kSpace}));
+  // Tools without parameters: "properties": {} is the empty object only.
+  expect_grammar(R"({"type": "object", "properties": {}})", lines({R"(root ::= "{" space "}")", kSpace}));
   // Extra keys are written without escapes (so "\u0061" cannot stand in for "a"): key-char.
   expect_grammar(R"({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"], "additionalProperties": {"type": "string"}})",
                  lines({R"(a-kv ::= "\"a\"" space ":" space number)", R"(additional-k ::= ["] ( [a] key-char+ | [^\x00-\x1F\x22\x5Ca\x7F] key-char* )? ["])",
