@@ -30,6 +30,10 @@ void CharSet::finish() {
     }
   }
   ranges = std::move(merged);
+  const bool touches_high = !ranges.empty() && ranges.back().second >= 128;
+  const bool covers_high = std::any_of(ranges.begin(), ranges.end(), [](const auto& r) { return r.first <= 128 && r.second >= 0x10FFFF; });
+  high_uniform = !touches_high || covers_high;
+  high_match = covers_high != negated;
   ascii = {};
   for (uint32_t cp = 0; cp < 128; ++cp) {
     bool in = false;
@@ -199,6 +203,9 @@ int32_t Engine::intern_scratch() {
     if (kind == ElementKind::Token || kind == ElementKind::TokenNot) s.has_token_tops = true;
   }
   s.ascii_next.fill(kUnknown);
+  s.high_next = kUnknown;
+  s.loops_known = false;
+  s.loops = 0;
   set_pool_.insert(set_pool_.end(), scratch_.begin(), scratch_.end());
   sets_.push_back(s);
   set_hashes_.push_back(h);
@@ -236,6 +243,29 @@ int32_t Engine::compute_step(int32_t set, uint32_t cp) {
     if (!expand(next)) return kDead;
   }
   return intern_scratch();
+}
+
+int32_t Engine::compute_high_step(int32_t set) {
+  const GrammarImpl& g = *grammar_;
+  const Set s = sets_[set];
+  for (uint32_t i = 0; i < s.size; ++i) {
+    const uint32_t node = set_pool_[s.offset + i];
+    if (node == kEmptyStack) continue;
+    const Element& e = g.elements[nodes_[node].element];
+    if (e.kind == ElementKind::Chars && !g.char_sets[e.value].high_uniform) return kNotUniform;
+  }
+  return compute_step(set, 0x10FFFF);  // any code point from 128 up stands for all of them
+}
+
+void Engine::compute_self_loops(int32_t set) {
+  uint64_t loops = ~0ull;
+  for (uint32_t b = 0; b < 128; ++b) {
+    if (step(set, b) != set) loops &= ~(1ull << byte_category(static_cast<uint8_t>(b)));
+  }
+  loops &= ~(1ull << kCategoryInvalid);
+  if (high_step(set) != set) loops &= ~((1ull << kCategoryContinuation) | (1ull << kCategoryLead));
+  sets_[set].loops = loops;
+  sets_[set].loops_known = true;
 }
 
 int32_t Engine::step_token(int32_t set, int32_t token_id) {
@@ -310,6 +340,12 @@ int32_t Engine::step_slow(int32_t set, uint32_t cp) {
 }
 
 bool Engine::partial_allowed(int32_t set, PartialUtf8 partial) {
+  // Every completion is >= 128: when those all step alike, the answer is whether they step at all.
+  const int32_t uniform = high_step(set);
+  if (uniform != kNotUniform) {
+    uint32_t lo = 0, hi = 0;
+    return uniform != kDead && partial_range(partial, lo, hi);
+  }
   // Memoized next to the steps: code points are below 2^21, partial keys have the top bit set.
   const uint32_t symbol = 0x80000000u | (uint32_t{partial.remaining} << 24) | partial.value;
   const uint64_t key = memo_key(set, symbol);

@@ -31,6 +31,10 @@ struct CharSet {
   bool negated = false;
   std::vector<std::pair<uint32_t, uint32_t>> ranges;  // inclusive code point ranges
   std::array<uint64_t, 2> ascii{};                     // matches() for code points < 128
+  // Whether every code point from 128 up gets the same answer (high_match): true for '.', [^"\\]
+  // and all-ASCII classes, which lets the engine step non-ASCII characters without looking at them.
+  bool high_uniform = false;
+  bool high_match = false;
   void finish();                                       // fills ascii from ranges and negated
   bool matches(uint32_t cp) const {
     if (cp < 128) return (ascii[cp >> 6] >> (cp & 63)) & 1;
@@ -65,7 +69,7 @@ struct PartialUtf8 {
 
 // The bounds that keep a hostile grammar or input from exhausting memory or time.
 inline constexpr size_t kMaxStacks = 4096;          // stacks in one state
-inline constexpr size_t kMaxStackDepth = 8192;      // elements in one stack
+inline constexpr size_t kMaxStackDepth = 2048;      // elements in one stack (JSON nests some 4 per level)
 inline constexpr size_t kMaxExpansionSteps = 1 << 18;  // rule expansions for one character
 
 struct MatcherState {
@@ -105,7 +109,24 @@ class Engine {
       sets_[set].ascii_next[cp] = next;
       return next;
     }
-    return step_slow(set, cp);
+    const int32_t uniform = high_step(set);
+    return uniform != kNotUniform ? uniform : step_slow(set, cp);
+  }
+  // The set after any code point >= 128 when all of them lead to the same set, else kNotUniform.
+  static constexpr int32_t kNotUniform = -3;
+  // Byte categories (byte_category()) whose every byte keeps the set where it is, with no partial
+  // character pending: a trie subtree using only these bytes is allowed wholesale (a JSON string's
+  // body: everything but '"', '\\' and controls).
+  uint64_t self_loops(int32_t set) {
+    if (!sets_[set].loops_known) compute_self_loops(set);
+    return sets_[set].loops;
+  }
+  int32_t high_step(int32_t set) {
+    const int32_t cached = sets_[set].high_next;
+    if (cached != kUnknown) return cached;
+    const int32_t next = compute_high_step(set);
+    sets_[set].high_next = next;
+    return next;
   }
   // Whether some completion of a partial character is allowed by the set.
   bool partial_allowed(int32_t set, PartialUtf8 partial);
@@ -132,8 +153,13 @@ class Engine {
   struct Set {
     uint32_t offset, size;
     bool can_end, has_token_tops;
+    int32_t high_next;  // high_step's memo (kUnknown until computed)
+    bool loops_known;
+    uint64_t loops;
     std::array<int32_t, 128> ascii_next;
   };
+  int32_t compute_high_step(int32_t set);
+  void compute_self_loops(int32_t set);
   uint32_t intern_node(uint32_t element, uint32_t parent);
   // Adds to scratch_ every terminal-topped stack reachable from node by expanding rule refs.
   bool expand(uint32_t node);
@@ -165,6 +191,29 @@ class Engine {
   size_t steps_ = 0;
   int32_t start_set_ = kDead;
 };
+
+// Bytes grouped into 64 categories for self_loops(): letters, digits, each punctuation character
+// and common control on its own, and three categories above ASCII (continuation, lead, invalid).
+inline constexpr uint8_t kCategoryContinuation = 61, kCategoryLead = 62, kCategoryInvalid = 63;
+inline uint8_t byte_category(uint8_t b) {
+  if (b >= 0x80) {
+    if (b < 0xC0) return kCategoryContinuation;
+    return (b >= 0xC2 && b <= 0xF4) ? kCategoryLead : kCategoryInvalid;
+  }
+  if (b >= 'a' && b <= 'z') return 0;
+  if (b >= 'A' && b <= 'Z') return 1;
+  if (b >= '0' && b <= '9') return 2;
+  if (b == '\t') return 3;
+  if (b == '\n') return 4;
+  if (b == '\r') return 5;
+  if (b < 0x20) return 6;
+  if (b == 0x7F) return 7;
+  // The 33 characters from ' ' to '/', ':' to '@', '[' to '`', '{' to '~': categories 8..40.
+  if (b <= '/') return static_cast<uint8_t>(8 + (b - ' '));
+  if (b <= '@') return static_cast<uint8_t>(24 + (b - ':'));
+  if (b <= '`') return static_cast<uint8_t>(31 + (b - '['));
+  return static_cast<uint8_t>(37 + (b - '{'));
+}
 
 // This thread's engine for a grammar (a few are kept per thread, keyed by GrammarImpl::serial).
 Engine& engine_for(const GrammarImpl& grammar);

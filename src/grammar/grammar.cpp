@@ -352,8 +352,9 @@ void Parser::parse_sequence(const std::string& rule_name, std::vector<Element>& 
     } else if (c == '{') {
       ++pos_;
       skip_space(nested);
-      if (!is_digit(at(pos_))) fail(pos_, fmt::format("expected an integer after '{{', found {}", shown_here()));
-      const uint64_t min_times = parse_int();
+      // {,n} is read as {0,n} (llama.cpp requires the 0).
+      if (!is_digit(at(pos_)) && at(pos_) != ',') fail(pos_, fmt::format("expected an integer after '{{', found {}", shown_here()));
+      const uint64_t min_times = at(pos_) == ',' ? 0 : parse_int();
       skip_space(nested);
       uint64_t max_times = min_times;
       bool unbounded = false;

@@ -14,13 +14,19 @@ namespace okapi::grammar {
 struct TokenTrie {
   struct Node {
     uint32_t skip;         // first node after this node's subtree
-    uint32_t token_begin;  // tokens whose piece ends here: token_ids[token_begin, +token_count)
+    uint32_t token_begin;  // the subtree's tokens are token_ids[token_begin, next node's token_begin);
+                           // those whose piece ends here come first, token_count of them
     uint16_t depth;        // bytes from the root
     uint16_t token_count;
     uint8_t byte;
   };
   std::vector<Node> nodes;  // nodes[0] is the root (the empty prefix)
-  std::vector<TokenId> token_ids;
+  std::vector<uint64_t> below;     // per node, the byte categories in its subtree (itself excluded)
+  std::vector<TokenId> token_ids;  // sorted by piece
+  std::vector<uint8_t> valid_utf8;  // per sorted token, its piece is valid UTF-8 (maybe cut short)
+  uint32_t token_begin(uint32_t node) const {
+    return node < nodes.size() ? nodes[node].token_begin : static_cast<uint32_t>(token_ids.size());
+  }
   size_t max_depth = 0;
 };
 
@@ -61,30 +67,35 @@ TokenIndex::TokenIndex(const tokenizer::Tokenizer& tokenizer) : trie_(std::make_
   TokenTrie& trie = *trie_;
   trie.token_ids = order;
   trie.nodes.push_back({0, 0, 0, 0, 0});
+  trie.below.push_back(0);
   std::vector<uint32_t> path{0};  // node index per depth along the current piece
+  auto close = [&] {
+    const uint32_t node = path.back();
+    path.pop_back();
+    trie.nodes[node].skip = static_cast<uint32_t>(trie.nodes.size());
+    if (!path.empty()) trie.below[path.back()] |= trie.below[node] | (1ull << byte_category(trie.nodes[node].byte));
+  };
   std::string_view previous;
   for (uint32_t k = 0; k < order.size(); ++k) {
     const std::string_view piece = pieces_[order[k]];
+    PartialUtf8 partial;
+    uint32_t cp = 0;
+    bool valid = true;
+    for (char c : piece) valid = valid && utf8_next(partial, static_cast<uint8_t>(c), cp) != Utf8Step::Invalid;
+    trie.valid_utf8.push_back(valid ? 1 : 0);
     size_t common = 0;
     while (common < previous.size() && common < piece.size() && previous[common] == piece[common]) ++common;
-    while (path.size() > common + 1) {
-      trie.nodes[path.back()].skip = static_cast<uint32_t>(trie.nodes.size());
-      path.pop_back();
-    }
+    while (path.size() > common + 1) close();
     for (size_t d = common; d < piece.size(); ++d) {
       path.push_back(static_cast<uint32_t>(trie.nodes.size()));
-      trie.nodes.push_back({0, 0, static_cast<uint16_t>(d + 1), 0, static_cast<uint8_t>(piece[d])});
+      trie.nodes.push_back({0, k, static_cast<uint16_t>(d + 1), 0, static_cast<uint8_t>(piece[d])});
+      trie.below.push_back(0);
     }
-    TokenTrie::Node& end = trie.nodes[path.back()];
-    if (end.token_count == 0) end.token_begin = k;
-    ++end.token_count;  // equal pieces sort next to each other
+    ++trie.nodes[path.back()].token_count;  // equal pieces sort next to each other
     trie.max_depth = std::max(trie.max_depth, piece.size());
     previous = piece;
   }
-  while (!path.empty()) {
-    trie.nodes[path.back()].skip = static_cast<uint32_t>(trie.nodes.size());
-    path.pop_back();
-  }
+  while (!path.empty()) close();
 }
 
 TokenIndex::~TokenIndex() = default;
@@ -109,6 +120,8 @@ void TokenIndex::allowed(const Matcher& matcher, std::vector<uint8_t>& allowed) 
   levels[0] = {root, state.partial};
   const TokenTrie::Node* nodes = trie.nodes.data();
   const TokenId* token_ids = trie.token_ids.data();
+  const uint8_t* valid = trie.valid_utf8.data();
+  const bool clean_start = state.partial.remaining == 0;
   uint8_t* out = allowed.data();
   const auto n_nodes = static_cast<uint32_t>(trie.nodes.size());
   for (uint32_t i = 1; i < n_nodes;) {
@@ -125,6 +138,15 @@ void TokenIndex::allowed(const Matcher& matcher, std::vector<uint8_t>& allowed) 
         continue;
       }
     } else if (step == Utf8Step::Invalid || !engine.partial_allowed(set, partial)) {
+      i = node.skip;
+      continue;
+    }
+    // A subtree whose bytes all keep the set in place is allowed whole (its valid UTF-8 tokens):
+    // inside a JSON string this skips nearly the whole walk.
+    // (valid_utf8 reads pieces from a clean start: not usable after a character left pending.)
+    if (clean_start && partial.remaining == 0 && node.skip > i + 1 && (trie.below[i] & ~engine.self_loops(set)) == 0) {
+      const uint32_t end = trie.token_begin(node.skip);
+      for (uint32_t t = node.token_begin; t < end; ++t) out[token_ids[t]] |= valid[t];
       i = node.skip;
       continue;
     }
