@@ -1,5 +1,7 @@
 #include "grammar/json_schema.hpp"
 
+#include "grammar/grammar.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -918,6 +920,10 @@ struct GrammarBuilder::Impl {
   std::map<std::string, std::string> ref_rules;  // "$ref" -> rule name (set before the target is visited)
   int depth = 0;
   size_t visits = 0;
+  // Objects and arrays entered (each matches a character before its members), and the $refs
+  // being converted with the nesting they started at.
+  int nesting = 0;
+  std::map<std::string, int> open_refs;
 
   struct DepthGuard {
     Impl& impl;
@@ -1037,7 +1043,14 @@ struct GrammarBuilder::Impl {
 
   std::string visit_ref(const std::string& ref, const std::string& pointer) {
     auto found = ref_rules.find(ref);
-    if (found != ref_rules.end()) return found->second;
+    if (found != ref_rules.end()) {
+      // Back to a $ref still being converted with no object or array in between: the rule would
+      // call itself before matching anything (no instance, or a left-recursive grammar).
+      auto open = open_refs.find(ref);
+      if (open != open_refs.end() && open->second == nesting)
+        fail(pointer, "$ref", fmt::format("\"{}\" refers back to itself without an object or array in between", ref));
+      return found->second;
+    }
     const Json& target = resolve(ref, pointer);
     const std::string fragment = ref.substr(1);
     // The rule's name is fixed before the target is visited, so that a recursive reference
@@ -1050,7 +1063,9 @@ struct GrammarBuilder::Impl {
           break;
         }
     ref_rules[ref] = rule_name;
+    open_refs[ref] = nesting;
     const std::string visited = visit(target, rule_name, ref);
+    open_refs.erase(ref);
     if (visited != rule_name && !rules.count(rule_name)) add_rule(rule_name, visited);
     return rule_name;
   }
@@ -1254,14 +1269,19 @@ struct GrammarBuilder::Impl {
         const Json& allowed = schema.at("enum");
         if (std::find(allowed.begin(), allowed.end(), values[0]) == allowed.end()) fail(pointer, "const", "the const value is not in enum");
       }
+      const char* key = schema.contains("const") ? "const" : "enum";
+      const auto others = grammar_without_values(schema, key, pointer);
       std::vector<std::string> literals;
       for (const Json& value : values) {
         if (typed && !value_matches_types(value, types)) continue;  // the type rules it out
         if (value.is_string() && !string_value_allowed(schema, value.get<std::string>())) continue;
+        if (others) {
+          Matcher matcher(others);
+          if (!matcher.accept(value.dump()) || !matcher.can_end()) continue;
+        }
         literals.push_back(gbnf_literal(value.dump()));
       }
-      const char* key = schema.contains("const") ? "const" : "enum";
-      if (literals.empty()) fail(pointer, key, "no value is valid (type or length rule them all out)");
+      if (literals.empty()) fail(pointer, key, "no value is valid (the other keywords rule them all out)");
       return add_rule(rule_name, literals.size() == 1 && schema.contains("const") ? literals[0] : "(" + join(literals, " | ") + ")");
     }
 
@@ -1307,6 +1327,34 @@ struct GrammarBuilder::Impl {
     if (type == "integer" || type == "number") return visit_number(schema, type, rule_name, pointer);
     if (type == "boolean") return visit_builtin(rule_name, "boolean");
     return visit_builtin(rule_name, "null");
+  }
+
+  // The grammar of `schema` without enum/const, when it has other constraining keywords (bounds,
+  // patterns, formats, ...): an enum value is kept only when that grammar accepts its JSON text.
+  std::shared_ptr<const Grammar> grammar_without_values(const Json& schema, const char* key, const std::string& pointer) {
+    Json rest = Json::object();
+    bool constrained = false;
+    for (const auto& [k, v] : schema.items()) {
+      if (k == "enum" || k == "const" || is_annotation(k)) continue;
+      rest[k] = v;
+      constrained = constrained || k != "type";
+    }
+    if (!constrained) return nullptr;
+    Impl others;
+    others.add_builtin("space");
+    others.document = document;
+    others.depth = depth;
+    others.visits = visits;
+    const std::string top = others.visit(rest, "", pointer);
+    visits = others.visits;
+    if (top != "root") others.add_rule("root", top);
+    std::string text;
+    for (const auto& [name, body] : others.rules) text += name + " ::= " + body + "\n";
+    try {
+      return Grammar::parse(text);
+    } catch (const GrammarError& error) {
+      fail(pointer, key, fmt::format("the keywords beside {} allow no value ({})", key, error.what()));
+    }
   }
 
   // Whether an enum/const string passes the schema's length keywords (the rest is not checked).
@@ -1391,7 +1439,16 @@ struct GrammarBuilder::Impl {
     return visit_builtin(rule_name, "string");
   }
 
+  struct NestingGuard {
+    int& level;
+    explicit NestingGuard(int& counter) : level(++counter) {}
+    ~NestingGuard() { --level; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+  };
+
   std::string visit_array(const Json& schema, const std::string& name, const std::string& rule_name, const std::string& pointer) {
+    NestingGuard inside(nesting);
     const std::string sub_name = name + (name.empty() ? "" : "-");
     auto [min_items, max_items] = repetition_bounds(schema, "minItems", "maxItems", pointer);
     if (schema.contains("uniqueItems") && schema.at("uniqueItems") == true && !(max_items >= 0 && max_items <= 1))
@@ -1511,6 +1568,7 @@ struct GrammarBuilder::Impl {
   }
 
   std::string visit_object(const Json& schema, const std::string& name, const std::string& rule_name, const std::string& pointer) {
+    NestingGuard inside(nesting);
     const std::string sub_name = name + (name.empty() ? "" : "-");
     const Json empty_properties = Json::object();
     const Json& properties = schema.contains("properties") ? schema.at("properties") : empty_properties;
@@ -1678,6 +1736,8 @@ std::string GrammarBuilder::add_schema(const std::string& name, const Json& sche
   check_nesting(schema);
   impl.document = &schema;
   impl.ref_rules.clear();
+  impl.open_refs.clear();
+  impl.nesting = 0;
   impl.depth = 0;
   const bool is_root = name.empty() || name == "root";
   impl.ref_prefix = is_root ? "" : Impl::sanitize(name) + "-";

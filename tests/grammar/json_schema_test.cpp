@@ -401,7 +401,9 @@ TEST(JsonSchemaErrors, HostileSchemasAreBounded) {
   deep += "{}";
   for (int i = 0; i < 10000; ++i) deep += "}";
   EXPECT_THROW(json_schema_to_gbnf(Json::parse(deep)), SchemaError);
-  // A $ref cycle with nothing in between, and allOf through itself.
+  // $ref cycles with no object or array in between (left-recursive rules), and allOf through itself.
+  expect_error(R"({"$ref": "#"})", "$ref", "#");
+  expect_error(R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"})", "$ref", "#/$defs/a/anyOf/0/$ref");
   EXPECT_THROW(json_schema_to_gbnf(Json::parse(R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})")), SchemaError);
   // Huge maxItems/maxLength are lowered (fewer is still valid), not unrolled.
   const std::string capped = json_schema_to_gbnf(Json::parse(R"({"type": "array", "items": {"type": "string", "maxLength": 1000000000}, "maxItems": 1000000000})"));
