@@ -628,7 +628,26 @@ class PatternConverter {
     return "\"\\\"\" (" + body + ") \"\\\"\"";
   }
 
+  // When the whole pattern is one single-character item repeated (^[a-z0-9-]+$, ^\d{5}$, ^.*$),
+  // the GBNF of one character and the repetition bounds: a length range can then be combined with
+  // the pattern. False (and nothing converted) for any other pattern.
+  bool single_repeated_character(std::string& character, int& min_count, int& max_count) {
+    pos_ = !pattern_.empty() && pattern_.front() == '^' ? 1 : 0;
+    end_ = pattern_.size();
+    if (end_ > pos_ && pattern_[end_ - 1] == '$' && !(end_ >= 2 && pattern_[end_ - 2] == '\\')) --end_;
+    if (at_end() || peek() == '(' || peek() == '|' || peek() == ')') return false;
+    const Item item = atom(0);
+    std::vector<Item> items;
+    quantify(item, items);
+    if (pos_ != end_ || items.size() != 1) return false;
+    character = item.literal ? gbnf_literal(item.text) : item.text;
+    min_count = last_min_;
+    max_count = last_max_;
+    return true;
+  }
+
  private:
+  int last_min_ = 1, last_max_ = 1;  // the bounds of the last quantify()
   std::string pattern_;
   std::string pointer_;
   std::function<std::string(const std::string&, const std::string&)> add_rule_;
@@ -845,6 +864,7 @@ class PatternConverter {
   // Reads a quantifier after `item` (if any) and appends the result to `items`.
   void quantify(Item item, std::vector<Item>& items) {
     if (at_end()) {
+      last_min_ = last_max_ = 1;
       items.push_back(std::move(item));
       return;
     }
@@ -856,9 +876,12 @@ class PatternConverter {
       max_count = c == '?' ? 1 : -1;
     } else if (c == '{' && braces(min_count, max_count)) {
     } else {
+      last_min_ = last_max_ = 1;
       items.push_back(std::move(item));
       return;
     }
+    last_min_ = min_count;
+    last_max_ = max_count;
     if (!at_end() && peek() == '?') ++pos_;  // lazy: the same strings match in full
     else if (!at_end() && peek() == '+') error("possessive quantifiers are not supported");
     if (!at_end() && (peek() == '*' || peek() == '+' || peek() == '{')) error("a quantifier after a quantifier");
@@ -1406,10 +1429,22 @@ struct GrammarBuilder::Impl {
     if (schema.contains("pattern")) {
       const Json& pattern = schema.at("pattern");
       if (!pattern.is_string()) fail(pointer, "pattern", "must be a string");
-      if (has_length) fail(pointer, schema.contains("minLength") ? "minLength" : "maxLength", "minLength/maxLength together with a pattern cannot be expressed");
       if (schema.contains("format")) fail(pointer, "format", "a format together with a pattern cannot be expressed");
       PatternConverter converter(pattern.get<std::string>(), pointer, [this](const std::string& n, const std::string& b) { return add_rule(n, b); },
                                  rule_name);
+      if (has_length) {
+        // Only a repeated single character combines with a length: its count is the length.
+        std::string character;
+        int lo = 0, hi = -1;
+        if (!converter.single_repeated_character(character, lo, hi))
+          fail(pointer, schema.contains("minLength") ? "minLength" : "maxLength",
+               "minLength/maxLength together with this pattern cannot be expressed (only with one repeated character, like ^[a-z0-9-]+$)");
+        lo = std::max(lo, min_length);
+        if (max_length >= 0) hi = hi < 0 ? max_length : std::min(hi, max_length);
+        if (hi >= 0 && lo > hi) fail(pointer, "pattern", "the pattern's repetition and minLength/maxLength leave no length");
+        const std::string repeated = build_repetition(character, lo, hi);
+        return add_rule(rule_name, "\"\\\"\" " + (repeated.empty() ? std::string() : repeated + " ") + "\"\\\"\"");
+      }
       return add_rule(rule_name, converter.convert());
     }
     std::string format;

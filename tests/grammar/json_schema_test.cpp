@@ -291,6 +291,15 @@ TEST(JsonSchemaAccept, StringsPatternsFormats) {
   expect_instances(Json::parse(R"({"type": "string", "pattern": "^[^,]+$"})"), {R"("abc")", R"("a\"b")"}, {R"("a,b")", R"("")", "\"a\nb\""});
   expect_instances(Json::parse(R"({"type": "string", "pattern": "^.{2}$"})"), {R"("ab")", R"("\\x")", R"("é!")"}, {R"("a")", "\"a\nb\""});
   expect_instances(Json::parse(R"({"type": "string", "pattern": "^(?<year>[0-9]{4})-(?P<m>0[1-9]|1[0-2])$"})"), {R"("2024-12")"}, {R"("2024-13")"});
+  // A repeated single character takes minLength/maxLength as its count.
+  expect_instances(Json::parse(R"({"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 5})"), {R"("ab-1")", R"("abcde")"},
+                   {R"("abcdef")", R"("")", R"("AB")"});
+  expect_instances(Json::parse(R"({"type": "string", "pattern": "^.*$", "minLength": 2, "maxLength": 3})"), {R"("ab")", R"("a\"c")"},
+                   {R"("a")", R"("abcd")"});
+  // Enum values pass the other keywords too.
+  expect_instances(Json::parse(R"({"type": "integer", "enum": [1, 5, 10, 20], "minimum": 5, "maximum": 10})"), {"5", "10"}, {"1", "20"});
+  expect_instances(Json::parse(R"({"enum": ["2024-01-31", "2024-02-31", "soon"], "format": "date"})"), {R"("2024-01-31")"},
+                   {R"("2024-02-31")", R"("soon")"});
   expect_instances(Json::parse(R"({"type": "string", "format": "date"})"), {R"("2024-02-28")", R"("1999-12-31")", R"("2024-04-30")"},
                    {R"("2024-02-30")", R"("2024-04-31")", R"("2024-13-01")", R"("0000-01-01")", R"("2024-1-01")"});
   expect_instances(Json::parse(R"({"type": "string", "format": "date-time"})"), {R"("2024-05-01T12:30:00Z")", R"("2024-05-01T23:59:59.123+02:00")"},
@@ -392,6 +401,9 @@ TEST(JsonSchemaErrors, NameTheKeywordAndWhere) {
   expect_error(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", "type", "#/type");
   expect_error(R"({"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": false})", "required", "#/required");
   expect_error(R"({"type": "string", "enum": [1, 2]})", "enum", "#/enum");
+  expect_error(R"({"type": "string", "pattern": "^(ab)+$", "maxLength": 6})", "maxLength", "#/maxLength");
+  expect_error(R"({"type": "string", "pattern": "^[a-z]{2,3}$", "minLength": 4})", "pattern", "#/pattern");
+  expect_error(R"({"enum": ["a", "b"], "minLength": 2})", "enum", "#/enum");
 }
 
 TEST(JsonSchemaErrors, HostileSchemasAreBounded) {
