@@ -1,5 +1,7 @@
 #include "grammar/json_schema.hpp"
 
+#include "grammar/grammar.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -39,6 +41,10 @@ constexpr int kMaxRepetition = 1000;
 constexpr size_t kMaxAlternatives = 64;
 constexpr size_t kMaxGrammarBytes = size_t{4} << 20;
 constexpr int kMaxPatternDepth = 64;
+constexpr size_t kMaxProperties = 1000;
+// Schemas visited for one grammar: keywords beside anyOf copy a subschema into every branch, so
+// nested ones would multiply the work.
+constexpr size_t kMaxVisits = 100000;
 // Integers beyond 16 digits are not generated (as llama.cpp: [1-9] [0-9]{0,15}).
 constexpr int64_t kMaxMagnitude = 9999999999999999;
 
@@ -622,7 +628,26 @@ class PatternConverter {
     return "\"\\\"\" (" + body + ") \"\\\"\"";
   }
 
+  // When the whole pattern is one single-character item repeated (^[a-z0-9-]+$, ^\d{5}$, ^.*$),
+  // the GBNF of one character and the repetition bounds: a length range can then be combined with
+  // the pattern. False (and nothing converted) for any other pattern.
+  bool single_repeated_character(std::string& character, int& min_count, int& max_count) {
+    pos_ = !pattern_.empty() && pattern_.front() == '^' ? 1 : 0;
+    end_ = pattern_.size();
+    if (end_ > pos_ && pattern_[end_ - 1] == '$' && !(end_ >= 2 && pattern_[end_ - 2] == '\\')) --end_;
+    if (at_end() || peek() == '(' || peek() == '|' || peek() == ')') return false;
+    const Item item = atom(0);
+    std::vector<Item> items;
+    quantify(item, items);
+    if (pos_ != end_ || items.size() != 1) return false;
+    character = item.literal ? gbnf_literal(item.text) : item.text;
+    min_count = last_min_;
+    max_count = last_max_;
+    return true;
+  }
+
  private:
+  int last_min_ = 1, last_max_ = 1;  // the bounds of the last quantify()
   std::string pattern_;
   std::string pointer_;
   std::function<std::string(const std::string&, const std::string&)> add_rule_;
@@ -839,6 +864,7 @@ class PatternConverter {
   // Reads a quantifier after `item` (if any) and appends the result to `items`.
   void quantify(Item item, std::vector<Item>& items) {
     if (at_end()) {
+      last_min_ = last_max_ = 1;
       items.push_back(std::move(item));
       return;
     }
@@ -850,9 +876,12 @@ class PatternConverter {
       max_count = c == '?' ? 1 : -1;
     } else if (c == '{' && braces(min_count, max_count)) {
     } else {
+      last_min_ = last_max_ = 1;
       items.push_back(std::move(item));
       return;
     }
+    last_min_ = min_count;
+    last_max_ = max_count;
     if (!at_end() && peek() == '?') ++pos_;  // lazy: the same strings match in full
     else if (!at_end() && peek() == '+') error("possessive quantifiers are not supported");
     if (!at_end() && (peek() == '*' || peek() == '+' || peek() == '{')) error("a quantifier after a quantifier");
@@ -913,10 +942,17 @@ struct GrammarBuilder::Impl {
   std::string ref_prefix;
   std::map<std::string, std::string> ref_rules;  // "$ref" -> rule name (set before the target is visited)
   int depth = 0;
+  size_t visits = 0;
+  // Objects and arrays entered (each matches a character before its members), and the $refs
+  // being converted with the nesting they started at.
+  int nesting = 0;
+  std::map<std::string, int> open_refs;
 
   struct DepthGuard {
     Impl& impl;
     DepthGuard(Impl& owner, const std::string& pointer) : impl(owner) {
+      if (++impl.visits > kMaxVisits)
+        fail(pointer, "anyOf", fmt::format("the schema takes more than {} steps to convert (combinators multiply)", kMaxVisits));
       if (++impl.depth > kMaxDepth) {
         --impl.depth;
         fail(pointer, "$ref", fmt::format("schemas nest (or $refs chain) deeper than {}", kMaxDepth));
@@ -1030,7 +1066,14 @@ struct GrammarBuilder::Impl {
 
   std::string visit_ref(const std::string& ref, const std::string& pointer) {
     auto found = ref_rules.find(ref);
-    if (found != ref_rules.end()) return found->second;
+    if (found != ref_rules.end()) {
+      // Back to a $ref still being converted with no object or array in between: the rule would
+      // call itself before matching anything (no instance, or a left-recursive grammar).
+      auto open = open_refs.find(ref);
+      if (open != open_refs.end() && open->second == nesting)
+        fail(pointer, "$ref", fmt::format("\"{}\" refers back to itself without an object or array in between", ref));
+      return found->second;
+    }
     const Json& target = resolve(ref, pointer);
     const std::string fragment = ref.substr(1);
     // The rule's name is fixed before the target is visited, so that a recursive reference
@@ -1043,7 +1086,9 @@ struct GrammarBuilder::Impl {
           break;
         }
     ref_rules[ref] = rule_name;
+    open_refs[ref] = nesting;
     const std::string visited = visit(target, rule_name, ref);
+    open_refs.erase(ref);
     if (visited != rule_name && !rules.count(rule_name)) add_rule(rule_name, visited);
     return rule_name;
   }
@@ -1247,14 +1292,19 @@ struct GrammarBuilder::Impl {
         const Json& allowed = schema.at("enum");
         if (std::find(allowed.begin(), allowed.end(), values[0]) == allowed.end()) fail(pointer, "const", "the const value is not in enum");
       }
+      const char* key = schema.contains("const") ? "const" : "enum";
+      const auto others = grammar_without_values(schema, key, pointer);
       std::vector<std::string> literals;
       for (const Json& value : values) {
         if (typed && !value_matches_types(value, types)) continue;  // the type rules it out
         if (value.is_string() && !string_value_allowed(schema, value.get<std::string>())) continue;
+        if (others) {
+          Matcher matcher(others);
+          if (!matcher.accept(value.dump()) || !matcher.can_end()) continue;
+        }
         literals.push_back(gbnf_literal(value.dump()));
       }
-      const char* key = schema.contains("const") ? "const" : "enum";
-      if (literals.empty()) fail(pointer, key, "no value is valid (type or length rule them all out)");
+      if (literals.empty()) fail(pointer, key, "no value is valid (the other keywords rule them all out)");
       return add_rule(rule_name, literals.size() == 1 && schema.contains("const") ? literals[0] : "(" + join(literals, " | ") + ")");
     }
 
@@ -1300,6 +1350,34 @@ struct GrammarBuilder::Impl {
     if (type == "integer" || type == "number") return visit_number(schema, type, rule_name, pointer);
     if (type == "boolean") return visit_builtin(rule_name, "boolean");
     return visit_builtin(rule_name, "null");
+  }
+
+  // The grammar of `schema` without enum/const, when it has other constraining keywords (bounds,
+  // patterns, formats, ...): an enum value is kept only when that grammar accepts its JSON text.
+  std::shared_ptr<const Grammar> grammar_without_values(const Json& schema, const char* key, const std::string& pointer) {
+    Json rest = Json::object();
+    bool constrained = false;
+    for (const auto& [k, v] : schema.items()) {
+      if (k == "enum" || k == "const" || is_annotation(k)) continue;
+      rest[k] = v;
+      constrained = constrained || k != "type";
+    }
+    if (!constrained) return nullptr;
+    Impl others;
+    others.add_builtin("space");
+    others.document = document;
+    others.depth = depth;
+    others.visits = visits;
+    const std::string top = others.visit(rest, "", pointer);
+    visits = others.visits;
+    if (top != "root") others.add_rule("root", top);
+    std::string text;
+    for (const auto& [name, body] : others.rules) text += name + " ::= " + body + "\n";
+    try {
+      return Grammar::parse(text);
+    } catch (const GrammarError& error) {
+      fail(pointer, key, fmt::format("the keywords beside {} allow no value ({})", key, error.what()));
+    }
   }
 
   // Whether an enum/const string passes the schema's length keywords (the rest is not checked).
@@ -1351,10 +1429,22 @@ struct GrammarBuilder::Impl {
     if (schema.contains("pattern")) {
       const Json& pattern = schema.at("pattern");
       if (!pattern.is_string()) fail(pointer, "pattern", "must be a string");
-      if (has_length) fail(pointer, schema.contains("minLength") ? "minLength" : "maxLength", "minLength/maxLength together with a pattern cannot be expressed");
       if (schema.contains("format")) fail(pointer, "format", "a format together with a pattern cannot be expressed");
       PatternConverter converter(pattern.get<std::string>(), pointer, [this](const std::string& n, const std::string& b) { return add_rule(n, b); },
                                  rule_name);
+      if (has_length) {
+        // Only a repeated single character combines with a length: its count is the length.
+        std::string character;
+        int lo = 0, hi = -1;
+        if (!converter.single_repeated_character(character, lo, hi))
+          fail(pointer, schema.contains("minLength") ? "minLength" : "maxLength",
+               "minLength/maxLength together with this pattern cannot be expressed (only with one repeated character, like ^[a-z0-9-]+$)");
+        lo = std::max(lo, min_length);
+        if (max_length >= 0) hi = hi < 0 ? max_length : std::min(hi, max_length);
+        if (hi >= 0 && lo > hi) fail(pointer, "pattern", "the pattern's repetition and minLength/maxLength leave no length");
+        const std::string repeated = build_repetition(character, lo, hi);
+        return add_rule(rule_name, "\"\\\"\" " + (repeated.empty() ? std::string() : repeated + " ") + "\"\\\"\"");
+      }
       return add_rule(rule_name, converter.convert());
     }
     std::string format;
@@ -1384,7 +1474,16 @@ struct GrammarBuilder::Impl {
     return visit_builtin(rule_name, "string");
   }
 
+  struct NestingGuard {
+    int& level;
+    explicit NestingGuard(int& counter) : level(++counter) {}
+    ~NestingGuard() { --level; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+  };
+
   std::string visit_array(const Json& schema, const std::string& name, const std::string& rule_name, const std::string& pointer) {
+    NestingGuard inside(nesting);
     const std::string sub_name = name + (name.empty() ? "" : "-");
     auto [min_items, max_items] = repetition_bounds(schema, "minItems", "maxItems", pointer);
     if (schema.contains("uniqueItems") && schema.at("uniqueItems") == true && !(max_items >= 0 && max_items <= 1))
@@ -1504,6 +1603,7 @@ struct GrammarBuilder::Impl {
   }
 
   std::string visit_object(const Json& schema, const std::string& name, const std::string& rule_name, const std::string& pointer) {
+    NestingGuard inside(nesting);
     const std::string sub_name = name + (name.empty() ? "" : "-");
     const Json empty_properties = Json::object();
     const Json& properties = schema.contains("properties") ? schema.at("properties") : empty_properties;
@@ -1517,8 +1617,8 @@ struct GrammarBuilder::Impl {
         if (std::find(required.begin(), required.end(), entry.get<std::string>()) == required.end()) required.push_back(entry.get<std::string>());
       }
     }
-    // additionalProperties: absent with properties -> none (as llama.cpp: models keep to the
-    // declared keys); absent without properties, or true -> any; false -> none; a schema.
+    // additionalProperties: absent with "properties" (even empty) -> none (as llama.cpp: models
+    // keep to the declared keys); absent without it, or true -> any; false -> none; a schema.
     const Json* additional = nullptr;
     Json any_schema = Json::object();
     if (schema.contains("additionalProperties")) {
@@ -1530,13 +1630,15 @@ struct GrammarBuilder::Impl {
       } else {
         fail(pointer, "additionalProperties", "must be a boolean or a schema");
       }
-    } else if (properties.empty() && required.empty()) {
-      additional = &any_schema;
+    } else if (!schema.contains("properties") && required.empty()) {
+      additional = &any_schema;  // {"type": "object"}: any object; {"properties": {}}: {} only (as llama.cpp)
     }
 
     // Declared properties in their order, then required names that are not declared (they take
     // the additionalProperties schema).
     std::vector<std::pair<std::string, const Json*>> declared;
+    if (properties.size() > kMaxProperties)
+      fail(pointer, "properties", fmt::format("{} properties, more than the {} a grammar takes", properties.size(), kMaxProperties));
     for (const auto& [prop_name, prop_schema] : properties.items()) declared.push_back({prop_name, &prop_schema});
     for (const std::string& req : required) {
       if (properties.contains(req)) continue;
@@ -1588,19 +1690,19 @@ struct GrammarBuilder::Impl {
       rule += " (";
       if (!required_kvs.empty()) rule += " \",\" space ( ";
       // Optional properties keep their order: after the first one present, the rest of the list
-      // (each optional) in a "-rest" rule.
-      std::function<std::string(size_t, bool)> rest_of = [&](size_t first, bool first_is_optional) {
-        if (first >= optional_entries.size()) return std::string();
-        const Entry& entry = optional_entries[first];
-        const std::string comma_ref = "( \",\" space " + entry.kv_rule + " )";
-        std::string res = first_is_optional ? comma_ref + (entry.wildcard ? "*" : "?")
-                                            : entry.kv_rule + (entry.wildcard ? " " + comma_ref + "*" : "");
-        if (first + 1 < optional_entries.size()) res += " " + add_rule(sub_name + entry.key + "-rest", rest_of(first + 1, true));
-        return res;
-      };
-      for (size_t i = 0; i < optional_entries.size(); ++i) {
-        if (i) rule += " | ";
-        rule += rest_of(i, false);
+      // (each optional) in a "-rest" rule; built from the end, each once.
+      const size_t n = optional_entries.size();
+      auto comma_ref = [&](size_t k) { return "( \",\" space " + optional_entries[k].kv_rule + " )"; };
+      std::vector<std::string> rest_rule(n + 1);  // rest_rule[k]: entries k.. each optional
+      for (size_t k = n; k-- > 1;) {
+        std::string body = comma_ref(k) + (optional_entries[k].wildcard ? "*" : "?");
+        if (k + 1 < n) body += " " + rest_rule[k + 1];
+        rest_rule[k] = add_rule(sub_name + optional_entries[k - 1].key + "-rest", body);
+      }
+      for (size_t k = 0; k < n; ++k) {
+        if (k) rule += " | ";
+        rule += optional_entries[k].kv_rule + (optional_entries[k].wildcard ? " " + comma_ref(k) + "*" : "");
+        if (k + 1 < n) rule += " " + rest_rule[k + 1];
       }
       if (!required_kvs.empty()) rule += " )";
       rule += " )?";
@@ -1669,6 +1771,8 @@ std::string GrammarBuilder::add_schema(const std::string& name, const Json& sche
   check_nesting(schema);
   impl.document = &schema;
   impl.ref_rules.clear();
+  impl.open_refs.clear();
+  impl.nesting = 0;
   impl.depth = 0;
   const bool is_root = name.empty() || name == "root";
   impl.ref_prefix = is_root ? "" : Impl::sanitize(name) + "-";

@@ -1,6 +1,30 @@
 // JSON Schema -> GBNF, as llama.cpp's json-schema-to-grammar does it (same rule shapes, the same
 // `space` rule between tokens, the same regex subset for `pattern`), written for okapi. Schemas
 // come from clients: what cannot be expressed is a SchemaError that names the keyword.
+//
+// Every string the grammar matches is valid under the schema (the converter may allow fewer
+// instances than the schema, never more):
+//  - supported: type (and lists of types), properties / required / additionalProperties (bool or
+//    schema; absent with "properties": no other keys, as llama.cpp), enum / const, items /
+//    prefixItems (and draft-7 tuple items / additionalItems), minItems / maxItems, minLength /
+//    maxLength, pattern (^...$, literals, classes, groups incl. (?:) and named, |, ? * + {m,n},
+//    ., \d \w \s and their negations in ASCII), format date / time / date-time / uuid (other
+//    formats are annotations: any string), minimum / maximum / exclusive* for integers and numbers
+//    (rounded inwards to integers; a number range has no exponent), anyOf / oneOf (as alternatives:
+//    oneOf's branches should not overlap), allOf (merged, distributed over anyOf/oneOf), keywords
+//    beside $ref / anyOf / oneOf (they constrain each branch), local $ref ("#", "#/$defs/x",
+//    "#/definitions/x", any JSON pointer; recursion allowed), {} / true = any value.
+//  - SchemaError: not, if/then/else, patternProperties, propertyNames, dependent*, unevaluated*,
+//    contains, multipleOf (but 1 for integers), uniqueItems (unless maxItems <= 1), remote or
+//    anchor $refs, pattern features without a grammar (lookaround, backreferences, \b, \p,
+//    possessive quantifiers), pattern together with minLength/maxLength or format, minProperties /
+//    maxProperties the object shape does not already satisfy, contradictions (minLength >
+//    maxLength, allOf parts with no common type or value, required keys additionalProperties
+//    false forbids).
+//  - bounds against hostile schemas: 128 levels of schemas and $refs (512 of JSON), a minimum
+//    count (minItems, minLength, {m}) above 1000 is refused and a maximum above 1000 lowered to
+//    1000, 1000 properties per object, 64 alternatives from distributing allOf, 100000 schema
+//    visits, 4 MiB of grammar.
 #pragma once
 #include <map>
 #include <string>

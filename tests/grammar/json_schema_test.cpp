@@ -194,6 +194,8 @@ TEST(JsonSchemaGolden, Objects) {
                         R"(additional-value ::= "[" space (number ("," space number)*)? space "]")", kChar, kNumberRules,
                         R"(root ::= "{" space  (additional-kv ( "," space additional-kv )* )? space "}")", kSpace, kString}));
   expect_grammar(R"({"type": "object", "additionalProperties": false})", lines({R"(root ::= "{" space "}")", kSpace}));
+  // Tools without parameters: "properties": {} is the empty object only.
+  expect_grammar(R"({"type": "object", "properties": {}})", lines({R"(root ::= "{" space "}")", kSpace}));
   // Extra keys are written without escapes (so "\u0061" cannot stand in for "a"): key-char.
   expect_grammar(R"({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"], "additionalProperties": {"type": "string"}})",
                  lines({R"(a-kv ::= "\"a\"" space ":" space number)", R"(additional-k ::= ["] ( [a] key-char+ | [^\x00-\x1F\x22\x5Ca\x7F] key-char* )? ["])",
@@ -289,6 +291,15 @@ TEST(JsonSchemaAccept, StringsPatternsFormats) {
   expect_instances(Json::parse(R"({"type": "string", "pattern": "^[^,]+$"})"), {R"("abc")", R"("a\"b")"}, {R"("a,b")", R"("")", "\"a\nb\""});
   expect_instances(Json::parse(R"({"type": "string", "pattern": "^.{2}$"})"), {R"("ab")", R"("\\x")", R"("é!")"}, {R"("a")", "\"a\nb\""});
   expect_instances(Json::parse(R"({"type": "string", "pattern": "^(?<year>[0-9]{4})-(?P<m>0[1-9]|1[0-2])$"})"), {R"("2024-12")"}, {R"("2024-13")"});
+  // A repeated single character takes minLength/maxLength as its count.
+  expect_instances(Json::parse(R"({"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 5})"), {R"("ab-1")", R"("abcde")"},
+                   {R"("abcdef")", R"("")", R"("AB")"});
+  expect_instances(Json::parse(R"({"type": "string", "pattern": "^.*$", "minLength": 2, "maxLength": 3})"), {R"("ab")", R"("a\"c")"},
+                   {R"("a")", R"("abcd")"});
+  // Enum values pass the other keywords too.
+  expect_instances(Json::parse(R"({"type": "integer", "enum": [1, 5, 10, 20], "minimum": 5, "maximum": 10})"), {"5", "10"}, {"1", "20"});
+  expect_instances(Json::parse(R"({"enum": ["2024-01-31", "2024-02-31", "soon"], "format": "date"})"), {R"("2024-01-31")"},
+                   {R"("2024-02-31")", R"("soon")"});
   expect_instances(Json::parse(R"({"type": "string", "format": "date"})"), {R"("2024-02-28")", R"("1999-12-31")", R"("2024-04-30")"},
                    {R"("2024-02-30")", R"("2024-04-31")", R"("2024-13-01")", R"("0000-01-01")", R"("2024-1-01")"});
   expect_instances(Json::parse(R"({"type": "string", "format": "date-time"})"), {R"("2024-05-01T12:30:00Z")", R"("2024-05-01T23:59:59.123+02:00")"},
@@ -390,6 +401,9 @@ TEST(JsonSchemaErrors, NameTheKeywordAndWhere) {
   expect_error(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", "type", "#/type");
   expect_error(R"({"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": false})", "required", "#/required");
   expect_error(R"({"type": "string", "enum": [1, 2]})", "enum", "#/enum");
+  expect_error(R"({"type": "string", "pattern": "^(ab)+$", "maxLength": 6})", "maxLength", "#/maxLength");
+  expect_error(R"({"type": "string", "pattern": "^[a-z]{2,3}$", "minLength": 4})", "pattern", "#/pattern");
+  expect_error(R"({"enum": ["a", "b"], "minLength": 2})", "enum", "#/enum");
 }
 
 TEST(JsonSchemaErrors, HostileSchemasAreBounded) {
@@ -399,7 +413,9 @@ TEST(JsonSchemaErrors, HostileSchemasAreBounded) {
   deep += "{}";
   for (int i = 0; i < 10000; ++i) deep += "}";
   EXPECT_THROW(json_schema_to_gbnf(Json::parse(deep)), SchemaError);
-  // A $ref cycle with nothing in between, and allOf through itself.
+  // $ref cycles with no object or array in between (left-recursive rules), and allOf through itself.
+  expect_error(R"({"$ref": "#"})", "$ref", "#");
+  expect_error(R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"})", "$ref", "#/$defs/a/anyOf/0/$ref");
   EXPECT_THROW(json_schema_to_gbnf(Json::parse(R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})")), SchemaError);
   // Huge maxItems/maxLength are lowered (fewer is still valid), not unrolled.
   const std::string capped = json_schema_to_gbnf(Json::parse(R"({"type": "array", "items": {"type": "string", "maxLength": 1000000000}, "maxItems": 1000000000})"));
@@ -409,6 +425,22 @@ TEST(JsonSchemaErrors, HostileSchemasAreBounded) {
   Json wide = {{"allOf", Json::array()}};
   for (int i = 0; i < 8; ++i) wide["allOf"].push_back(Json{{"anyOf", Json::array({Json{{"minLength", 1}}, Json{{"maxLength", 5}}})}});
   EXPECT_THROW(json_schema_to_gbnf(wide), SchemaError);
+  // Keywords beside anyOf are copied into each branch: nested, the copies multiply (8^12 here).
+  Json nested = {{"type", "string"}};
+  for (int level = 0; level < 12; ++level) {
+    Json branches = Json::array();
+    for (int b = 0; b < 8; ++b) branches.push_back(Json{{"properties", {{fmt::format("b{}", b), {{"type", "integer"}}}}}});
+    nested = Json{{"type", "object"}, {"properties", {{"x", nested}}}, {"anyOf", branches}};
+  }
+  EXPECT_THROW(json_schema_to_gbnf(nested), SchemaError);
+  // Too many properties for one object; many optional ones are fine (each -rest rule once).
+  Json many = {{"type", "object"}, {"properties", Json::object()}};
+  for (int p = 0; p < 1001; ++p) many["properties"][fmt::format("p{}", p)] = {{"type", "boolean"}};
+  EXPECT_THROW(json_schema_to_gbnf(many), SchemaError);
+  many["properties"].erase("p1000");
+  const auto grammar = Grammar::parse(json_schema_to_gbnf(many));
+  EXPECT_TRUE(matches(grammar, R"({"p3": true, "p999": false})"));
+  EXPECT_FALSE(matches(grammar, R"({"p999": false, "p3": true})"));  // declaration order
 }
 
 }  // namespace
