@@ -161,6 +161,25 @@ TEST_F(SynthFile, ReadsBackWithMetadataAndTypes) {
   EXPECT_EQ(f.tensors().size(), 2u + 11u);
 }
 
+// --vocab-from: a real tokenizer (every tokenizer.* key) replaces the made-up one, and the
+// vocabulary size follows it.
+TEST_F(SynthFile, TakesTheTokenizerOfAVocabularyFile) {
+  const auto vocab_file = test::repo_dir() / "tests" / "data" / "vocab" / "ggml-vocab-llama-spm.gguf";
+  SynthOptions o{.preset = "stories15M", .arch = "", .type = "Q8_0", .seed = 3, .layers = 1, .vocab_from = vocab_file,
+                 .n_threads = 2};
+  write_synth(o, dir_ / "v.gguf");
+  const auto f = gguf::File::open(dir_ / "v.gguf");
+  const auto source = gguf::File::open(vocab_file);
+  EXPECT_EQ(f.at("llama.vocab_size").as_int(), 32000);
+  EXPECT_EQ(f.at("tokenizer.ggml.tokens").as_string_array(), source.at("tokenizer.ggml.tokens").as_string_array());
+  EXPECT_EQ(f.tensor("token_embd.weight").shape[1], 32000);
+  o.vocab = 1000;
+  EXPECT_THROW(write_synth(o, dir_ / "w.gguf"), Error);
+  o.vocab = 0;
+  o.vocab_from = dir_ / "v.gguf.missing";
+  EXPECT_THROW(write_synth(o, dir_ / "w.gguf"), Error);
+}
+
 // IQ2_XXS and the other types whose quantizer needs an importance matrix are written with uniform
 // importance (random weights have no activations to weigh), and the file loads and runs.
 TEST_F(SynthFile, ImportanceOnlyTypesGetUniformImportance) {
