@@ -1670,10 +1670,13 @@ struct GrammarBuilder::Impl {
     std::vector<std::string> prop_names;
     for (const auto& [prop_name, prop_schema] : declared) {
       const std::string prop_pointer = fmt::format("{}/properties/{}", pointer, pointer_escape(prop_name));
-      const std::string value_rule = visit(*prop_schema, sub_name + prop_name, prop_pointer);
-      const std::string kv = add_rule(sub_name + prop_name + "-kv", gbnf_literal(Json(prop_name).dump()) + " space \":\" space " + value_rule);
+      // An empty name must not make the name hint "" (that is the root's; llama.cpp's test shows
+      // its property taking "root").
+      const std::string hint = sub_name + (prop_name.empty() ? std::string("empty") : prop_name);
+      const std::string value_rule = visit(*prop_schema, hint, prop_pointer);
+      const std::string kv = add_rule(hint + "-kv", gbnf_literal(Json(prop_name).dump()) + " space \":\" space " + value_rule);
       if (std::find(required.begin(), required.end(), prop_name) != required.end()) required_kvs.push_back(kv);
-      else optional_entries.push_back({prop_name, kv, false});
+      else optional_entries.push_back({prop_name.empty() ? std::string("empty") : prop_name, kv, false});
       prop_names.push_back(prop_name);
     }
     if (additional) {

@@ -339,6 +339,10 @@ TEST(JsonSchemaAccept, ObjectsArraysRefs) {
   expect_instances(Json::parse(R"({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
                                    "additionalProperties": {"type": "string"}})"),
                    {R"({"id": 1, "name": "x", "i": "y"})", R"({"id": 1, "idx": "z"})"}, {R"({"id": 1, "id": "x"})", R"({"id": 1, "n": 2})"});
+  // Odd property names: empty (llama.cpp's rule for it takes the name "root"), leading digits, quotes.
+  expect_instances(Json::parse(R"({"type": "object", "properties": {"": {"type": "integer"}, "1st": {"type": "string"}, "a\"b": {"type": "boolean"}},
+                                   "required": [""], "additionalProperties": false})"),
+                   {R"({"": 1})", R"({"": 1, "1st": "x", "a\"b": true})"}, {R"({"1st": "x"})", R"({"": "x"})", "1"});
   // Required names that properties does not declare are required all the same.
   expect_instances(Json::parse(R"({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]})"),
                    {R"({"a": "x", "b": 1})"}, {R"({"a": "x"})"});
