@@ -80,6 +80,10 @@ struct ParseOptions {
   std::string reasoning_start, reasoning_end;
   bool thinking_forced_open = false;  // the prompt ends inside the reasoning block: the output starts in it
   bool parse_tool_calls = true;       // false: call syntax stays content (no tools, or tool_choice none)
+  // XML-argument families (Qwen3-Coder, GLM-4.5): {tool name: [parameter, ...]} for the parameters
+  // whose schema is a plain string, written raw between the tags; their values stay strings even
+  // where they read as JSON ("42", "true"). Null: every value that parses as JSON is JSON.
+  Json string_arguments;
 };
 
 // How to constrain and read one request.
