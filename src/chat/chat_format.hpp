@@ -93,6 +93,10 @@ struct ChatPlan {
   // output from the trigger's first byte on.
   bool grammar_lazy = false;
   std::vector<std::string> grammar_triggers;
+  // Lazy too: triggers that count only where the answer starts (after the reasoning block and blank
+  // space): a call that is the whole answer (Llama 3's bare JSON, Functionary's first call), whose
+  // text inside content is not a call for the parser.
+  std::vector<std::string> grammar_start_triggers;
   // The grammar (lazy or not) applies only after the reasoning block has ended (reasoning_end seen,
   // or no reasoning started); the reasoning itself is never constrained.
   bool grammar_after_reasoning = false;

@@ -1095,7 +1095,19 @@ void Parser::gpt_oss(std::string_view s) {
       recipient = rest.substr(0, std::min(rest.find_first_of(" <"), rest.size()));
     }
     const size_t body_begin = message_at + kMessage.size();
-    const Found end = find_first(s, body_begin, kEnds);
+    Found end = find_first(s, body_begin, kEnds);
+    if (recipient.starts_with("functions.") && options_.parse_tool_calls) {
+      // A call's JSON is read whole first: its strings may hold marker text.
+      const size_t json_begin = skip_space(s, body_begin);
+      if (json_begin < s.size() && s[json_begin] == '{') {
+        const auto value = scan_value(s, json_begin, 0);
+        if (value.status == Scan::Complete) {
+          end = find_first(s, value.end, kEnds);
+        } else if (value.status == Scan::Prefix) {
+          end = {};  // the arguments run to the end of the text
+        }
+      }
+    }
     const bool open = end.pos == std::string_view::npos;
     const size_t body_end = open ? s.size() - hold(s.substr(body_begin), kEnds) : end.pos;
     const std::string_view body = s.substr(body_begin, body_end - body_begin);
@@ -1181,23 +1193,31 @@ void Parser::generic(std::string_view s) {
     if (!arguments.is_object()) return std::nullopt;
     return ToolCall{j["name"].get<std::string>(), dump(arguments), {}};
   };
+  // The wrapper's one value, where the text writes it: calls' arguments are read from the text as
+  // a streamed parse reads them (the model's JSON minified, escapes as written).
+  size_t wrapped = skip_space(s, i + 1);
+  wrapped = skip_space(s, scan_string(s, wrapped).end);
+  wrapped = skip_space(s, wrapped + 1);  // past ':'
   if (value->contains("response")) {
     const Json& response = (*value)["response"];
     add_content(response.is_string() ? response.get<std::string>() : dump(response));
   } else if (value->contains("tool_call")) {
-    if (auto call = call_of((*value)["tool_call"])) add_calls({std::move(*call)});
+    auto read = read_call_object(s, wrapped, kNameArguments);
+    if (call_of((*value)["tool_call"]) && read.status == Scan::Complete) add_calls({std::move(read.call)});
     else add_content(s);
   } else if (value->contains("tool_calls") && (*value)["tool_calls"].is_array()) {
-    std::vector<ToolCall> calls;
     for (const auto& j : (*value)["tool_calls"]) {
-      auto call = call_of(j);
-      if (!call) {
+      if (!call_of(j)) {
         add_content(s);
         return;
       }
-      calls.push_back(std::move(*call));
     }
-    add_calls(std::move(calls));
+    auto read = read_call_array(s, wrapped, kNameArguments);
+    if (read.status != Scan::Complete) {
+      add_content(s);
+      return;
+    }
+    add_calls(std::move(read.calls));
   } else {
     add_content(s);
   }

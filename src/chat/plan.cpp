@@ -231,6 +231,7 @@ class Rules {
 struct CallSyntax {
   std::string calls;  // the rule matching the call(s) (no surrounding whitespace)
   std::vector<std::string> triggers;
+  std::vector<std::string> start_triggers = {};  // only at the answer's start (ChatPlan::grammar_start_triggers)
 };
 
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
@@ -361,8 +362,11 @@ CallSyntax llama3_calls(Rules& rules, const std::vector<Tool>& tools, bool paral
   }
   const std::string call =
       rules.builder().add_rule("tool-call", "\"<|python_tag|>\"? ( " + join(alternatives, " | ") + " )");
+  // A bare JSON call is the whole answer (the parser reads it at the start only); <|python_tag|>
+  // may follow content.
   return {rules.builder().add_rule("tool-calls", repeated(call, parallel, rules.ws())),
-          {"{\"name\"", "{ \"name\"", "<|python_tag|>"}};
+          {"<|python_tag|>"},
+          {"{\"name\"", "{ \"name\"", "{\n\"name\""}};
 }
 
 CallSyntax mistral_calls(Rules& rules, const std::vector<Tool>& tools, bool parallel) {
@@ -485,7 +489,8 @@ CallSyntax functionary_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   for (const Tool& tool : tools) {
     alternatives.push_back(
         rules.builder().add_rule(rule_hint(tool.name, "call"), literal(tool.name + "\n") + " " + rules.arguments(tool) + " " + rules.ws()));
-    syntax.triggers.push_back(tool.name + "\n");
+    // The first call starts the answer (the prompt ends with ">>>"); later ones follow ">>>".
+    syntax.start_triggers.push_back(tool.name + "\n");
     syntax.triggers.push_back(">>>" + tool.name + "\n");
   }
   const std::string first = rules.builder().add_rule("tool-call", "( " + join(alternatives, " | ") + " )");
@@ -663,7 +668,10 @@ void plan_tools(ChatPlan& p, Family family, const std::vector<Tool>& tools, cons
   rules.builder().add_rule("root", body);
   p.grammar = rules.builder().text();
   p.grammar_lazy = lazy;
-  if (lazy) p.grammar_triggers = syntax.triggers;
+  if (lazy) {
+    p.grammar_triggers = syntax.triggers;
+    p.grammar_start_triggers = syntax.start_triggers;
+  }
 }
 
 // A response schema without tools, wrapped as the family writes content where it must be.

@@ -118,9 +118,14 @@ struct Walk {
 };
 
 Walk random_walk(const std::shared_ptr<const grammar::Grammar>& grammar, const std::vector<std::string>& alphabet,
-                 std::mt19937& rng) {
+                 std::mt19937& rng, const std::string& start = "") {
   grammar::Matcher matcher(grammar);
   Walk walk;
+  if (!matcher.accept(start)) {
+    walk.error = "the grammar does not start with its trigger '" + start + "'";
+    return walk;
+  }
+  walk.text = start;
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   std::vector<const std::string*> allowed;
   std::map<uint64_t, std::vector<const std::string*>> by_state;
@@ -314,7 +319,7 @@ struct Mode {
   std::string tool_name;
 };
 
-// Where a lazy grammar's text may start after content: the trigger, and what precedes it.
+// What comes before a lazy grammar's trigger.
 struct Prefix {
   std::string text;             // written before the walk
   std::string expected_content;  // what the parse reports as content
@@ -322,7 +327,7 @@ struct Prefix {
 
 // What a model writes before a call that starts at `trigger` (plain content where the family
 // allows content before a call; harmony headers for gpt-oss).
-Prefix prefix_for(Family family, const std::string& trigger, std::mt19937& rng) {
+Prefix prefix_for(Family family, std::mt19937& rng) {
   if (family == Family::GptOss) {
     const std::string analysis = "<|channel|>analysis<|message|>" + random_words(rng, 4) + "<|end|><|start|>assistant";
     switch (rng() % 4) {
@@ -332,8 +337,7 @@ Prefix prefix_for(Family family, const std::string& trigger, std::mt19937& rng) 
       default: return {analysis + "<|channel|>commentary", ""};
     }
   }
-  if (family == Family::FunctionaryV32) {
-    if (!trigger.starts_with(">>>")) return {"", ""};  // the first call: at the output's start only
+  if (family == Family::FunctionaryV32) {  // later calls (">>>NAME\n") after content ("all\n...")
     const std::string words = random_words(rng, 1 + rng() % 6);
     return {"all\n" + words, words};
   }
@@ -379,8 +383,15 @@ TEST_P(AgreementTest, WalksThroughTheGrammarParseToTheirCalls) {
     ASSERT_FALSE(p.grammar.empty()) << mode.name;
     const auto grammar = grammar::Grammar::parse(p.grammar);
     const bool reasoning = !p.parse.reasoning_end.empty() && p.parse.family != Family::GptOss;
+    std::vector<std::string> triggers = p.grammar_triggers;
+    triggers.insert(triggers.end(), p.grammar_start_triggers.begin(), p.grammar_start_triggers.end());
+    ASSERT_EQ(p.grammar_lazy, !triggers.empty()) << mode.name;
     for (int n = 0; n < kWalksPerCase; ++n) {
-      const Walk walk = random_walk(grammar, alphabet, rng);
+      // A lazy grammar matches the output from a trigger on.
+      const std::string trigger = triggers.empty() ? "" : triggers[rng() % triggers.size()];
+      const bool at_start = std::find(p.grammar_start_triggers.begin(), p.grammar_start_triggers.end(), trigger) !=
+                            p.grammar_start_triggers.end();
+      const Walk walk = random_walk(grammar, alphabet, rng, trigger);
       const std::string where = c.file + " " + mode.name + " walk " + std::to_string(n) + ": " + walk.text;
       ASSERT_TRUE(walk.error.empty()) << where << "\n" << walk.error;
       const std::vector<std::string> names = names_in(walk.text);
@@ -392,13 +403,9 @@ TEST_P(AgreementTest, WalksThroughTheGrammarParseToTheirCalls) {
                "\n\n";
       }
       if (p.grammar_lazy) {
-        // The walk starts at a trigger, and nothing before it holds one.
-        std::string trigger;
-        for (const std::string& t : p.grammar_triggers) {
-          if (walk.text.starts_with(t) && t.size() > trigger.size()) trigger = t;
-        }
-        ASSERT_FALSE(trigger.empty()) << where << "\nthe lazy grammar's text starts at none of its triggers";
-        const Prefix prefix = prefix_for(p.parse.family, trigger, rng);
+        // Content may come before a trigger that is not anchored at the answer's start; it holds
+        // no trigger itself.
+        const Prefix prefix = at_start ? Prefix{} : prefix_for(p.parse.family, rng);
         for (const std::string& t : p.grammar_triggers) {
           ASSERT_EQ((text + prefix.text).find(t), std::string::npos) << where;
         }
