@@ -212,7 +212,8 @@ std::string random_words(std::mt19937& rng, size_t count) {
 }
 
 // Harmony: the content and reasoning a gpt-oss output holds (message bodies by channel; calls,
-// with a recipient, hold neither). Bodies hold no "<|" (the grammar's harmony text cannot).
+// with a recipient, hold neither and end the output). Bodies hold no "<|" (the grammar's harmony
+// text cannot).
 struct Harmony {
   std::string content, reasoning;
 };
@@ -221,15 +222,14 @@ Harmony harmony_messages(const std::string& text) {
   size_t header = 0;
   for (size_t at = text.find("<|message|>"); at != std::string::npos; at = text.find("<|message|>", header)) {
     const std::string head = text.substr(header, at - header);
+    if (head.find("to=") != std::string::npos) break;  // a call ends the output (its JSON may hold anything)
     const size_t body_begin = at + std::string_view("<|message|>").size();
     const size_t body_end = std::min(text.find("<|", body_begin), text.size());
     const std::string body = text.substr(body_begin, body_end - body_begin);
-    if (head.find("to=") == std::string::npos) {
-      if (head.find("<|channel|>analysis") != std::string::npos) {
-        out.reasoning += body;
-      } else if (!strip(body).empty()) {
-        out.content += body;
-      }
+    if (head.find("<|channel|>analysis") != std::string::npos) {
+      out.reasoning += body;
+    } else if (!strip(body).empty()) {
+      out.content += body;
     }
     header = body_end;
     if (header >= text.size()) break;
@@ -300,6 +300,7 @@ std::vector<TemplateCase> template_cases() {
       {"deepseek-ai-DeepSeek-V3.1.jinja", Family::DeepSeekV3, Json{{"thinking", true}}},
       {"Qwen3-Coder.jinja", Family::Qwen3Coder, Json::object()},
       {"GLM-4.6.jinja", Family::Glm45, Json::object()},
+      {"GLM-4.7-Flash.jinja", Family::Glm45, Json::object()},  // thinking forced open
       {"meetkai-functionary-medium-v3.2.jinja", Family::FunctionaryV32, Json::object()},
       {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", Family::CommandR7B, Json::object()},
       {"google-gemma-2-2b-it.jinja", Family::Generic, Json::object()},
