@@ -80,6 +80,10 @@ struct ParseOptions {
   std::string reasoning_start, reasoning_end;
   bool thinking_forced_open = false;  // the prompt ends inside the reasoning block: the output starts in it
   bool parse_tool_calls = true;       // false: call syntax stays content (no tools, or tool_choice none)
+  // XML-argument families (Qwen3-Coder, GLM-4.5): {tool name: [parameter, ...]} for the parameters
+  // whose schema is a plain string, written raw between the tags; their values stay strings even
+  // where they read as JSON ("42", "true"). Null: every value that parses as JSON is JSON.
+  Json string_arguments;
 };
 
 // How to constrain and read one request.
@@ -89,6 +93,10 @@ struct ChatPlan {
   // output from the trigger's first byte on.
   bool grammar_lazy = false;
   std::vector<std::string> grammar_triggers;
+  // Lazy too: triggers that count only where the answer starts (after the reasoning block and blank
+  // space): a call that is the whole answer (Llama 3's bare JSON, Functionary's first call), whose
+  // text inside content is not a call for the parser.
+  std::vector<std::string> grammar_start_triggers;
   // The grammar (lazy or not) applies only after the reasoning block has ended (reasoning_end seen,
   // or no reasoning started); the reasoning itself is never constrained.
   bool grammar_after_reasoning = false;

@@ -349,15 +349,41 @@ CallsRead read_call_array(std::string_view s, size_t pos, const CallShape& shape
 // are JSON, others strings. Without the closing brace while the call is unfinished.
 struct XmlArguments {
   std::string text = "{";
-  void add(std::string_view key, std::string_view value) {
+  void add(std::string_view key, std::string_view value, bool raw_string) {
     if (text.size() > 1) text += ',';
     text += dump(Json(std::string(key)));
     text += ':';
-    const auto parsed = parse_json(value);
+    const auto parsed = raw_string ? std::nullopt : parse_json(value);
     text += parsed ? dump(*parsed) : dump(Json(std::string(value)));
   }
   std::string closed() const { return text + "}"; }
 };
+
+// Whether the plan says `key` of `tool` is a plain string written raw (ParseOptions::string_arguments).
+bool is_raw_string_argument(const Json& string_arguments, const std::string& tool, std::string_view key) {
+  if (!string_arguments.is_object()) return false;
+  const auto names = string_arguments.find(tool);
+  if (names == string_arguments.end() || !names->is_array()) return false;
+  return std::any_of(names->begin(), names->end(), [&](const Json& name) { return name.is_string() && name == key; });
+}
+
+// Where an XML argument's value (from `from`) ends: at the first `terminator`, except that a JSON
+// value is read whole first (its strings may hold the terminator). npos: not known yet (partial).
+size_t xml_value_end(std::string_view s, size_t from, std::string_view terminator, bool raw_string, bool partial) {
+  if (!raw_string) {
+    const size_t j = skip_space(s, from);
+    if (j < s.size() && std::string_view("{[\"").find(s[j]) != std::string_view::npos) {
+      const auto value = scan_value(s, j, 0);
+      if (value.status == Scan::Complete) {
+        const size_t after = skip_space(s, value.end);
+        if (s.substr(after).starts_with(terminator)) return after;
+      } else if (value.status == Scan::Prefix && partial) {
+        return std::string_view::npos;
+      }
+    }
+  }
+  return s.find(terminator, from);
+}
 
 // ---- the text being parsed ----------------------------------------------------------------------
 
@@ -616,13 +642,15 @@ BlockResult Parser::qwen3_coder_block(std::string_view s, size_t after) {
       const size_t key_begin = i + std::string_view("<parameter=").size();
       const size_t key_end = s.find('>', key_begin);
       if (key_end == std::string_view::npos) return unfinished();
-      const size_t value_end = s.find("</parameter>", key_end + 1);
+      const std::string_view key = strip(s.substr(key_begin, key_end - key_begin));
+      const bool raw_string = is_raw_string_argument(options_.string_arguments, call.name, key);
+      const size_t value_end = xml_value_end(s, key_end + 1, "</parameter>", raw_string, partial_);
       if (value_end == std::string_view::npos) return unfinished();
       std::string_view value = s.substr(key_end + 1, value_end - key_end - 1);
       // The template writes "<parameter=k>\nvalue\n</parameter>": one newline each side is syntax.
       if (value.starts_with('\n')) value.remove_prefix(1);
       if (value.ends_with('\n')) value.remove_suffix(1);
-      arguments.add(strip(s.substr(key_begin, key_end - key_begin)), value);
+      arguments.add(key, value, raw_string);
       i = value_end + std::string_view("</parameter>").size();
       continue;
     }
@@ -682,9 +710,11 @@ BlockResult Parser::glm_block(std::string_view s, size_t after) {
           return malformed(s, after, kEnd);
       }
       v += std::string_view("<arg_value>").size();
-      const size_t value_end = s.find("</arg_value>", v);
+      const std::string_view key = strip(s.substr(key_begin, key_end - key_begin));
+      const bool raw_string = is_raw_string_argument(options_.string_arguments, call.name, key);
+      const size_t value_end = xml_value_end(s, v, "</arg_value>", raw_string, partial_);
       if (value_end == std::string_view::npos) return unfinished();
-      arguments.add(strip(s.substr(key_begin, key_end - key_begin)), s.substr(v, value_end - v));
+      arguments.add(key, s.substr(v, value_end - v), raw_string);
       i = value_end + std::string_view("</arg_value>").size();
       continue;
     }
@@ -713,11 +743,27 @@ BlockResult Parser::mistral_args_block(std::string_view s, size_t after) {
   }
   if (i - after > kMaxNameBytes) return {Block::Malformed, i, {}, {}};
   if (i >= s.size()) return {Block::Incomplete, s.size(), {}, {}};
-  const auto lit = literal_at(s, i, kArgs, partial_);
-  if (lit == Lit::AtEnd) return {Block::Incomplete, s.size(), {}, {}};
-  if (lit == Lit::No || i == after) return {Block::Malformed, i, {}, {}};
+  if (i == after) return {Block::Malformed, i, {}, {}};
   ToolCall call;
   call.name = s.substr(after, i - after);
+  // Mistral Small 3.2 writes "name[CALL_ID]id[ARGS]{...}": the id is the model's own.
+  constexpr std::string_view kCallId = "[CALL_ID]";
+  if (const auto id_lit = literal_at(s, i, kCallId, partial_); id_lit != Lit::No) {
+    if (id_lit == Lit::AtEnd) return {Block::Incomplete, s.size(), {}, {}};
+    const size_t id_begin = i + kCallId.size();
+    size_t id_end = id_begin;
+    while (id_end < s.size() && id_end - id_begin <= kMaxNameBytes && std::isalnum(static_cast<unsigned char>(s[id_end]))) {
+      ++id_end;
+    }
+    if (id_end - id_begin > kMaxNameBytes) return {Block::Malformed, id_end, {}, {}};
+    if (id_end >= s.size()) return {Block::Incomplete, s.size(), {}, {}};
+    if (id_end == id_begin) return {Block::Malformed, id_end, {}, {}};
+    call.id = s.substr(id_begin, id_end - id_begin);
+    i = id_end;
+  }
+  const auto lit = literal_at(s, i, kArgs, partial_);
+  if (lit == Lit::AtEnd) return {Block::Incomplete, s.size(), {}, {}};
+  if (lit == Lit::No) return {Block::Malformed, i, {}, {}};
   const size_t value_begin = skip_space(s, i + kArgs.size());
   if (value_begin >= s.size()) return {Block::Incomplete, s.size(), {}, {}};  // the arguments have not begun
   if (s[value_begin] != '{') return {Block::Malformed, value_begin, {}, {}};
@@ -854,7 +900,28 @@ BlockResult Parser::python_tag_block(std::string_view s, size_t after) {
   const size_t i = skip_space(s, after);
   if (i < s.size() && s[i] == '{') {
     auto read = read_call_object(s, i, kNameArguments);
-    if (read.status == Scan::Complete) return {Block::Calls, read.end, {std::move(read.call)}, {}};
+    if (read.status == Scan::Complete) {
+      BlockResult r{Block::Calls, read.end, {std::move(read.call)}, {}};
+      // Parallel calls: more call objects may follow the first, as at the output's start.
+      while (true) {
+        size_t j = skip_space(s, r.end);
+        const bool separated = j < s.size() && s[j] == ';';
+        if (separated) j = skip_space(s, j + 1);
+        if (j >= s.size() && separated && partial_) return {Block::Incomplete, s.size(), std::move(r.calls), {}};
+        if (j >= s.size() || s[j] != '{') return r;
+        auto next = read_call_object(s, j, kLlamaCall);
+        if (next.status == Scan::Complete) {
+          r.calls.push_back(std::move(next.call));
+          r.end = next.end;
+          continue;
+        }
+        if (next.status == Scan::Prefix && partial_) {
+          if (next.reportable) r.calls.push_back(std::move(next.call));
+          return {Block::Incomplete, s.size(), std::move(r.calls), {}};
+        }
+        return r;  // not a call: content from here
+      }
+    }
     if (read.status == Scan::Prefix) {
       BlockResult r{Block::Incomplete, s.size(), {}, {}};
       if (read.reportable) r.calls.push_back(std::move(read.call));
@@ -1028,7 +1095,19 @@ void Parser::gpt_oss(std::string_view s) {
       recipient = rest.substr(0, std::min(rest.find_first_of(" <"), rest.size()));
     }
     const size_t body_begin = message_at + kMessage.size();
-    const Found end = find_first(s, body_begin, kEnds);
+    Found end = find_first(s, body_begin, kEnds);
+    if (recipient.starts_with("functions.") && options_.parse_tool_calls) {
+      // A call's JSON is read whole first: its strings may hold marker text.
+      const size_t json_begin = skip_space(s, body_begin);
+      if (json_begin < s.size() && s[json_begin] == '{') {
+        const auto value = scan_value(s, json_begin, 0);
+        if (value.status == Scan::Complete) {
+          end = find_first(s, value.end, kEnds);
+        } else if (value.status == Scan::Prefix) {
+          end = {};  // the arguments run to the end of the text
+        }
+      }
+    }
     const bool open = end.pos == std::string_view::npos;
     const size_t body_end = open ? s.size() - hold(s.substr(body_begin), kEnds) : end.pos;
     const std::string_view body = s.substr(body_begin, body_end - body_begin);
@@ -1114,23 +1193,31 @@ void Parser::generic(std::string_view s) {
     if (!arguments.is_object()) return std::nullopt;
     return ToolCall{j["name"].get<std::string>(), dump(arguments), {}};
   };
+  // The wrapper's one value, where the text writes it: calls' arguments are read from the text as
+  // a streamed parse reads them (the model's JSON minified, escapes as written).
+  size_t wrapped = skip_space(s, i + 1);
+  wrapped = skip_space(s, scan_string(s, wrapped).end);
+  wrapped = skip_space(s, wrapped + 1);  // past ':'
   if (value->contains("response")) {
     const Json& response = (*value)["response"];
     add_content(response.is_string() ? response.get<std::string>() : dump(response));
   } else if (value->contains("tool_call")) {
-    if (auto call = call_of((*value)["tool_call"])) add_calls({std::move(*call)});
+    auto read = read_call_object(s, wrapped, kNameArguments);
+    if (call_of((*value)["tool_call"]) && read.status == Scan::Complete) add_calls({std::move(read.call)});
     else add_content(s);
   } else if (value->contains("tool_calls") && (*value)["tool_calls"].is_array()) {
-    std::vector<ToolCall> calls;
     for (const auto& j : (*value)["tool_calls"]) {
-      auto call = call_of(j);
-      if (!call) {
+      if (!call_of(j)) {
         add_content(s);
         return;
       }
-      calls.push_back(std::move(*call));
     }
-    add_calls(std::move(calls));
+    auto read = read_call_array(s, wrapped, kNameArguments);
+    if (read.status != Scan::Complete) {
+      add_content(s);
+      return;
+    }
+    add_calls(std::move(read.calls));
   } else {
     add_content(s);
   }

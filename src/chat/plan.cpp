@@ -4,6 +4,7 @@
 // syntax that family's parser reads, as llama.cpp's chat.cpp writes it per format: the call
 // wrapper is written here by hand, each tool's arguments come from its `parameters` schema.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -230,6 +231,7 @@ class Rules {
 struct CallSyntax {
   std::string calls;  // the rule matching the call(s) (no surrounding whitespace)
   std::vector<std::string> triggers;
+  std::vector<std::string> start_triggers = {};  // only at the answer's start (ChatPlan::grammar_start_triggers)
 };
 
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
@@ -255,6 +257,42 @@ void permutations(std::vector<std::string> items, std::vector<std::string>& out)
   } while (std::next_permutation(items.begin(), items.end()));
 }
 
+// A plain string argument written raw up to `value_end` (a closing tag starting with '<'): its
+// enum / const as literals, its length bounds over characters other than '<' (so that the value
+// cannot hold the closing tag), else any text without the closing tag. `pattern` and `format`
+// are not expressed raw: such values are only kept from the closing tag.
+std::string raw_string_value(Rules& rules, const Tool& tool, const std::string& name, const Json& schema,
+                             const std::string& value_end) {
+  std::vector<std::string> choices;
+  if (auto values = schema.find("enum"); values != schema.end() && values->is_array()) {
+    for (const Json& v : *values) {
+      if (v.is_string() && v.get<std::string>().find(value_end) == std::string::npos) choices.push_back(literal(v.get<std::string>()));
+    }
+    if (choices.empty()) {
+      throw grammar::SchemaError(fmt::format("tool '{}': parameter '{}' has no string enum value that can be written", tool.name, name),
+                                 "enum");
+    }
+  } else if (auto value = schema.find("const"); value != schema.end() && value->is_string() &&
+                                                 value->get<std::string>().find(value_end) == std::string::npos) {
+    choices.push_back(literal(value->get<std::string>()));
+  }
+  if (!choices.empty()) return rules.builder().add_rule(rule_hint(tool.name + "-" + name, "value"), "( " + join(choices, " | ") + " )");
+  const auto bound = [&](const char* key) -> std::optional<uint64_t> {
+    auto it = schema.find(key);
+    if (it == schema.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<uint64_t>();
+  };
+  const auto min_length = bound("minLength"), max_length = bound("maxLength");
+  if (min_length || max_length) {
+    constexpr uint64_t kMaxBound = 4096;  // a bounded repetition is unrolled by the matcher
+    const uint64_t low = std::min(min_length.value_or(0), kMaxBound);
+    const std::string high = max_length ? std::to_string(std::max(low, std::min(*max_length, kMaxBound))) : "";
+    return rules.builder().add_rule(rule_hint(tool.name + "-" + name, "value"),
+                                    "[^<]{" + std::to_string(low) + "," + high + "}");
+  }
+  return rules.text_without(value_end == "</arg_value>" ? "xml-arg-value" : "xml-parameter-value", value_end);
+}
+
 // XML-argument families (Qwen3-Coder, GLM-4.5): one rule per argument, written by `argument`
 // (name, value rule); required arguments first (any order when few), then optional ones.
 template <typename WriteArgument>
@@ -276,8 +314,8 @@ std::string xml_arguments(Rules& rules, const Tool& tool, const std::string& val
     check_argument_name(tool, name);
     std::string value;
     if (is_string_only_schema(schema)) {
-      // Strings are written raw, up to the closing tag.
-      value = rules.text_without(value_end == "</arg_value>" ? "xml-arg-value" : "xml-parameter-value", value_end);
+      // Strings are written raw, up to the closing tag (the parser keeps them strings).
+      value = raw_string_value(rules, tool, name, schema, value_end);
     } else {
       Json with_definitions = schema;
       for (const char* key : {"$defs", "definitions"}) {
@@ -324,8 +362,11 @@ CallSyntax llama3_calls(Rules& rules, const std::vector<Tool>& tools, bool paral
   }
   const std::string call =
       rules.builder().add_rule("tool-call", "\"<|python_tag|>\"? ( " + join(alternatives, " | ") + " )");
+  // A bare JSON call is the whole answer (the parser reads it at the start only); <|python_tag|>
+  // may follow content.
   return {rules.builder().add_rule("tool-calls", repeated(call, parallel, rules.ws())),
-          {"{\"name\"", "{ \"name\"", "<|python_tag|>"}};
+          {"<|python_tag|>"},
+          {"{\"name\"", "{ \"name\"", "{\n\"name\""}};
 }
 
 CallSyntax mistral_calls(Rules& rules, const std::vector<Tool>& tools, bool parallel) {
@@ -411,7 +452,7 @@ CallSyntax qwen3_coder_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   std::vector<std::string> alternatives;
   for (const Tool& tool : tools) {
     const std::string arguments =
-        xml_arguments(rules, tool, "\n</parameter>", [](const std::string& name, const std::string& value) {
+        xml_arguments(rules, tool, "</parameter>", [](const std::string& name, const std::string& value) {
           return literal("<parameter=" + name + ">\n") + " " + value + " " + literal("\n</parameter>\n");
         });
     alternatives.push_back(rules.builder().add_rule(
@@ -448,7 +489,8 @@ CallSyntax functionary_calls(Rules& rules, const std::vector<Tool>& tools, bool 
   for (const Tool& tool : tools) {
     alternatives.push_back(
         rules.builder().add_rule(rule_hint(tool.name, "call"), literal(tool.name + "\n") + " " + rules.arguments(tool) + " " + rules.ws()));
-    syntax.triggers.push_back(tool.name + "\n");
+    // The first call starts the answer (the prompt ends with ">>>"); later ones follow ">>>".
+    syntax.start_triggers.push_back(tool.name + "\n");
     syntax.triggers.push_back(">>>" + tool.name + "\n");
   }
   const std::string first = rules.builder().add_rule("tool-call", "( " + join(alternatives, " | ") + " )");
@@ -501,7 +543,9 @@ std::vector<std::string> family_markers(Family family) {
 // Harmony: the channels a model writes before its answer (analysis, preambles), each ended by
 // <|end|> and followed by a new assistant header. Unconstrained text: never constrain reasoning.
 std::string gpt_oss_prelude(Rules& rules) {
-  const std::string text = rules.text_without("harmony-text", "<|end|>");
+  // Message text holds no "<|": every harmony marker (<|end|>, <|start|>, <|channel|>, ...) ends a
+  // message for the parser.
+  const std::string text = rules.builder().add_rule("harmony-text", R"(( [^<] | "<"+ [^<|] )* "<"*)");
   const std::string block = rules.builder().add_rule(
       "harmony-block", "\"<|channel|>\" ( \"analysis\" | \"commentary\" ) \"<|message|>\" " + text +
                            " \"<|end|>\" \"<|start|>assistant\"");
@@ -624,7 +668,10 @@ void plan_tools(ChatPlan& p, Family family, const std::vector<Tool>& tools, cons
   rules.builder().add_rule("root", body);
   p.grammar = rules.builder().text();
   p.grammar_lazy = lazy;
-  if (lazy) p.grammar_triggers = syntax.triggers;
+  if (lazy) {
+    p.grammar_triggers = syntax.triggers;
+    p.grammar_start_triggers = syntax.start_triggers;
+  }
 }
 
 // A response schema without tools, wrapped as the family writes content where it must be.
@@ -697,6 +744,19 @@ ChatPlan plan(const ChatFormat& format, const ChatRequest& request, std::string_
 
   if (use_tools) {
     plan_tools(p, family, tools, request, response_schema);
+    if (family == Family::Qwen3Coder || family == Family::Glm45) {
+      // Raw string values stay strings for the parser ("42" is the text 42, not a number).
+      p.parse.string_arguments = Json::object();
+      for (const Tool& tool : tools) {
+        Json names = Json::array();
+        if (auto properties = tool.parameters.find("properties"); properties != tool.parameters.end() && properties->is_object()) {
+          for (const auto& [name, schema] : properties->items()) {
+            if (is_string_only_schema(schema)) names.push_back(name);
+          }
+        }
+        p.parse.string_arguments[tool.name] = std::move(names);
+      }
+    }
   } else if (!request.grammar.empty()) {
     p.grammar = request.grammar;
   } else if (has_schema || request.json_object) {

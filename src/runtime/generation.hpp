@@ -37,6 +37,9 @@ struct OutputConstraint {
   // Non-empty: lazy. The output is free until it contains one of these texts; the grammar then
   // matches the output from the trigger's first byte on (a tool call's opening marker).
   std::vector<std::string> triggers;
+  // Lazy too: texts that start the grammar only where the answer starts (after the reasoning block
+  // and blank space), as a call that is the whole answer (Llama 3's bare JSON, Functionary's first call).
+  std::vector<std::string> start_triggers;
   // The grammar starts after the reasoning block (ReasoningRules), never constraining the reasoning.
   bool after_reasoning = false;
 };

@@ -26,7 +26,7 @@ OutputGate::OutputGate(const tokenizer::Tokenizer& tokenizer, const grammar::Tok
   may_open_reasoning_ = has_reasoning && !reasoning_.forced_open && !reasoning_.start.empty();
   if (constraint_.grammar) {
     masks_.emplace(*index_);
-    const bool lazy = !constraint_.triggers.empty();
+    const bool lazy = !constraint_.triggers.empty() || !constraint_.start_triggers.empty();
     const bool wait_for_reasoning = constraint_.after_reasoning && has_reasoning;
     if (lazy || (wait_for_reasoning && in_reasoning_)) {
       grammar_state_ = Grammar::Waiting;
@@ -166,7 +166,7 @@ void OutputGate::after_text_added(size_t old_size) {
     forced_done_ = 0;
     scan_from_ = found + end.size();
     old_size = scan_from_;
-    if (grammar_state_ == Grammar::Waiting && constraint_.triggers.empty()) {
+    if (grammar_state_ == Grammar::Waiting && constraint_.triggers.empty() && constraint_.start_triggers.empty()) {
       start_grammar(skip_spaces(output_, scan_from_));
       return;
     }
@@ -181,6 +181,16 @@ void OutputGate::after_text_added(size_t old_size) {
       best = std::min(best, output_.find(t, from));
     }
     if (best != std::string::npos) start_grammar(best);
+  }
+  if (grammar_state_ == Grammar::Waiting && !constraint_.start_triggers.empty()) {
+    // scan_from_ is where the answer begins (after the reasoning block, or 0).
+    const size_t answer = skip_spaces(output_, scan_from_);
+    for (const auto& t : constraint_.start_triggers) {
+      if (!t.empty() && output_.compare(answer, t.size(), t) == 0) {
+        start_grammar(answer);
+        break;
+      }
+    }
   }
 }
 

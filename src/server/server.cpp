@@ -331,7 +331,10 @@ chat::ChatPlan ServerState::plan_request(const AgentParams& agent, bool chat, co
     } catch (const grammar::GrammarError& e) {
       throw_bad_request(field, "'{}': the grammar cannot be used: {}", field, e.what());
     }
-    if (plan.grammar_lazy) job.constraint.triggers = plan.grammar_triggers;
+    if (plan.grammar_lazy) {
+      job.constraint.triggers = plan.grammar_triggers;
+      job.constraint.start_triggers = plan.grammar_start_triggers;
+    }
     job.constraint.after_reasoning = plan.grammar_after_reasoning;
   }
   if (chat) {

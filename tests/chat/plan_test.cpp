@@ -172,7 +172,8 @@ TEST_P(FamilyPlanTest, AutoIsLazyFromTheCallMarker) {
   const FamilyCase& c = GetParam();
   const ChatPlan p = plan(format_of(c), request_with(ToolChoice::Auto), "prompt");
   EXPECT_TRUE(p.grammar_lazy);
-  EXPECT_TRUE(contains(p.grammar_triggers, c.trigger)) << c.trigger;
+  // Llama 3's bare JSON and Functionary's first call start the answer: their triggers are anchored.
+  EXPECT_TRUE(contains(p.grammar_triggers, c.trigger) || contains(p.grammar_start_triggers, c.trigger)) << c.trigger;
   EXPECT_TRUE(p.parse.parse_tool_calls);
   EXPECT_EQ(p.parse.family, c.family);
   EXPECT_EQ(p.grammar_after_reasoning, !c.reasoning_start.empty());
@@ -185,6 +186,7 @@ TEST_P(FamilyPlanTest, AutoIsLazyFromTheCallMarker) {
   EXPECT_FALSE(accepts(p.grammar, c.bad_arguments)) << "arguments against the schema";
   EXPECT_FALSE(accepts(p.grammar, c.weather_call + " and some text"));
   for (const std::string& trigger : p.grammar_triggers) EXPECT_FALSE(trigger.empty());
+  for (const std::string& trigger : p.grammar_start_triggers) EXPECT_FALSE(trigger.empty());
   if (const std::string both = two_calls(c); !both.empty()) {
     EXPECT_FALSE(accepts(p.grammar, both)) << "one call without parallel_tool_calls";
   }
@@ -260,7 +262,9 @@ TEST(PlanTest, Qwen3CoderStringValuesCannotSwallowTheClosingTag) {
   const ChatPlan p = plan(format, request_with(ToolChoice::Auto), "");
   const std::string open = "<tool_call>\n<function=get_weather>\n<parameter=location>\n";
   const std::string close = "\n</parameter>\n</function>\n</tool_call>";
-  EXPECT_TRUE(accepts(p.grammar, open + "a </parameter> <<</param\n</para x" + close));
+  EXPECT_TRUE(accepts(p.grammar, open + "a <<</param\n</para x" + close));
+  // The parser ends a value at the first </parameter>, with or without the newline before it.
+  EXPECT_FALSE(accepts(p.grammar, open + "a </parameter> b" + close));
   EXPECT_TRUE(accepts(p.grammar, open + "" + close));
   EXPECT_FALSE(accepts(p.grammar, open + "Paris\n</parameter>\nRome" + close));
   // An optional argument may follow, a required one may not be missing.
