@@ -185,6 +185,26 @@ TEST(OutputGate, LazyGrammarStartsAtItsTrigger) {
   EXPECT_TRUE(gate.filter().mask()[static_cast<size_t>(vocab().vocab().eos)]);
 }
 
+TEST(OutputGate, StartTriggerFiresOnlyWhereTheAnswerStarts) {
+  OutputConstraint c;
+  c.grammar = grammar::Grammar::parse(R"(root ::= "{\"name\": " [0-9]+ "}")");
+  c.start_triggers = {"{\"name\""};
+  {
+    OutputGate gate(vocab(), &index(), c, ReasoningRules{});
+    feed(gate, "  {\"na");
+    EXPECT_FALSE(gate.constrains());
+    feed(gate, "me\"");
+    ASSERT_TRUE(gate.constrains());
+    EXPECT_TRUE(gate.filter().allows(token(":")));
+    EXPECT_FALSE(gate.filter().allows(token("x")));
+  }
+  {
+    OutputGate gate(vocab(), &index(), c, ReasoningRules{});
+    feed(gate, "Plain text first, then {\"name\": 1}");
+    EXPECT_FALSE(gate.constrains());  // inside the content it is text
+  }
+}
+
 TEST(OutputGate, TriggerInsideTheReasoningDoesNotStartTheGrammar) {
   OutputConstraint c;
   c.grammar = grammar::Grammar::parse(R"(root ::= "<call>" [0-9]+ "</call>")");
