@@ -104,6 +104,9 @@ class ServerState {
     chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
                                                   options_.allow_special_in_content);
     chat_format_ = chat::detect_format(chat_->chat_template());
+    // The vocabulary's trie for grammar masks (~60 ms and ~30 MB for 152k tokens), built now so
+    // that the first constrained request does not wait for it.
+    engine_->token_index();
     object_arguments_ = template_wants_object_arguments(chat_->chat_template());
     if (options_.drafting.enabled()) drafters_.emplace(options_.drafting, *engine_, options_.engine);
     runtime::SchedulerOptions so;
