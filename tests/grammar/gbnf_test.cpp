@@ -9,6 +9,7 @@
 
 #include "grammar/gbnf_engine.hpp"
 #include "grammar/grammar.hpp"
+#include "support/paths.hpp"
 
 namespace okapi::grammar {
 namespace {
@@ -193,27 +194,7 @@ TEST(Gbnf, TokenReferences) {
 }
 
 TEST(Gbnf, JsonGrammar) {
-  const std::string json = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-)";
+  const std::string json = test::read_file(test::repo_dir() / "examples" / "grammars" / "json.gbnf");
   expect_language(json, {R"({})", R"({"a": 1})", R"({"a": [1, 2.5, -3e4, "x\u00e9\n", {"b": null}], "c": true})", "{\n  \"k\": \"v\"\n}"},
                   {R"({"a" 1})", R"({"a": 01x})", R"([1])", R"({"a": "\q"})", R"({"a": tru})", R"({"a": 1,})"});
 }

@@ -15,27 +15,8 @@
 namespace okapi::grammar {
 namespace {
 
-const char* kJsonGrammar = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-)";
+// Any JSON object, the grammar users get in examples/ (as llama.cpp's grammars/json.gbnf).
+const std::string kJsonGrammar = test::read_file(test::repo_dir() / "examples" / "grammars" / "json.gbnf");
 
 // Multi-byte characters only: byte tokens and pieces that split characters end mid-character.
 const char* kUtf8Grammar = R"(root ::= [α-ω日本é]+ ("." | "!" [ab]{1,3}))";
