@@ -9,6 +9,7 @@
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -169,6 +170,50 @@ TEST(BenchCli, PrintsMarkdownTable) {
   const auto f32 = stdout_of(" bench -m " + kModel + " -p 0 -n 4 -r 1 -ctk f32 -ctv f32 --json");
   ASSERT_EQ(f32.exit_code, 0) << f32.output;
   EXPECT_EQ(nlohmann::json::parse(f32.output)["type_v"], "f32");
+}
+
+// Constrained output: the text follows the grammar or the schema, and a bad grammar or schema is
+// an error naming the flag and where, before the model is loaded.
+TEST(RunCli, GrammarAndJsonSchemaConstrainTheText) {
+  const auto g = stdout_of(" run -m " + kModel + " -p Answer -n 40 --seed 3 --no-display-prompt --grammar " +
+                           "'root ::= (\"yes\" | \"no\") \", \" [0-9]{2}'");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  EXPECT_TRUE(std::regex_match(g.output, std::regex("(yes|no), [0-9]{2}"))) << g.output;
+  const auto dir = test::make_temp_dir("okapi-run-schema");
+  const fs::path schema = dir / "person.json";
+  std::ofstream(schema) << R"({"type": "object", "properties": {"age": {"type": "integer", "minimum": 1, "maximum": 99},
+                               "ok": {"type": "boolean"}}, "required": ["age", "ok"], "additionalProperties": false})";
+  for (int seed : {1, 2, 3}) {
+    const auto j = stdout_of(" run -m " + kModel + " -p Once -n 200 --no-display-prompt --seed " + std::to_string(seed) +
+                             " --json-schema-file " + schema.string());
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+    const auto value = nlohmann::json::parse(j.output);
+    EXPECT_EQ(value.size(), 2u) << j.output;
+    EXPECT_TRUE(value["ok"].is_boolean()) << j.output;
+    EXPECT_GE(value["age"].get<int>(), 1);
+    EXPECT_LE(value["age"].get<int>(), 99);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(RunCli, BadGrammarsAndSchemasAreErrors) {
+  const auto unparsable = run_cli(" run -m /nonexistent.gguf --grammar 'root ::= \"a\"\nitem ::= ( \"b\"'");
+  EXPECT_EQ(unparsable.exit_code, 1) << unparsable.output;
+  EXPECT_TRUE(contains(unparsable.output, "okapi: error: --grammar: grammar, line 2, column")) << unparsable.output;
+  const auto endless = run_cli(" run --grammar 'root ::= \"a\" root'");
+  EXPECT_EQ(endless.exit_code, 1);
+  EXPECT_TRUE(contains(endless.output, "can never end")) << endless.output;
+  const auto schema = run_cli(" run --json-schema '{\"type\": \"string\", \"pattern\": \"(?=a)\"}'");
+  EXPECT_EQ(schema.exit_code, 1);
+  EXPECT_TRUE(contains(schema.output, "--json-schema:") && contains(schema.output, "pattern")) << schema.output;
+  const auto not_json = run_cli(" run --json-schema '{nope'");
+  EXPECT_EQ(not_json.exit_code, 1);
+  EXPECT_TRUE(contains(not_json.output, "--json-schema: not valid JSON")) << not_json.output;
+  const auto both = run_cli(" run --grammar 'root ::= \"a\"' --json-schema '{}'");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  const auto missing = run_cli(" run --grammar-file /nonexistent/g.gbnf");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(contains(missing.output, "/nonexistent/g.gbnf")) << missing.output;
 }
 
 }  // namespace
