@@ -175,6 +175,8 @@ class ServerState {
   // Clients send a call's arguments as JSON text; templates that print them with tojson expect
   // the object: converted for those (as llama-server does).
   void agent_template_inputs(ChatInput& input) const;
+  // A request's conversation as the template gets it: validated tools, enable_thinking, arguments.
+  ChatInput chat_input(const Json& body, const AgentParams& agent) const;
   std::unique_ptr<runtime::Scheduler> scheduler_;
   std::string model_id_;
   int64_t loaded_at_ = 0;
@@ -301,6 +303,17 @@ Json ServerState::props() const {
   return p;
 }
 
+ChatInput ServerState::chat_input(const Json& body, const AgentParams& agent) const {
+  ChatInput input = parse_chat_input(body);
+  input.tools = agent.chat.tools;
+  // Templates read enable_thinking (R1 distills close the block in the prompt without it): true
+  // unless a reasoning budget of 0 turns thinking off, as llama-server sets it.
+  const int64_t budget = agent.budget_given ? agent.reasoning_budget : options_.reasoning_budget;
+  if (!input.template_kwargs.contains("enable_thinking")) input.template_kwargs["enable_thinking"] = budget != 0;
+  agent_template_inputs(input);
+  return input;
+}
+
 void ServerState::agent_template_inputs(ChatInput& input) const {
   if (!object_arguments_) return;
   for (auto& message : input.messages) {
@@ -371,14 +384,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   job_request.stop = params.stop;
   chat::ChatPlan plan;
   if (chat) {
-    ChatInput input = parse_chat_input(body);
-    input.tools = agent.chat.tools;
-    // Thinking off: a budget of 0 asks the template for no reasoning block, as llama-server does.
-    const int64_t budget = agent.budget_given ? agent.reasoning_budget : options_.reasoning_budget;
-    // Templates read enable_thinking (R1 distills close the block in the prompt without it):
-    // true unless a budget of 0 turns thinking off, as llama-server sets it.
-    if (!input.template_kwargs.contains("enable_thinking")) input.template_kwargs["enable_thinking"] = budget != 0;
-    agent_template_inputs(input);
+    ChatInput input = chat_input(body, agent);
     std::string rendered = render_chat(input);
     // A large conversation is refused before it is tokenized when it cannot fit.
     if (req.body.size() > kPrecheckBodyBytes) refuse_far_beyond_context(rendered.size(), true);
@@ -695,7 +701,8 @@ void ServerState::build_routes() {
   });
   add_route("POST", "/apply-template", [this](const Request& req, Response& res) {
     const Json body = parse_body(req.body);
-    send_json(res, 200, {{"prompt", render_chat(parse_chat_input(body))}});
+    const AgentParams agent = parse_agent_params(body, true, options_.reasoning_format);
+    send_json(res, 200, {{"prompt", render_chat(chat_input(body, agent))}});
   });
   add_route("GET", "/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
   add_route("GET", "/slots", [this](const Request&, Response& res) { send_json(res, 200, scheduler_->slots_json()); });
