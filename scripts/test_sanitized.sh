@@ -11,5 +11,5 @@ cmake --build build-asan -j "$(nproc)"
 # `avx2.` prefixes, tests/CMakeLists.txt), ~220 s of test time at -O0 under the sanitizers (CI must
 # stay under 30 minutes). Their AVX-512 runs are here, the kernel tests here check every tier
 # against the scalar reference, and the -O2 suite runs every tier's copy.
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+OKAPI_SANITIZED=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E '^(scalar|avx2)\.'
