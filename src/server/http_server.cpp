@@ -148,7 +148,12 @@ int Server::bind() {
 }
 
 void Server::stop() {
-  if (stopping_.exchange(true)) return;
+  {
+    // Under the workers' mutex: a worker between checking stopping_ and blocking on work_ready_
+    // would otherwise miss the notification and never return (a hang at shutdown under load).
+    std::lock_guard lock(mutex_);
+    if (stopping_.exchange(true)) return;
+  }
   if (wake_fd_ >= 0) {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
