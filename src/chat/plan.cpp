@@ -96,27 +96,7 @@ std::vector<Tool> read_tools(const Json& tools) {
 }
 
 // A GBNF string literal matching `text` exactly.
-std::string literal(std::string_view text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += fmt::format("\\x{:02x}", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
+std::string literal(std::string_view text) { return grammar::gbnf_literal(text); }
 
 // A GBNF literal matching the JSON string `text` (quotes included), as a model writes a name.
 std::string json_string_literal(const std::string& text) { return literal(Json(text).dump()); }

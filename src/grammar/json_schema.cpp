@@ -128,24 +128,6 @@ std::string pointer_escape(std::string_view token) {
   throw SchemaError(fmt::format("JSON schema {}/{}: {}", pointer, pointer_escape(keyword), what), keyword);
 }
 
-// A GBNF literal for `text` (bytes kept as they are; the grammar reads UTF-8).
-std::string gbnf_literal(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '\r': out += "\\r"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\x{:02X}", static_cast<unsigned>(c));
-        else out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string repeat_string(std::string_view text, size_t n) {
   std::string out;
   for (size_t i = 0; i < n; ++i) out += text;
@@ -930,6 +912,24 @@ class PatternConverter {
 };
 
 }  // namespace
+
+// A GBNF literal for `text` (bytes kept as they are; the grammar reads UTF-8).
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '\r': out += "\\r"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\x{:02X}", static_cast<unsigned>(c));
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
 
 // ---- the converter ------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +72,9 @@ class GrammarBuilder {
   struct Impl;
   Impl* impl_;
 };
+
+// A GBNF string literal matching `text` byte for byte (quotes and escapes written out).
+std::string gbnf_literal(std::string_view text);
 
 // GBNF for one schema, its root rule `root`. Throws SchemaError.
 std::string json_schema_to_gbnf(const Json& schema);

@@ -66,10 +66,15 @@ bool OutputGate::constrains() const {
 // The block opens at the output's first byte (blank space first would let a constrained output
 // stall in blank space forever).
 bool OutputGate::prefix_compatible(const std::string& piece) const {
-  const std::string opening = output_ + piece;
-  const std::string& start = reasoning_.start;
-  const size_t n = std::min(opening.size(), start.size());
-  return opening.compare(0, n, start, 0, n) == 0;
+  // output_ + piece and the start marker agree on their common length (no string is built: the
+  // whole-vocabulary mask calls this for every token).
+  const std::string_view start = reasoning_.start;
+  const size_t head = std::min(output_.size(), start.size());
+  if (start.compare(0, head, output_, 0, head) != 0) return false;
+  if (output_.size() >= start.size()) return true;
+  const std::string_view rest = start.substr(output_.size());
+  const size_t n = std::min(rest.size(), piece.size());
+  return rest.compare(0, n, std::string_view(piece).substr(0, n)) == 0;
 }
 
 const std::vector<uint8_t>& OutputGate::full_mask() {
@@ -124,12 +129,11 @@ void OutputGate::after_text_added(size_t old_size) {
   const std::string& start = reasoning_.start;
   const std::string& end = reasoning_.end;
   if (may_open_reasoning_) {
-    const size_t first = 0;
-    const std::string_view opening = std::string_view(output_).substr(first);
+    const std::string_view opening = output_;
     if (opening.size() >= start.size() && opening.substr(0, start.size()) == start) {
       may_open_reasoning_ = false;
       in_reasoning_ = true;
-      scan_from_ = first + start.size();
+      scan_from_ = start.size();
       old_size = scan_from_;
       // A grammar that was following the opening waits for the block's end.
       if (constraint_.grammar && constraint_.after_reasoning && grammar_state_ == Grammar::Active) {
