@@ -45,6 +45,13 @@ struct HParams {
   int64_t expert_gating_func = 0;          // {arch}.expert_gating_func: 0 none, 1 softmax, 2 sigmoid,
                                            // 3 softmax of the selected, 4 sqrt(softplus)
   int64_t n_layer_dense_lead = 0;          // {arch}.leading_dense_block_count
+  // Embedding models (encoders, and decoders converted as embedding models)
+  bool causal_attention = true;            // {arch}.attention.causal (default: false for bert,
+                                           // nomic-bert, gemma-embedding; true otherwise)
+  int64_t pooling_type = -1;               // {arch}.pooling_type (-1: absent)
+  float layer_norm_eps = 0.0f;             // {arch}.attention.layer_norm_epsilon (LayerNorm models)
+  int64_t n_token_types = 0;               // {arch}.token_type_count (bert's token_types rows)
+  std::vector<std::string> classifier_labels;  // {arch}.classifier.output_labels
 
   // Throws okapi::Error naming the key for a missing required key or an invalid value.
   static HParams from_gguf(const gguf::File& file);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "core/problem_list.hpp"
 #include "format/gguf.hpp"
+#include "model/embedding.hpp"
 #include "model/hparams.hpp"
 #include "model/kv_binding.hpp"
 #include "model/ops.hpp"
@@ -96,6 +98,33 @@ class Model {
   void forward_skipping(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                         LogitRows rows, float* logits, std::span<const uint8_t> skip) const;
   virtual bool can_skip_layers() const { return false; }
+
+  // ---- embeddings: encoders (bert, nomic-bert, gemma-embedding) and decoders used as embedding
+  // models (Qwen3-Embedding), as llama.cpp computes them with embeddings on ----
+  // Whether the model has an LM head and can generate text (encoders cannot: forward() throws).
+  virtual bool generates_text() const { return true; }
+  // Whether a token sees only the tokens before it in its input ({arch}.attention.causal; bert,
+  // nomic-bert and gemma-embedding are non-causal). A non-causal input must run whole in one pass.
+  bool causal_attention() const { return hparams_.causal_attention; }
+  // The file's {arch}.pooling_type; nullopt when the key is absent.
+  std::optional<Pooling> file_pooling() const { return pooling_from_gguf(hparams_.pooling_type); }
+  // Values rank pooling gives per input: the rows of cls.output (the classifier labels), or, for a
+  // head without cls.output, n_embd; 0 when the model has no classifier head (rank unsupported).
+  virtual int64_t rank_outputs() const { return 0; }
+  // forward_sequences() that writes each wanted token's hidden state [n_wanted x n_embd] (after the
+  // final norm, before any LM head: llama.cpp's result_norm / result_embd) instead of logits. For
+  // a non-causal model each store's tokens must be its whole input, positions 0..n-1 in one run.
+  // Throws okapi::Error as forward_sequences() does, and for an architecture without embeddings.
+  void forward_sequences_hidden(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
+                                std::span<const int32_t> positions, std::span<const uint8_t> want_hidden,
+                                float* hidden) const;
+  // Values per input that pool() writes: n_embd, or rank_outputs() for Rank.
+  int64_t pooled_width(Pooling pooling) const;
+  // Pools one input's hidden states [n_tokens x n_embd] (every token, in order) into out
+  // (pooled_width values): Mean, Cls (first row), Last (last row), or Rank: the first row through
+  // the classifier head (cls + tanh, cls.output, then a softmax for qwen3 rerankers), as llama.cpp's
+  // build_pooling. Throws okapi::Error for None, no rows, or Rank without a classifier head.
+  void pool(Ops& ops, Pooling pooling, const float* hidden, int64_t n_tokens, float* out) const;
 
   // Several sequences in one pass: token t runs at positions[t] in the cache stores[t] (a
   // sequence's tokens in the batch are in increasing position order; distinct sequences have
