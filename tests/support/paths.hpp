@@ -19,6 +19,12 @@ inline bool golden_required() {
   const char* v = std::getenv("OKAPI_REQUIRE_GOLDEN");
   return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
+// The suite's second run under ASan/UBSan at -O0 (scripts/test_sanitized.sh sets OKAPI_SANITIZED):
+// the slowest checks run a representative subset there, the Release run keeps the whole of them.
+inline bool sanitized_run() {
+  const char* v = std::getenv("OKAPI_SANITIZED");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
 // A fresh empty directory under the system temp dir, removed at process exit is not needed:
 // tests clean up what they create.
 std::filesystem::path make_temp_dir(const std::string& tag);

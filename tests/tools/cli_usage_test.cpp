@@ -143,8 +143,11 @@ TEST(CliUsage, EveryVerbRejectsUnknownFlagsAndFlagsWithoutTheirValue) {
       const std::string flag = random_word(rng, 3 + static_cast<size_t>(i), "--zz");
       expect_usage_error(verb + " " + flag, "unknown flag '" + flag + "'");
     }
+    size_t index = 0;
     for (const Flag& f : flags_of(verb)) {
       if (!f.takes_value) continue;
+      // A process per flag: under the sanitizers (-O0) every third flag; the Release run checks all.
+      if (okapi::test::sanitized_run() && index++ % 3 != 0) continue;
       expect_usage_error(verb + " " + f.name, f.name);
     }
   }
