@@ -61,6 +61,20 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
     text.replace(at, from.size(), to);
 }
 
+// Whether pooling reads the hidden row of token t of an input of n tokens: every row for mean and
+// none, the first for cls, the last for last; rank the first and the last (a classifier head reads
+// the first, a qwen3 reranker the last; Model::pool picks from the two rows it is given).
+bool wants_row(model::Pooling pooling, int64_t t, int64_t n) {
+  switch (pooling) {
+    case model::Pooling::Cls: return t == 0;
+    case model::Pooling::Last: return t == n - 1;
+    case model::Pooling::Rank: return t == 0 || t == n - 1;
+    case model::Pooling::None:
+    case model::Pooling::Mean: break;
+  }
+  return true;
+}
+
 std::vector<std::string_view> split(std::string_view text, std::string_view separator) {
   std::vector<std::string_view> parts;
   size_t start = 0;
@@ -308,9 +322,7 @@ void Embedder::run_pass(std::span<const Piece> pieces, std::span<const std::vect
       s.tokens.push_back(input[static_cast<size_t>(t)]);
       s.positions.push_back(static_cast<int32_t>(t));
       s.token_stores.push_back(piece_store[k]);
-      bool want = true;
-      if (pooling_ == model::Pooling::Cls || pooling_ == model::Pooling::Rank) want = t == 0;
-      if (pooling_ == model::Pooling::Last) want = t == n - 1;
+      const bool want = wants_row(pooling_, t, n);
       s.want_hidden.push_back(want ? 1 : 0);
       n_wanted += want ? 1 : 0;
     }
@@ -325,11 +337,7 @@ void Embedder::run_pass(std::span<const Piece> pieces, std::span<const std::vect
   for (const Piece& piece : pieces) {
     const int64_t n = length(piece);
     int64_t piece_rows = 0;
-    for (int64_t t = piece.begin; t < piece.begin + piece.count; ++t) {
-      if (pooling_ == model::Pooling::Cls || pooling_ == model::Pooling::Rank) piece_rows += t == 0 ? 1 : 0;
-      else if (pooling_ == model::Pooling::Last) piece_rows += t == n - 1 ? 1 : 0;
-      else ++piece_rows;
-    }
+    for (int64_t t = piece.begin; t < piece.begin + piece.count; ++t) piece_rows += wants_row(pooling_, t, n) ? 1 : 0;
     const float* input_rows = rows;
     int64_t input_row_count = piece_rows;
     rows += piece_rows * n_embd;
