@@ -299,6 +299,8 @@ void Embedder::run_pass(std::span<const Piece> pieces, std::span<const std::vect
     if (!store || store->n_ctx() < need) {
       store.reset();  // its memory first
       const int64_t cells = round_up(need, kStoreStep);
+      // A non-causal model's K and V live only for its pass: f32, llama.cpp's values with -fa off
+      // (its flash attention rounds them to f16 and sums V in f16, within ~1e-4 of these).
       model::KvTypes types{engine_.options().cache, engine_.options().exact_attention};
       if (!model.causal_attention()) types.cache = {kv::CacheType::f32(), kv::CacheType::f32()};
       try {

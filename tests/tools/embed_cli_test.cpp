@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -86,15 +87,31 @@ fs::path* EmbedCli::dir_ = nullptr;
 // Only stdout of a command (stderr dropped).
 test::CommandResult stdout_of(const std::string& command) { return run_command("( " + command + " 2>/dev/null )"); }
 
+// stdout of a command, its stderr written to `log` (braces: run_command's trailing 2>&1 then
+// applies to the group, whose stderr is already redirected).
+test::CommandResult stdout_logging(const std::string& command, const fs::path& log) {
+  return run_command("{ " + command + " 2>" + shell_quote(log.string()) + "; }");
+}
+
 std::string okapi() { return shell_quote(test::cli_path().string()); }
 
-// The vectors of llama-embedding's json output (any log lines around it ignored).
+// The vectors of llama-embedding's json output, or of its raw output (one vector a line).
 std::vector<std::vector<float>> vectors_of(const std::string& output) {
+  std::vector<std::vector<float>> out;
   const size_t begin = output.find('{'), end = output.rfind('}');
-  if (begin == std::string::npos || end == std::string::npos) return {};
+  if (begin == std::string::npos || end == std::string::npos) {
+    std::istringstream lines(output);
+    for (std::string line; std::getline(lines, line);) {
+      // Only lines of numbers (llama-embedding's --verbose-prompt lists tokens on stdout too).
+      std::istringstream values(line);
+      std::vector<float> v;
+      for (float x; values >> x;) v.push_back(x);
+      if (!v.empty() && values.eof()) out.push_back(std::move(v));
+    }
+    return out;
+  }
   const auto json = nlohmann::json::parse(output.substr(begin, end - begin + 1), nullptr, false);
   if (json.is_discarded() || !json.contains("data")) return {};
-  std::vector<std::vector<float>> out;
   for (const auto& item : json["data"]) out.push_back(item["embedding"].get<std::vector<float>>());
   return out;
 }
@@ -110,41 +127,56 @@ std::vector<int> token_counts(const std::string& log) {
 
 struct Fidelity {
   std::string flags;       // given to both tools
-  size_t compare_values = 0;  // 0: every value; else the first n (rank scores)
+  // Given to llama-embedding only. For encoders, -fa off: its flash attention (the default) rounds
+  // K and V to f16 and sums V in f16, ~6e-5 away from the f32 values both compute without it.
+  std::string peer_flags = "-fa off";
+  std::string format = "json";
   double min_cosine = 0.99999;
+  double max_similarity_error = 1e-4;  // between the two cosine-similarity matrices
   double max_score_error = 0;  // > 0: compare values directly (rank scores)
 };
 
 void expect_matches_llama(const fs::path& model, const fs::path& inputs, const Fidelity& f) {
   const std::string common = " -m " + shell_quote(model.string()) + " -f " + shell_quote(inputs.string()) +
-                             " -t 2 --embd-output-format json --verbose-prompt " + f.flags;
-  const auto peer = run_command(shell_quote(peer_embedding().string()) + common + " 2>&1");
-  ASSERT_EQ(peer.exit_code, 0) << peer.output;
-  const auto ours = run_command(okapi() + " embed" + common + " 2>&1");
-  ASSERT_EQ(ours.exit_code, 0) << ours.output;
-  EXPECT_EQ(token_counts(ours.output), token_counts(peer.output)) << ours.output;
+                             " -t 2 --verbose-prompt --embd-output-format " + f.format + " " + f.flags;
+  // stdout (the JSON) apart from stderr (the logs, --verbose-prompt's token counts).
+  const fs::path log = model.parent_path() / "stderr.txt";
+  // llama-embedding now and then loses the end of its stdout (its logger's thread is not flushed
+  // at exit): a run whose output does not parse is retried.
+  test::CommandResult peer;
+  std::string peer_log;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    peer = stdout_logging(shell_quote(peer_embedding().string()) + common + " " + f.peer_flags, log);
+    peer_log = test::read_file(log);
+    ASSERT_EQ(peer.exit_code, 0) << peer.output << peer_log;
+    if (!vectors_of(peer.output).empty()) break;
+  }
+  const auto ours = stdout_logging(okapi() + " embed" + common, log);
+  const std::string our_log = test::read_file(log);
+  ASSERT_EQ(ours.exit_code, 0) << ours.output << our_log;
+  EXPECT_EQ(token_counts(our_log), token_counts(peer_log)) << our_log;
+  EXPECT_FALSE(token_counts(our_log).empty()) << our_log;
   const auto want = vectors_of(peer.output), got = vectors_of(ours.output);
   ASSERT_FALSE(want.empty()) << peer.output;
   ASSERT_EQ(got.size(), want.size()) << ours.output;
   for (size_t i = 0; i < want.size(); ++i) {
     SCOPED_TRACE("input " + std::to_string(i));
-    std::vector<float> a = got[i], b = want[i];
-    if (f.compare_values > 0) {
-      ASSERT_GE(a.size(), f.compare_values);
-      ASSERT_GE(b.size(), f.compare_values);
-      a.resize(f.compare_values), b.resize(f.compare_values);
-    }
+    const std::vector<float>& a = got[i];
+    const std::vector<float>& b = want[i];
     ASSERT_EQ(a.size(), b.size());
     if (f.max_score_error > 0) {
       for (size_t d = 0; d < a.size(); ++d) EXPECT_NEAR(a[d], b[d], f.max_score_error) << "value " << d;
     } else {
-      EXPECT_GE(runtime::cosine_similarity(a, b), f.min_cosine);
+      float max_diff = 0;
+      for (size_t d = 0; d < a.size(); ++d) max_diff = std::max(max_diff, std::abs(a[d] - b[d]));
+      EXPECT_GE(runtime::cosine_similarity(a, b), f.min_cosine) << "largest difference " << max_diff;
     }
   }
   if (f.max_score_error > 0) return;
   for (size_t i = 0; i < want.size(); ++i)
     for (size_t j = 0; j < want.size(); ++j)
-      EXPECT_NEAR(runtime::cosine_similarity(got[i], got[j]), runtime::cosine_similarity(want[i], want[j]), 1e-4)
+      EXPECT_NEAR(runtime::cosine_similarity(got[i], got[j]), runtime::cosine_similarity(want[i], want[j]),
+                  f.max_similarity_error)
           << i << ", " << j;
 }
 
@@ -155,6 +187,8 @@ TEST_F(EmbedCli, BertMatchesLlamaEmbedding) {
   if (sanitized()) return;
   expect_matches_llama(bert(), sentences_file(kSentences.size()), {.flags = "--pooling cls"});
   expect_matches_llama(bert(), sentences_file(2), {.flags = "--pooling none"});
+  // llama-embedding as it runs by default (flash attention: K, V and the V sums in f16).
+  expect_matches_llama(bert(), sentences_file(kSentences.size()), {.flags = "", .peer_flags = "", .max_similarity_error = 1e-3});
 }
 
 TEST_F(EmbedCli, NomicBertMatchesLlamaEmbedding) {
@@ -164,13 +198,15 @@ TEST_F(EmbedCli, NomicBertMatchesLlamaEmbedding) {
   expect_matches_llama(model("nomic-embed-text-v1.5", bge_vocab()), sentences_file(kSentences.size()), {});
 }
 
+// A causal model: f16 KV on both sides (the default of both), flash attention as llama.cpp's default.
 TEST_F(EmbedCli, Qwen3EmbeddingMatchesLlamaEmbedding) {
   if (sanitized()) GTEST_SKIP() << "bert covers the sanitized run";
   OKAPI_REQUIRE_DATA(peer_embedding());
   expect_matches_llama(model("qwen3-embedding-0.6b", {}), sentences_file(kSentences.size()),
-                       {.flags = "-ctk f16 -ctv f16"});
+                       {.flags = "-ctk f16 -ctv f16", .peer_flags = ""});
 }
 
+// Rank scores in the raw format (llama-embedding's json prints past the scores' end).
 TEST_F(EmbedCli, RerankerScoresMatchLlamaEmbedding) {
   if (sanitized()) GTEST_SKIP() << "bert covers the sanitized run";
   OKAPI_REQUIRE_DATA(peer_embedding());
@@ -180,7 +216,7 @@ TEST_F(EmbedCli, RerankerScoresMatchLlamaEmbedding) {
                                "what is a panda?\tThe giant panda is a bear species endemic to China.\n"
                                "what is a panda?\tit's a bear\n");
   expect_matches_llama(model("bge-reranker-base", bge_vocab()), pairs,
-                       {.flags = "--pooling rank --embd-normalize -1", .compare_values = 1, .max_score_error = 1e-4});
+                       {.flags = "--pooling rank --embd-normalize -1", .format = "raw", .max_score_error = 1e-4});
 }
 
 TEST_F(EmbedCli, DefaultOutputHasVectorsAndTheSimilarityMatrix) {
@@ -222,8 +258,8 @@ TEST_F(EmbedCli, JsonIsNormalizedAndIndexed) {
   ASSERT_EQ(array.exit_code, 0) << array.output;
   EXPECT_EQ(nlohmann::json::parse(array.output).size(), 2u);
   const fs::path out = *dir_ / "out.json";
-  const auto written = run_command(okapi() + " embed -m " + m + " -p " + shell_quote("one\ntwo\nthree") +
-                                   " --json -t 2 -o " + shell_quote(out.string()) + " 2>/dev/null");
+  const auto written = stdout_of(okapi() + " embed -m " + m + " -p " + shell_quote("one\ntwo\nthree") +
+                                 " --json -t 2 -o " + shell_quote(out.string()));
   ASSERT_EQ(written.exit_code, 0) << written.output;
   EXPECT_EQ(written.output, "");
   EXPECT_EQ(test::read_file(out), r.output);
