@@ -332,7 +332,14 @@ void Embedder::run_pass(std::span<const Piece> pieces, std::span<const std::vect
   const int64_t n_embd = model.hparams().n_embd;
   const auto row_values = static_cast<size_t>(n_wanted * n_embd);
   if (s.hidden.size() < row_values) s.hidden.resize(row_values);
-  model.forward_sequences_hidden(ops, s.token_stores, s.tokens, s.positions, s.want_hidden, s.hidden.data());
+  try {
+    model.forward_sequences_hidden(ops, s.token_stores, s.tokens, s.positions, s.want_hidden, s.hidden.data());
+  } catch (const Error& e) {  // say which inputs the pass held
+    const size_t first = pieces.front().input, last = pieces.back().input;
+    throw Error(first == last ? fmt::format("input {}: {}", first, e.what())
+                              : fmt::format("inputs {} to {}: {}", first, last, e.what()),
+                e.setting(), e.remedies());
+  }
 
   // Each input's rows are contiguous in `hidden`, in input order.
   const float* rows = s.hidden.data();
