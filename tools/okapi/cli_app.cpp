@@ -27,6 +27,7 @@ std::string llama_style_flag(const std::string& arg) {
   if (arg == "-ctv") return "--cache-type-v";
   if (arg == "-md") return "--draft-model";
   if (arg == "-np") return "--parallel";
+  if (arg == "-ub") return "--ubatch-size";
   return arg;
 }
 
@@ -187,6 +188,7 @@ Outcome run_verb(const std::vector<std::string>& args, const CliMode& mode) {
   register_serve(app, result);
   register_chat(app, result);
   register_template(app, result);
+  register_embed(app, result);
 
   const std::vector<std::string> verbs = verb_names(app);
   const std::string verb_list = join(verbs);
