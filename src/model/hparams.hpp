@@ -50,7 +50,8 @@ struct HParams {
                                            // nomic-bert, gemma-embedding; true otherwise)
   int64_t pooling_type = -1;               // {arch}.pooling_type (-1: absent)
   float layer_norm_eps = 0.0f;             // {arch}.attention.layer_norm_epsilon (LayerNorm models)
-  int64_t n_token_types = 0;               // {arch}.token_type_count (bert's token_types rows)
+  int64_t n_token_types = 0;               // tokenizer.ggml.token_type_count, where llama.cpp reads it
+                                           // (bert's token_types rows); 0 if absent
   std::vector<std::string> classifier_labels;  // {arch}.classifier.output_labels
 
   // Throws okapi::Error naming the key for a missing required key or an invalid value.

@@ -114,20 +114,24 @@ class Model {
   virtual int64_t rank_outputs() const;
   // forward_sequences() that writes each wanted token's hidden state [n_wanted x n_embd] (after the
   // final norm, before any LM head: llama.cpp's result_norm / result_embd) instead of logits. For
-  // a non-causal model each store's tokens must be its whole input, positions 0..n-1 in one run.
+  // a non-causal model each store's tokens must be its whole input, positions 0..n-1 in one run
+  // (adjacent in the batch), and its store must be made for that input alone: an F32 store of
+  // kv_shape(n, batch) (llama.cpp keeps an encoder's K/V in F32, without a cache).
   // Throws okapi::Error as forward_sequences() does, and for an architecture without embeddings.
   void forward_sequences_hidden(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
                                 std::span<const int32_t> positions, std::span<const uint8_t> want_hidden,
                                 float* hidden) const;
-  // Whether forward_sequences_hidden() can run: encoders and the decoders whose forward pass ends
-  // in DecoderModel::output_rows (the llama family, qwen2/3, gemma3).
+  // Whether forward_sequences_hidden() can run: encoders, and decoders whose forward pass ends in
+  // DecoderModel::output_rows (every decoder here).
   virtual bool has_hidden_states() const { return false; }
   // Values per input that pool() writes: n_embd, or rank_outputs() for Rank.
   int64_t pooled_width(Pooling pooling) const;
   // Pools one input's hidden states [n_tokens x n_embd] (every token, in order) into out
-  // (pooled_width values): Mean, Cls (first row), Last (last row), or Rank: the first row through
-  // the classifier head (cls + tanh, cls.output, then a softmax for qwen3 rerankers), as llama.cpp's
-  // build_pooling. Throws okapi::Error for None, no rows, or Rank without a classifier head.
+  // (pooled_width values): Mean, Cls (first row), Last (last row), or Rank: the first row (qwen3:
+  // the last) through the classifier head (cls + tanh, cls.output, then a softmax for qwen3
+  // rerankers), as llama.cpp's build_pooling; then, but for Rank, gemma-embedding's dense_2 /
+  // dense_3 when the file has them (build_dense_out). Throws okapi::Error for None, no rows, or
+  // Rank without a classifier head.
   void pool(Ops& ops, Pooling pooling, const float* hidden, int64_t n_tokens, float* out) const;
 
   // Several sequences in one pass: token t runs at positions[t] in the cache stores[t] (a
