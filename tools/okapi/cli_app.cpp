@@ -27,6 +27,7 @@ std::string llama_style_flag(const std::string& arg) {
   if (arg == "-ctv") return "--cache-type-v";
   if (arg == "-md") return "--draft-model";
   if (arg == "-np") return "--parallel";
+  if (arg == "-ub") return "--ubatch-size";
   return arg;
 }
 
