@@ -256,7 +256,7 @@ void ServerState::load_embeddings() {
 
   EmbeddingLimits& limits = embedding_limits_;
   limits.n_vocab = model.n_vocab();
-  limits.max_input_tokens = embedder_->max_input_tokens();
+  limits.max_input_tokens = embedder_->max_input_tokens() > 0 ? embedder_->max_input_tokens() : eo.max_input_tokens;
   limits.max_input_reason = fmt::format("the context, -c {}", limits.max_input_tokens);
   // A non-causal model sees an input whole: it must fit one pass.
   if (!model.causal_attention() && eo.batch_tokens < limits.max_input_tokens) {
