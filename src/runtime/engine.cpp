@@ -191,6 +191,12 @@ std::unique_ptr<kv::KvStore> Engine::make_kv(int64_t n_ctx, const Workload& work
   return kv;
 }
 
+void require_text_generation(const Engine& engine, std::string_view advice) {
+  if (engine.model().generates_text()) return;
+  throw_error_for(Setting::Model, "{} is an embedding model ({}) and cannot generate text; {}", engine.path().string(),
+                  engine.hparams().arch, advice);
+}
+
 const grammar::TokenIndex& Engine::token_index() const {
   std::call_once(token_index_once_, [this] { token_index_ = std::make_unique<grammar::TokenIndex>(tokenizer_); });
   return *token_index_;

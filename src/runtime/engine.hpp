@@ -86,6 +86,7 @@ class Engine {
   const grammar::TokenIndex& token_index() const;
   model::Ops& ops() { return *ops_; }  // ExactOps in exact mode, CpuOps otherwise
   bool exact() const { return options_.exact; }
+  const EngineOptions& options() const { return options_; }
   int threads() const { return pool_->size(); }
   double load_seconds() const { return load_seconds_; }
   const std::filesystem::path& path() const { return path_; }
@@ -114,6 +115,10 @@ class Engine {
   mutable std::once_flag token_index_once_;
   mutable std::unique_ptr<grammar::TokenIndex> token_index_;
 };
+
+// Throws okapi::Error "MODEL is an embedding model (ARCH) and cannot generate text; ADVICE" when
+// the engine's model has no LM head (an encoder such as bert): what text verbs check after loading.
+void require_text_generation(const Engine& engine, std::string_view advice);
 
 // Seconds elapsed on a monotonic clock since `start` (a value from now_seconds()).
 double now_seconds();

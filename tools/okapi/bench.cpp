@@ -227,6 +227,7 @@ int run(const BenchArgs& args) {
     options.exact_attention = args.exact_attention;
     options.exact_ring = args.exact_ring;
     const auto engine = runtime::Engine::load(args.model, options);
+    runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
     for (const auto& test : cases) {
       const std::string time = utc_now();
       const eval::BenchSample s = eval::run_bench_case(*engine, test, args.batch_size, args.repetitions);

@@ -90,6 +90,7 @@ int chat(ChatArgs args) {
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
   const auto engine = runtime::Engine::load(model_path, args.engine);
+  runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
   const runtime::ChatPrompt prompt(*engine, args.template_file, args.allow_special_in_content);
   std::optional<runtime::DrafterFactory> drafters;
   if (args.drafting.enabled()) drafters.emplace(args.drafting, *engine, args.engine);

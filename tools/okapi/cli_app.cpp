@@ -188,6 +188,7 @@ Outcome run_verb(const std::vector<std::string>& args, const CliMode& mode) {
   register_serve(app, result);
   register_chat(app, result);
   register_template(app, result);
+  register_embed(app, result);
 
   const std::vector<std::string> verbs = verb_names(app);
   const std::string verb_list = join(verbs);

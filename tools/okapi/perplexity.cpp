@@ -61,6 +61,7 @@ int run(PerplexityArgs args) {
   args.options.kl_divergence = args.kl_divergence;
   const std::string text = okapi::read_text_file(args.text_file);
   const auto engine = runtime::Engine::load(args.model, args.engine);
+  runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
   std::fprintf(stderr, "perplexity: model loaded in %.2f ms\n", engine->load_seconds() * 1e3);
   runtime::install_interrupt_handler();
   std::unique_ptr<ProgressBar> progress;

@@ -98,6 +98,7 @@ int run(RunArgs args) {
   const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
+  runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
   std::optional<runtime::DrafterFactory> drafters;
   if (args.drafting.enabled()) drafters.emplace(args.drafting, *engine, args.engine);
   runtime::SchedulerOptions so;

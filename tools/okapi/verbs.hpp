@@ -28,5 +28,6 @@ void register_train(CLI::App& app, VerbResult& result);
 void register_serve(CLI::App& app, VerbResult& result);
 void register_chat(CLI::App& app, VerbResult& result);
 void register_template(CLI::App& app, VerbResult& result);
+void register_embed(CLI::App& app, VerbResult& result);
 
 }  // namespace okapi::cli
