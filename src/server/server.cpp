@@ -106,6 +106,9 @@ class ServerState {
       ready_.store(true);
       return;
     }
+    if (options_.pooling)
+      throw_usage_error("--pooling {} pools embeddings: give --embeddings too (or --rerank)",
+                        model::pooling_name(*options_.pooling));
     const int64_t total = engine_->resolve_ctx(options_.n_ctx);
     const int64_t per_slot = total / options_.n_slots;
     if (per_slot < 1)

@@ -83,8 +83,7 @@ int serve(ServeArgs args) {
     o.embeddings = true;
     o.pooling = model::Pooling::Rank;
   }
-  if (o.pooling && !o.embeddings)
-    throw_usage_error("--pooling {} pools embeddings: give --embeddings (or --rerank) too", args.pooling);
+
   return server::serve(o);
 }
 
