@@ -23,5 +23,8 @@ std::unique_ptr<Model> make_granite(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_smollm3(gguf::File file, HParams hparams);
 // gemma2 (sliding-window attention, soft-capping)
 std::unique_ptr<Model> make_gemma2(gguf::File file, HParams hparams);
+// encoders (embedding models): bert.hpp, gemma_embedding.cpp
+std::unique_ptr<Model> make_bert(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_nomic_bert(gguf::File file, HParams hparams);
 
 }  // namespace okapi::model

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+
+#include "core/error.hpp"
 
 namespace okapi::model {
 
@@ -113,12 +116,33 @@ void project_group(Ops& ops, const Projection* const* ps, float* const* ys, size
 void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
                      const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
                      Scratch& s) {
+  ops.rmsnorm(s.x.data(), w.norm, s.n_tokens, hp.n_embd, hp.norm_eps, s.h.data());
+  attention_core(ops, kv, hp, w, rope, att, positions, s.h.data(), s);
+}
+
+namespace {
+
+// The positions attention() is given for a run's queries: their own (causal), or for a
+// non-causal run the run's last one for every query, so that each sees the whole run (a backend
+// reads a query's position only for the cells it sees). `visible` holds the latter.
+std::span<const int32_t> visibility(const AttentionConfig& att, std::span<const int32_t> run,
+                                    std::span<int32_t> visible) {
+  if (att.causal || run.empty()) return run;
+  std::fill(visible.begin(), visible.end(), run.back());
+  return visible;
+}
+
+}  // namespace
+
+void attention_core(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
+                    const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
+                    const float* input, Scratch& s) {
   const int64_t T = s.n_tokens;
   const AttentionDims d = attention_dims(hp);
-  ops.rmsnorm(s.x.data(), w.norm, T, hp.n_embd, hp.norm_eps, s.h.data());
   const Projection* qkv[] = {&w.q, &w.k, &w.v};
   float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
-  project_group(ops, qkv, qkv_out, 3, s.h.data(), T);
+  project_group(ops, qkv, qkv_out, 3, input, T);
+  std::vector<int32_t> visible(att.causal ? 0 : positions.size());
   if (w.q_norm) ops.rmsnorm(s.q.data(), w.q_norm, T * hp.n_head, hp.head_dim_k, hp.norm_eps, s.q.data());
   if (w.k_norm) ops.rmsnorm(s.k.data(), w.k_norm, T * hp.n_head_kv, hp.head_dim_k, hp.norm_eps, s.k.data());
   if (rope.n_rot > 0) {
@@ -127,7 +151,7 @@ void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const Att
   }
   if (kv.single()) {
     ops.store_kv(kv.store(0), att.layer, s.k.data(), s.v.data(), positions);
-    ops.attention(kv.store(0), att, s.q.data(), positions, s.attn.data());
+    ops.attention(kv.store(0), att, s.q.data(), visibility(att, positions, visible), s.attn.data());
   } else {
     // Each run's K/V into its store, then the runs' attention in calls of up to kMaxRuns (one
     // parallel loop for all of them: a decode step of several sequences is one token per run).
@@ -142,7 +166,9 @@ void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const Att
       const std::span<const int32_t> run = positions.subspan(begin, count);
       const auto t0 = static_cast<int64_t>(begin);
       ops.store_kv(store, att.layer, s.k.data() + t0 * d.n_k, s.v.data() + t0 * d.n_v, run);
-      runs[n_runs++] = {&store, s.q.data() + t0 * d.n_q, run, s.attn.data() + t0 * d.n_o};
+      const std::span<const int32_t> seen =
+          visibility(att, run, std::span<int32_t>(visible).subspan(att.causal ? 0 : begin, att.causal ? 0 : count));
+      runs[n_runs++] = {&store, s.q.data() + t0 * d.n_q, seen, s.attn.data() + t0 * d.n_o};
       if (n_runs == kMaxRuns) flush();
     });
     if (n_runs > 0) flush();
@@ -177,6 +203,49 @@ void output_logits(Ops& ops, const HParams& hp, const Weight& output_norm, const
     packed += count;
   });
   if (packed > 0) ops.matmul(output, s.h.data(), packed, logits);
+}
+
+void DecoderModel::output_rows(Ops& ops, const LogitSelection& rows, Scratch& s, float* out) const {
+  if (!hidden_output_) return output_logits(ops, hparams_, output_norm_, output_, rows, s, out);
+  const int64_t n = hparams_.n_embd;
+  int64_t packed = 0;
+  rows.for_each_run(s.n_tokens, [&](int64_t begin, int64_t count) {
+    ops.rmsnorm(s.x.data() + begin * n, output_norm_, count, n, hparams_.norm_eps, out + packed * n);
+    packed += count;
+  });
+}
+
+void DecoderModel::split(const std::string& prefix, std::initializer_list<PartOf> parts, Part bias) {
+  int64_t n_out = 0;
+  for (const PartOf& part : parts) n_out += part.rows;
+  const Projection fused = projection(prefix, {hparams_.n_embd, n_out}, {.bias = bias}, /*register_w=*/false);
+  int64_t first = 0;
+  for (const PartOf& part : parts) {
+    Projection& out = *part.projection;
+    out.in = fused.in;
+    out.w = rows_of(fused.w, first, part.rows, part.name);
+    uses_in_matmul(out.w);
+    out.bias = rows_of(fused.bias, first, part.rows, part.name);
+    first += part.rows;
+  }
+}
+
+Weight DecoderModel::rows_of(const Weight& w, int64_t first, int64_t count, const char* part) {
+  if (!w) return {};
+  Weight r = w;
+  r.name = part_names_.emplace_back(std::string(w.name) + "[" + part + "]");
+  r.matmul_index = -1;
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  if (w.n_out == 1) {  // 1-D, f32 (checked by optional_tensor)
+    r.data = bytes + first * static_cast<int64_t>(sizeof(float));
+    r.n_in = count;
+    return r;
+  }
+  const std::optional<size_t> row = row_bytes(w.type, w.n_in);
+  if (!row) throw_error("{}: '{}' rows of {} do not fit {} blocks", file_.name(), w.name, w.n_in, dtype_name(w.type));
+  r.data = bytes + static_cast<size_t>(first) * *row;
+  r.n_out = count;
+  return r;
 }
 
 void DecoderModel::load_embeddings() {
@@ -275,8 +344,8 @@ void DecoderModel::forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<con
     ffn_block(ops, hp, l.ffn, ffn_activation, s);
     add_residual();
   }
-  output_logits(ops, hp, output_norm_, output_, rows, s, logits);
-  if (options.logit_scale != 1.0f) {
+  output_rows(ops, rows, s, logits);
+  if (options.logit_scale != 1.0f && !hidden_output_) {
     int64_t n_rows = 0;
     rows.for_each_run(T, [&](int64_t, int64_t count) { n_rows += count; });
     if (n_rows > 0) ops.scale(logits, 1.0f / options.logit_scale, n_rows * hp.n_vocab, logits);

@@ -7,6 +7,8 @@
 // post-norm, if any), so every forward_batch() still reads top to bottom.
 #pragma once
 #include <cstdint>
+#include <deque>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -93,6 +95,12 @@ void attention_block(Ops& ops, const KvBinding& kv, const HParams& hp, const Att
                      const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
                      Scratch& s);
 
+// attention_block() without its norm: the projections read `input` (T rows of n_embd) instead of
+// rms(s.x) (post-norm encoders: bert). A non-causal `att` lets each query see its whole run.
+void attention_core(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
+                    const kernels::RopeConfig& rope, const AttentionConfig& att, std::span<const int32_t> positions,
+                    const float* input, Scratch& s);
+
 // The gated FFN block on s.x; writes s.o.
 void ffn_block(Ops& ops, const HParams& hp, const FfnWeights& w, Activation act, Scratch& s);
 
@@ -146,6 +154,24 @@ class DecoderModel : public Model {
 
   // token_embd, output_norm and output (token_embd when output.weight is absent: tied).
   void load_embeddings();
+  // output_logits() for the rows `rows` selects, or with hidden output on (forward_sequences_hidden)
+  // their rms(x, output_norm) rows written packed into `out` (the hidden states, no LM head).
+  void output_rows(Ops& ops, const LogitSelection& rows, Scratch& s, float* out) const;
+  bool has_hidden_states() const override { return true; }
+
+  // A fused projection `prefix` (its rows: each part's, in order) as one projection per part: row
+  // ranges of the weight (of the out-factor, the in-factor shared, for a low-rank one made by
+  // okapi compress) and of the bias (phi3's attn_qkv and ffn_up, bert's attn_qkv).
+  struct PartOf {
+    Projection* projection;
+    int64_t rows;
+    const char* name;
+  };
+  void split(const std::string& prefix, std::initializer_list<PartOf> parts, Part bias);
+  // Rows [first, first + count) of the 2-D weight `w` (elements, for a 1-D one) as a weight of its
+  // own, named "<w's name>[part]" (stored_tensor_name: distinct names, for backends and compress
+  // key on them). An empty `w` (a problem already recorded) gives an empty weight.
+  Weight rows_of(const Weight& w, int64_t first, int64_t count, const char* part);
   // `prefix` + ".weight" of ggml shape `shape`, with its bias / scale as `parts` says.
   // register_w false: `w` (the whole weight, or the out-factor of a low-rank one) is not recorded
   // for the matmuls; the caller passes row ranges of it instead (phi3's fused tensors).
@@ -174,6 +200,9 @@ class DecoderModel : public Model {
                          AttentionConfig att, Activation ffn_activation, Scratch& s) const;
 
   Weight token_embd_, output_norm_, output_;
+
+ private:
+  std::deque<std::string> part_names_;  // the names of the row ranges (Weight::name views them)
 };
 
 }  // namespace okapi::model

@@ -84,7 +84,8 @@ class Gemma2Model final : public DecoderModel {
     att.softcap = attn_softcap_;
 
     forward_post_norm(ops, kv, tokens, positions, layers_, global_rope_, local_rope_, att, Activation::GELU, s);
-    output_logits(ops, hp, output_norm_, output_, rows, s, logits);
+    output_rows(ops, rows, s, logits);
+    if (hidden_output_) return;
     int64_t n_rows = 0;
     rows.for_each_run(T, [&](int64_t, int64_t count) { n_rows += count; });
     if (n_rows > 0) ops.softcap(logits, n_rows * hp.n_vocab, final_softcap_);

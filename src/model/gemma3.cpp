@@ -72,7 +72,7 @@ class Gemma3Model final : public DecoderModel {
     AttentionConfig att = attention_config(hp, attention_scale_);
 
     forward_post_norm(ops, kv, tokens, positions, layers_, global_rope_, local_rope_, att, Activation::GELUF32, s);
-    output_logits(ops, hp, output_norm_, output_, rows, s, logits);
+    output_rows(ops, rows, s, logits);
   }
 
  private:

@@ -99,7 +99,7 @@ class GptOssModel final : public DecoderModel {
       moe_block(ops, hp, l.moe, moe_config_, s);
       ops.add(s.x.data(), s.o.data(), T * n_embd, s.x.data());
     }
-    output_logits(ops, hp, output_norm_, output_, rows, s, logits);
+    output_rows(ops, rows, s, logits);
   }
 
  private:

@@ -328,8 +328,36 @@ HParams HParams::from_gguf(const gguf::File& file) {
                  head_dim_key("attention.key_length"), hp.head_dim_k);
   hp.n_ctx_train = keys.integer("context_length", 0);
   not_negative("context_length", hp.n_ctx_train);
-  hp.norm_eps = keys.real("attention.layer_norm_rms_epsilon", std::nullopt);
+  // LayerNorm models (bert, nomic-bert) carry layer_norm_epsilon instead of the RMSNorm one.
+  const bool layer_norm = keys.present("attention.layer_norm_epsilon");
+  hp.norm_eps = keys.real("attention.layer_norm_rms_epsilon", layer_norm ? std::optional<float>(0.0f) : std::nullopt);
   finite("attention.layer_norm_rms_epsilon", hp.norm_eps, false);
+  hp.layer_norm_eps = keys.real("attention.layer_norm_epsilon", 0.0f);
+  finite("attention.layer_norm_epsilon", hp.layer_norm_eps, false);
+  // Embedding models. Encoders attend both ways unless the file says otherwise; llama.cpp's
+  // gemma-embedding is non-causal whatever the file says.
+  const bool encoder = hp.arch == "bert" || hp.arch == "nomic-bert" || hp.arch == "gemma-embedding";
+  hp.causal_attention = hp.arch == "gemma-embedding" ? false : keys.flag("attention.causal", !encoder);
+  hp.pooling_type = keys.integer("pooling_type", -1);
+  if (keys.present("pooling_type") && (hp.pooling_type < 0 || hp.pooling_type > 4))
+    problems.add("'{}' is {}, expected 0 to 4 (none, mean, cls, last, rank)", keys.key("pooling_type"), hp.pooling_type);
+  // llama.cpp reads the token-type count from the tokenizer's keys.
+  if (const gguf::Value* types = file.find("tokenizer.ggml.token_type_count")) {
+    try {
+      hp.n_token_types = types->as_int();
+    } catch (const Error& e) {
+      problems.add("metadata key 'tokenizer.ggml.token_type_count': {}", e.what());
+    }
+    if (hp.n_token_types < 0)
+      problems.add("'tokenizer.ggml.token_type_count' must not be negative, got {}", hp.n_token_types);
+  }
+  if (const gguf::Value* labels = find_key(file, keys.key("classifier.output_labels"))) {
+    try {
+      hp.classifier_labels = labels->as_string_array();
+    } catch (const Error& e) {
+      problems.add("metadata key '{}': {}", keys.key("classifier.output_labels"), e.what());
+    }
+  }
   hp.rope_freq_base = keys.real("rope.freq_base", 10000.0f);
   finite("rope.freq_base", hp.rope_freq_base, true);
   hp.rope_scaling_type = keys.text("rope.scaling.type", "none");

@@ -58,7 +58,7 @@ void LlamaMoeModel::forward_batch(Ops& ops, const KvBinding& kv, std::span<const
     moe_block(ops, hp, l.moe, moe_, s);
     ops.add(s.x.data(), s.o.data(), T * hp.n_embd, s.x.data());
   }
-  output_logits(ops, hp, output_norm_, output_, rows, s, logits);
+  output_rows(ops, rows, s, logits);
 }
 
 }  // namespace okapi::model

@@ -106,6 +106,7 @@ void Model::check_store_shape(const kv::KvStore& kv, std::string_view where, int
 
 void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                     LogitRows rows, float* logits) const {
+  if (!generates_text()) throw_error("{} is an embedding model: it has no LM head", hparams_.arch);
   if (tokens.empty()) throw_error("forward: no tokens");
   if (tokens.size() != positions.size())
     throw_error("forward: {} tokens but {} positions", tokens.size(), positions.size());
@@ -143,44 +144,84 @@ void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, 
 void Model::forward_sequences(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
                               std::span<const int32_t> positions, std::span<const uint8_t> want_logits,
                               float* logits) const {
-  if (tokens.empty()) throw_error("forward_sequences: no tokens");
+  if (!generates_text()) throw_error("{} is an embedding model: it has no LM head", hparams_.arch);
+  check_sequences("forward_sequences", stores, tokens, positions, want_logits, logits);
+  forward_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_logits), logits);
+}
+
+void Model::forward_sequences_hidden(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
+                                     std::span<const int32_t> positions, std::span<const uint8_t> want_hidden,
+                                     float* hidden) const {
+  constexpr std::string_view where = "forward_sequences_hidden";
+  if (!has_hidden_states())
+    throw_error("{}: the {} architecture gives no hidden states (embeddings)", where, hparams_.arch);
+  check_sequences(where, stores, tokens, positions, want_hidden, hidden);
+  if (!causal_attention()) {
+    // Each input sees all of itself: it must be whole in this pass, positions 0..n-1 adjacent.
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      const bool first = t == 0 || stores[t - 1] != stores[t];
+      const int32_t expected = first ? 0 : positions[t - 1] + 1;
+      if (positions[t] != expected)
+        throw_error("{}: {} attention is non-causal, so an input runs whole in one pass at positions 0..n-1 with "
+                    "its tokens adjacent; token index {} is at position {}, expected {}",
+                    where, hparams_.arch, t, positions[t], expected);
+      if (first)
+        for (size_t u = 0; u < t; ++u)
+          if (stores[u] == stores[t])
+            throw_error("{}: token index {} returns to the KV store of token index {}; a non-causal input's tokens "
+                        "must be adjacent",
+                        where, t, u);
+    }
+  }
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{hidden_output_};
+  hidden_output_ = true;
+  forward_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_hidden), hidden);
+}
+
+void Model::check_sequences(std::string_view where, std::span<kv::KvStore* const> stores,
+                            std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                            std::span<const uint8_t> want_logits, const float* logits) const {
+  const bool logits_wanted = where == "forward_sequences";
+  if (tokens.empty()) throw_error("{}: no tokens", where);
   if (positions.size() != tokens.size() || stores.size() != tokens.size() || want_logits.size() != tokens.size())
-    throw_error("forward_sequences: {} tokens but {} positions, {} stores and {} logit flags (one each per token)",
-                tokens.size(), positions.size(), stores.size(), want_logits.size());
+    throw_error("{}: {} tokens but {} positions, {} stores and {} {} flags (one each per token)", where, tokens.size(),
+                positions.size(), stores.size(), want_logits.size(), logits_wanted ? "logit" : "output");
   bool any_wanted = false;
   for (size_t t = 0; t < tokens.size(); ++t) {
     const kv::KvStore* store = stores[t];
-    if (!store) throw_error("forward_sequences: the KV store of token index {} is null", t);
+    if (!store) throw_error("{}: the KV store of token index {} is null", where, t);
     if (tokens[t] < 0 || tokens[t] >= hparams_.n_vocab)
-      throw_error("forward_sequences: token id {} at index {} is out of range (n_vocab {})", tokens[t], t,
+      throw_error("{}: token id {} at index {} is out of range (n_vocab {})", where, tokens[t], t,
                   hparams_.n_vocab);
-    if (t == 0 || stores[t - 1] != store) check_store_shape(*store, "forward_sequences", static_cast<int64_t>(t));
+    if (t == 0 || stores[t - 1] != store) check_store_shape(*store, where, static_cast<int64_t>(t));
     if (positions[t] < 0 || positions[t] >= store->n_ctx())
-      throw_error("forward_sequences: position {} (token index {}) does not fit its KV store's context of {} tokens",
+      throw_error("{}: position {} (token index {}) does not fit its KV store's context of {} tokens", where,
                   positions[t], t, store->n_ctx());
     // The same store's previous token (usually t - 1; else searched back from t).
     for (size_t u = t; u-- > 0;) {
       if (stores[u] != store) continue;
       if (positions[u] >= positions[t])
-        throw_error("forward_sequences: token index {} at position {} comes after token index {} at position {} in "
+        throw_error("{}: token index {} at position {} comes after token index {} at position {} in "
                     "the same KV store; a sequence's tokens must be in increasing position order",
-                    t, positions[t], u, positions[u]);
+                    where, t, positions[t], u, positions[u]);
       break;
     }
     any_wanted = any_wanted || want_logits[t] != 0;
   }
-  if (any_wanted && !logits) throw_error("forward_sequences: logits are wanted but the output buffer is null");
+  if (any_wanted && !logits) throw_error("{}: outputs are wanted but the output buffer is null", where);
   // Ring stores: a store's tokens in this pass must fit what its rings hold besides the windows.
   for (size_t t = 0; t < tokens.size(); ++t) {
     if ((t > 0 && stores[t - 1] == stores[t]) || stores[t]->max_batch() >= static_cast<int64_t>(tokens.size())) continue;
     size_t n = 0;
     for (size_t u = t; u < tokens.size(); ++u) n += stores[u] == stores[t] ? 1 : 0;
     if (static_cast<int64_t>(n) > stores[t]->max_batch())
-      throw_error("forward_sequences: {} tokens of one sequence in a pass, but its KV store's sliding-window rings "
+      throw_error("{}: {} tokens of one sequence in a pass, but its KV store's sliding-window rings "
                   "hold batches of up to {}",
-                  n, stores[t]->max_batch());
+                  where, n, stores[t]->max_batch());
   }
-  forward_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_logits), logits);
 }
 
 void Model::forward_skipping(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens,

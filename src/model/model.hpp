@@ -108,9 +108,10 @@ class Model {
   bool causal_attention() const { return hparams_.causal_attention; }
   // The file's {arch}.pooling_type; nullopt when the key is absent.
   std::optional<Pooling> file_pooling() const { return pooling_from_gguf(hparams_.pooling_type); }
-  // Values rank pooling gives per input: the rows of cls.output (the classifier labels), or, for a
-  // head without cls.output, n_embd; 0 when the model has no classifier head (rank unsupported).
-  virtual int64_t rank_outputs() const { return 0; }
+  // Values rank pooling gives per input, as llama.cpp's n_cls_out: the classifier labels
+  // ({arch}.classifier.output_labels), 1 without labels; 0 when the model has no classifier head
+  // (neither cls nor cls.output: rank unsupported).
+  virtual int64_t rank_outputs() const;
   // forward_sequences() that writes each wanted token's hidden state [n_wanted x n_embd] (after the
   // final norm, before any LM head: llama.cpp's result_norm / result_embd) instead of logits. For
   // a non-causal model each store's tokens must be its whole input, positions 0..n-1 in one run.
@@ -118,6 +119,9 @@ class Model {
   void forward_sequences_hidden(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
                                 std::span<const int32_t> positions, std::span<const uint8_t> want_hidden,
                                 float* hidden) const;
+  // Whether forward_sequences_hidden() can run: encoders and the decoders whose forward pass ends
+  // in DecoderModel::output_rows (the llama family, qwen2/3, gemma3).
+  virtual bool has_hidden_states() const { return false; }
   // Values per input that pool() writes: n_embd, or rank_outputs() for Rank.
   int64_t pooled_width(Pooling pooling) const;
   // Pools one input's hidden states [n_tokens x n_embd] (every token, in order) into out
@@ -169,8 +173,24 @@ class Model {
 
   gguf::File file_;
   HParams hparams_;
+  // The classifier head of rank pooling (llama.cpp's cls, cls_b, cls_out, cls_out_b); each may be
+  // empty. load_classifier() looks them up (optional) and registers the matrices for matmul.
+  struct ClassifierHead {
+    Weight cls, cls_bias, out, out_bias;
+  };
+  void load_classifier();
+  ClassifierHead classifier_;
+  // n_cls_out: the labels' count, 1 without labels.
+  int64_t rank_outputs_if_head() const;
+  // Set only during forward_sequences_hidden(): forward_batch writes the selected rows' hidden
+  // states [rows x n_embd] where it would write logits.
+  mutable bool hidden_output_ = false;
 
  private:
+  // forward_sequences()'s checks (`where` prefixes the errors).
+  void check_sequences(std::string_view where, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
+                       std::span<const int32_t> positions, std::span<const uint8_t> wanted, const float* out) const;
+
   ProblemList problems_;
   std::vector<Weight> matmul_weights_;
   std::vector<int64_t> layer_windows_;

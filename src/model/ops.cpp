@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "exact/detmath.hpp"
+#include "kernels/gelu_table.hpp"
 
 namespace okapi::model {
 
@@ -40,6 +41,66 @@ void Ops::matmul_glu(Activation act, const Weight& gate, const Weight& up, const
   const MatmulTarget targets[] = {{&gate, gate_y}, {&up, up_y}};
   matmul_group(targets, x, n_tokens);
   glu(act, gate_y, up_y, n_tokens, gate.n_out, gate_y);
+}
+
+void Ops::layernorm(const float* x, const Weight& weight, const Weight& bias, int64_t n_rows, int64_t n, float eps,
+                    float* y) {
+  constexpr int64_t kLanes = 16;  // ggml_vec_cvar_f32's AVX-512 loop: 16 floats per partial
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    double sum = 0.0;  // ggml_vec_sum_f32: in double, element by element
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]);
+    const float mean = static_cast<float>(sum) / static_cast<float>(n);
+    double var_sum = 0.0;
+    int64_t i = 0;
+    for (; i + kLanes - 1 < n; i += kLanes) {
+      // _mm512_reduce_add_ps's tree: halves of 8, then 4, then pairs (0+2, 1+3), then the two.
+      float sq[kLanes];
+      for (int64_t j = 0; j < kLanes; ++j) {
+        const float v = xr[i + j] - mean;
+        yr[i + j] = v;
+        sq[j] = v * v;
+      }
+      float h8[8], h4[4];
+      for (int j = 0; j < 8; ++j) h8[j] = sq[8 + j] + sq[j];
+      for (int j = 0; j < 4; ++j) h4[j] = h8[4 + j] + h8[j];
+      const float a = h4[0] + h4[2], b = h4[1] + h4[3];
+      var_sum += static_cast<double>(a + b);
+    }
+    for (; i < n; ++i) {
+      const float v = xr[i] - mean;
+      yr[i] = v;
+      var_sum += static_cast<double>(v * v);
+    }
+    const auto variance = static_cast<float>(var_sum / static_cast<double>(n));
+    const float scale = 1.0f / std::sqrt(variance + eps);
+    for (int64_t k = 0; k < n; ++k) yr[k] *= scale;
+    if (weight)
+      for (int64_t k = 0; k < n; ++k) yr[k] *= weight.f32()[k];
+    if (bias)
+      for (int64_t k = 0; k < n; ++k) yr[k] += bias.f32()[k];
+  }
+}
+
+void Ops::activation(Activation act, const float* x, int64_t n, float* out) {
+  switch (act) {
+    case Activation::GELU:
+      for (int64_t i = 0; i < n; ++i) out[i] = kernels::detail::gelu_tanh_table(x[i]);
+      return;
+    case Activation::GELUF32:
+      for (int64_t i = 0; i < n; ++i) out[i] = kernels::detail::gelu_tanh_exact(x[i]);
+      return;
+    case Activation::SiLU:
+      for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + std::exp(-x[i]));
+      return;
+    case Activation::ReLU2:
+      for (int64_t i = 0; i < n; ++i) {
+        const float r = std::max(x[i], 0.0f);
+        out[i] = r * r;
+      }
+      return;
+  }
 }
 
 // ---- mixture of experts ----

@@ -90,6 +90,10 @@ struct AttentionConfig {
   // softmax denominator gains exp(sinks[h]) (a logit compared unscaled with the scaled scores,
   // as ggml_soft_max_ext / ggml_flash_attn_ext_add_sinks); the sink has no value row.
   const float* sinks = nullptr;
+  // false: every query of a run sees every key of its run (encoders). Backends read a query's
+  // position only for what it sees, so attention_block passes each query of a non-causal run the
+  // run's last position; a backend need not look at this flag.
+  bool causal = true;
 };
 
 // The queries of one attention() call: tokens at `positions` over the store `kv` (already holding
@@ -177,6 +181,15 @@ class Ops {
   // attention() per run. forward() calls only attention(); forward_sequences() calls this, so a
   // backend that wraps attention() (to observe it) wraps this too.
   virtual void attention_runs(std::span<const AttentionRun> runs, const AttentionConfig& config);
+  // LayerNorm (llama.cpp's build_norm LLM_NORM: ggml_norm, then ggml_mul by weight, ggml_add of
+  // bias), each of n_rows rows of n: y = (x - mean) / sqrt(var + eps) * weight + bias, the mean
+  // and variance summed in double as ggml_compute_forward_norm_f32 does (the variance in 16-lane
+  // float partials, as its AVX-512 build). weight and bias may be empty. x and y may alias.
+  virtual void layernorm(const float* x, const Weight& weight, const Weight& bias, int64_t n_rows, int64_t n,
+                         float eps, float* y);
+  // A plain (non-gated) activation over n values: out = act(x). GELU as glu()'s (ggml's fp16
+  // table). out may alias x.
+  virtual void activation(Activation act, const float* x, int64_t n, float* out);
   // out = act(gate) * up, n_rows rows of n.
   virtual void glu(Activation act, const float* gate, const float* up, int64_t n_rows, int64_t n, float* out) = 0;
   // Elementwise over n values; out may alias an input.

@@ -11,7 +11,6 @@
 //     converter's attention factor (rope.scaling.attn_factor) scales cos/sin in both cases.
 // attention.sliding_window is ignored, as llama.cpp does for phi3 ("Phi SWA is currently
 // disabled"): every layer attends to the whole context, so the logits stay llama.cpp's.
-#include <deque>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -71,51 +70,6 @@ class Phi3Model final : public DecoderModel {
     return l;
   }
 
-  // The fused projection `prefix` (its rows: each part's, in order) as one projection per part:
-  // row ranges of the weight (of the out-factor, the in-factor shared, for a low-rank one made
-  // by okapi compress) and of the bias.
-  struct PartOf {
-    Projection* projection;
-    int64_t rows;
-    const char* name;
-  };
-  void split(const std::string& prefix, std::initializer_list<PartOf> parts, Part bias) {
-    int64_t n_out = 0;
-    for (const PartOf& part : parts) n_out += part.rows;
-    const Projection fused = projection(prefix, {hparams_.n_embd, n_out}, {.bias = bias}, /*register_w=*/false);
-    int64_t first = 0;
-    for (const PartOf& part : parts) {
-      Projection& out = *part.projection;
-      out.in = fused.in;
-      out.w = rows_of(fused.w, first, part.rows, part.name);
-      uses_in_matmul(out.w);
-      out.bias = rows_of(fused.bias, first, part.rows, part.name);
-      first += part.rows;
-    }
-  }
-
-  // Rows [first, first + count) of the 2-D weight `w` (elements, for a 1-D one) as a weight of
-  // its own, named "<w's name>[part]" (stored_tensor_name: distinct names, for backends and
-  // compress key on them). An
-  // empty `w` (a problem already recorded) gives an empty weight.
-  Weight rows_of(const Weight& w, int64_t first, int64_t count, const char* part) {
-    if (!w) return {};
-    Weight r = w;
-    r.name = part_names_.emplace_back(std::string(w.name) + "[" + part + "]");
-    r.matmul_index = -1;
-    const auto* bytes = static_cast<const uint8_t*>(w.data);
-    if (w.n_out == 1) {  // 1-D, f32 (checked by optional_tensor)
-      r.data = bytes + first * static_cast<int64_t>(sizeof(float));
-      r.n_in = count;
-      return r;
-    }
-    const std::optional<size_t> row = row_bytes(w.type, w.n_in);
-    if (!row) throw_error("{}: '{}' rows of {} do not fit {} blocks", file_.name(), w.name, w.n_in, dtype_name(w.type));
-    r.data = bytes + static_cast<size_t>(first) * *row;
-    r.n_out = count;
-    return r;
-  }
-
   // The rope whose LongRoPE factors fit the context of the stores this batch runs in.
   const kernels::RopeConfig& rope_for(const KvBinding& kv, size_t n_tokens) const {
     const auto is_long = [&](const kv::KvStore& store) { return store.n_ctx() > hparams_.rope_n_ctx_orig; };
@@ -129,7 +83,6 @@ class Phi3Model final : public DecoderModel {
     return long_context ? long_rope_ : short_rope_;
   }
 
-  std::deque<std::string> part_names_;  // the names of the row ranges (Weight::name views them)
   std::vector<DecoderLayer> layers_;
   Weight rope_long_, rope_short_;
   kernels::RopeConfig long_rope_, short_rope_;

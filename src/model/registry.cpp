@@ -22,6 +22,9 @@ std::span<const ArchitectureEntry> architectures() {
       {"smollm3", make_smollm3},
       // gemma2
       {"gemma2", make_gemma2},
+      // encoders (embedding models)
+      {"bert", make_bert},
+      {"nomic-bert", make_nomic_bert},
   };
   return entries;
 }

@@ -82,6 +82,33 @@ std::vector<Preset> make_presets() {
                .n_head_kv = 4, .head_dim = 256, .n_ff = 9216, .n_vocab = 256000, .context_length = 8192,
                .rms_eps = 1e-6f, .tied = true, .post_norms = true, .sliding_window = 4096, .attn_softcap = 50.0f,
                .final_softcap = 30.0f});
+  // Embedding models and rerankers.
+  // BAAI/bge-base-en-v1.5 (bert-base: google-bert/bert-base-uncased's shape)
+  p.push_back({.name = "bge-base-en-v1.5", .archs = {"bert"}, .n_embd = 768, .n_layer = 12, .n_head = 12,
+               .n_head_kv = 12, .n_ff = 3072, .n_vocab = 30522, .context_length = 512, .bert = true,
+               .layer_norm_eps = 1e-12f, .pooling = 2, .non_causal = true, .wordpiece = true});
+  // sentence-transformers/all-MiniLM-L6-v2
+  p.push_back({.name = "all-minilm-l6-v2", .archs = {"bert"}, .n_embd = 384, .n_layer = 6, .n_head = 12,
+               .n_head_kv = 12, .n_ff = 1536, .n_vocab = 30522, .context_length = 512, .bert = true,
+               .layer_norm_eps = 1e-12f, .pooling = 1, .non_causal = true, .wordpiece = true});
+  // BAAI/bge-reranker-base (XLM-RoBERTa-base; llama.cpp runs it as bert with a classifier head)
+  p.push_back({.name = "bge-reranker-base", .archs = {"bert"}, .n_embd = 768, .n_layer = 12, .n_head = 12,
+               .n_head_kv = 12, .n_ff = 3072, .n_vocab = 30522, .context_length = 512, .bert = true,
+               .layer_norm_eps = 1e-5f, .pooling = 4, .non_causal = true, .cls_outputs = 1, .wordpiece = true});
+  // nomic-ai/nomic-embed-text-v1.5
+  p.push_back({.name = "nomic-embed-text-v1.5", .archs = {"nomic-bert"}, .n_embd = 768, .n_layer = 12, .n_head = 12,
+               .n_head_kv = 12, .n_ff = 3072, .n_vocab = 30522, .context_length = 2048, .rope_base = 1000.0f,
+               .bert = true, .nomic = true, .layer_norm_eps = 1e-12f, .pooling = 1, .non_causal = true,
+               .wordpiece = true});
+  // Qwen/Qwen3-Embedding-0.6B: Qwen3-0.6B's shape, last-token pooling, causal
+  p.push_back({.name = "qwen3-embedding-0.6b", .archs = {"qwen3"}, .n_embd = 1024, .n_layer = 28, .n_head = 16,
+               .n_head_kv = 8, .head_dim = 128, .n_ff = 3072, .n_vocab = 151669, .context_length = 32768,
+               .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .qk_norm = true, .pooling = 3});
+  // google/embeddinggemma-300m: gemma3's blocks, non-causal, mean pooling, dense 768 -> 3072 -> 768
+  p.push_back({.name = "embeddinggemma-300m", .archs = {"gemma-embedding"}, .n_embd = 768, .n_layer = 24,
+               .n_head = 3, .n_head_kv = 1, .head_dim = 256, .n_ff = 1152, .n_vocab = 262144,
+               .context_length = 2048, .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .qk_norm = true,
+               .post_norms = true, .sliding_window = 512, .pooling = 1, .non_causal = true, .dense_width = 3072});
   return p;
 }
 

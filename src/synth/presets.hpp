@@ -59,6 +59,18 @@ struct Preset {
   float final_softcap = 0.0f;
   int64_t sliding_window_pattern = 0;
 
+  // Embedding models. bert: post-norm LayerNorm blocks with biases, token_types, absolute
+  // position_embd (context_length rows), no output norm or LM head; nomic (with bert): a fused
+  // attn_qkv, rope instead of position_embd, a SiLU-gated FFN, no biases.
+  bool bert = false;
+  bool nomic = false;
+  float layer_norm_eps = 0.0f;   // > 0: attention.layer_norm_epsilon (and no RMSNorm epsilon)
+  int64_t pooling = -1;          // >= 0: {arch}.pooling_type (1 mean, 2 cls, 3 last, 4 rank)
+  bool non_causal = false;       // writes {arch}.attention.causal = false
+  int64_t cls_outputs = 0;       // > 0: a classifier head (cls + cls.output of that many rows)
+  int64_t dense_width = 0;       // > 0: gemma-embedding's dense_2 [n_embd -> w] and dense_3 [w -> n_embd]
+  bool wordpiece = false;        // a WordPiece vocabulary (synth/vocab.hpp) instead of SentencePiece
+
   int64_t key_length() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
   int64_t rope_dimensions() const { return rope_dims > 0 ? rope_dims : key_length(); }
 };

@@ -93,9 +93,52 @@ void plan_gpt_oss_layer(const Preset& p, const std::string& b, std::vector<Tenso
   weight("ffn_down_exps", {p.expert_width(), p.n_embd, p.n_expert});
 }
 
+// A bert-family encoder (bert, nomic-bert), as llama.cpp's converter names its tensors.
+std::vector<TensorPlan> plan_bert(const Preset& p, int64_t n_layer) {
+  const int64_t hd = p.key_length();
+  const int64_t q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
+  const auto inv_sqrt = [](int64_t n) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(n))); };
+  std::vector<TensorPlan> t;
+  const auto weight = [&](const std::string& name, int64_t in, int64_t out, bool bias) {
+    t.push_back({name + ".weight", {in, out}, Init::Weight, inv_sqrt(in)});
+    if (bias) t.push_back({name + ".bias", {out}, Init::Bias, 0.1f});
+  };
+  const auto layer_norm = [&](const std::string& name) {
+    t.push_back({name + ".weight", {p.n_embd}, Init::Norm, 0.1f});
+    t.push_back({name + ".bias", {p.n_embd}, Init::Bias, 0.1f});
+  };
+  const bool biases = !p.nomic;
+  t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}, Init::Embedding, 1.0f});
+  t.push_back({"token_types.weight", {p.n_embd, 2}, Init::Embedding, 0.5f});
+  if (!p.nomic) t.push_back({"position_embd.weight", {p.n_embd, p.context_length}, Init::Embedding, 0.5f});
+  layer_norm("token_embd_norm");
+  for (int64_t il = 0; il < n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    if (p.nomic) {
+      weight(b + "attn_qkv", p.n_embd, q_dim + 2 * kv_dim, false);
+    } else {
+      weight(b + "attn_q", p.n_embd, q_dim, true);
+      weight(b + "attn_k", p.n_embd, kv_dim, true);
+      weight(b + "attn_v", p.n_embd, kv_dim, true);
+    }
+    weight(b + "attn_output", q_dim, p.n_embd, biases);
+    layer_norm(b + "attn_output_norm");
+    if (p.nomic) weight(b + "ffn_gate", p.n_embd, p.n_ff, false);
+    weight(b + "ffn_up", p.n_embd, p.n_ff, biases);
+    weight(b + "ffn_down", p.n_ff, p.n_embd, biases);
+    layer_norm(b + "layer_output_norm");
+  }
+  if (p.cls_outputs > 0) {  // the classifier head of a cross-encoder reranker
+    weight("cls", p.n_embd, p.n_embd, true);
+    weight("cls.output", p.n_embd, p.cls_outputs, true);
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
+  if (p.bert) return plan_bert(p, n_layer);
   const int64_t hd = p.key_length();
   const int64_t q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
   const auto inv_sqrt = [](int64_t n) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(n))); };
@@ -160,6 +203,10 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
     }
     if (p.post_norms) t.push_back(norm(b + "post_ffw_norm.weight", p.n_embd));
   }
+  if (p.dense_width > 0) {  // gemma-embedding's projections after pooling
+    t.push_back(weight("dense_2.weight", p.n_embd, p.dense_width));
+    t.push_back(weight("dense_3.weight", p.dense_width, p.n_embd));
+  }
   if (p.rope_orig_context > 0) {  // phi3's LongRoPE factors: short ones near 1, long ones spread wider
     t.push_back({"rope_factors_long.weight", {p.rope_dimensions() / 2}, Init::Norm, 0.25f});
     t.push_back({"rope_factors_short.weight", {p.rope_dimensions() / 2}, Init::Norm, 0.05f});
@@ -212,9 +259,24 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
   w.set(k + "feed_forward_length", u32(p.n_ff));
   w.set(k + "attention.head_count", u32(p.n_head));
   w.set(k + "attention.head_count_kv", u32(p.n_head_kv));
-  w.set(k + "rope.freq_base", p.rope_base);
-  w.set(k + "rope.dimension_count", u32(p.rope_dimensions()));
-  w.set(k + "attention.layer_norm_rms_epsilon", p.rms_eps);
+  if (!p.bert || p.nomic) {  // bert has absolute positions
+    w.set(k + "rope.freq_base", p.rope_base);
+    w.set(k + "rope.dimension_count", u32(p.rope_dimensions()));
+  }
+  if (p.layer_norm_eps > 0.0f) {
+    w.set(k + "attention.layer_norm_epsilon", p.layer_norm_eps);
+  } else {
+    w.set(k + "attention.layer_norm_rms_epsilon", p.rms_eps);
+  }
+  // embedding models
+  if (p.non_causal) w.set(k + "attention.causal", false);
+  if (p.pooling >= 0) w.set(k + "pooling_type", u32(p.pooling));
+  if (p.dense_width > 0) {
+    w.set(k + "dense_2_feat_in", u32(p.n_embd));
+    w.set(k + "dense_2_feat_out", u32(p.dense_width));
+    w.set(k + "dense_3_feat_in", u32(p.dense_width));
+    w.set(k + "dense_3_feat_out", u32(p.n_embd));
+  }
   if (p.head_dim > 0) {
     w.set(k + "attention.key_length", u32(p.head_dim));
     w.set(k + "attention.value_length", u32(p.head_dim));
@@ -248,7 +310,11 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
   if (p.attn_softcap > 0) w.set(k + "attn_logit_softcapping", p.attn_softcap);
   if (p.final_softcap > 0) w.set(k + "final_logit_softcapping", p.final_softcap);
   if (p.sliding_window_pattern > 0) w.set(k + "attention.sliding_window_pattern", u32(p.sliding_window_pattern));
-  set_spm_vocab(w, p.n_vocab);
+  if (p.wordpiece) {
+    set_wordpiece_vocab(w, p.n_vocab);
+  } else {
+    set_spm_vocab(w, p.n_vocab);
+  }
 }
 
 namespace {
@@ -300,8 +366,9 @@ SynthReport write_synth(const Preset& given, const SynthOptions& options, const 
   const auto start = std::chrono::steady_clock::now();
   check_output_path({output, "the output"});  // no inputs, but an existing directory is refused before the work
   Preset preset = given;
-  if (options.vocab != 0 && options.vocab < kMinVocab) {
-    throw_error_for(Setting::Vocab, "the vocabulary must hold at least {} tokens, got {}", kMinVocab, options.vocab);
+  const int64_t min_vocab = preset.wordpiece ? kMinWordPieceVocab : kMinVocab;
+  if (options.vocab != 0 && options.vocab < min_vocab) {
+    throw_error_for(Setting::Vocab, "the vocabulary must hold at least {} tokens, got {}", min_vocab, options.vocab);
   }
   if (options.vocab != 0) preset.n_vocab = options.vocab;
   std::optional<gguf::File> vocab_file;

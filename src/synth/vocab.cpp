@@ -51,4 +51,41 @@ void set_spm_vocab(gguf::Writer& writer, int64_t n_vocab) {
   writer.set("tokenizer.ggml.add_eos_token", false);
 }
 
+void set_wordpiece_vocab(gguf::Writer& writer, int64_t n_vocab) {
+  if (n_vocab < kMinWordPieceVocab)
+    throw_error("synth: a WordPiece vocabulary needs at least {} tokens, got {}", kMinWordPieceVocab, n_vocab);
+  gguf::Array tokens{gguf::ValueType::STRING, {}}, types{gguf::ValueType::I32, {}};
+  tokens.items.reserve(static_cast<size_t>(n_vocab));
+  types.items.reserve(static_cast<size_t>(n_vocab));
+  auto add = [&](std::string piece, int32_t type) {
+    tokens.items.emplace_back(std::move(piece));
+    types.items.emplace_back(type);
+  };
+  add("[PAD]", kControl);
+  for (int i = 0; i < 99; ++i) add(fmt::format("[unused{}]", i), kNormal);
+  add("[UNK]", kUnknown);
+  add("[CLS]", kControl);
+  add("[SEP]", kControl);
+  add("[MASK]", kControl);
+  const std::string word_start = "\xE2\x96\x81";  // U+2581: llama.cpp's marker of a word's first piece
+  for (char c = '!'; c <= '~'; ++c) {
+    add(word_start + std::string(1, c), kNormal);
+    add(std::string(1, c), kNormal);
+  }
+  for (int64_t k = 26; static_cast<int64_t>(tokens.items.size()) < n_vocab; ++k) {  // from "aa": letters are above
+    add(word_start + letters(k), kNormal);
+    if (static_cast<int64_t>(tokens.items.size()) < n_vocab) add(letters(k), kNormal);
+  }
+  writer.set("tokenizer.ggml.model", "bert");
+  writer.set("tokenizer.ggml.pre", "bert-bge");
+  writer.set("tokenizer.ggml.tokens", std::move(tokens));
+  writer.set("tokenizer.ggml.token_type", std::move(types));
+  writer.set("tokenizer.ggml.token_type_count", uint32_t{2});
+  writer.set("tokenizer.ggml.unknown_token_id", uint32_t{100});
+  writer.set("tokenizer.ggml.cls_token_id", uint32_t{101});
+  writer.set("tokenizer.ggml.seperator_token_id", uint32_t{102});  // (sic) llama.cpp's key
+  writer.set("tokenizer.ggml.padding_token_id", uint32_t{0});
+  writer.set("tokenizer.ggml.mask_token_id", uint32_t{103});
+}
+
 }  // namespace okapi::synth
