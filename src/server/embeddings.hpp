@@ -30,7 +30,7 @@ struct EmbeddingLimits {
   bool per_token = false;          // Pooling::None: a vector per token, the native shape only
   // Pooling::None: tokens of all the inputs of a request together times width, at most (the
   // per-token vectors are the response: this bounds its size).
-  int64_t max_output_values = int64_t{16} << 20;
+  int64_t max_output_values = int64_t{8} << 20;  // ~32 MB of floats, ~80 MB of JSON
   // Text of N bytes has at least N / max_bytes_per_token tokens: an input that cannot fit is
   // refused before it is tokenized (0: unknown, no precheck).
   size_t max_bytes_per_token = 0;

@@ -267,10 +267,12 @@ describe('bad requests', { skip }, () => {
     const inputs = Array.from({ length: 10_000 }, (_, i) => `input ${i}`);
     await expect400({ input: inputs }, /10000 inputs; this server takes at most 2048/);
     await expect400({ query: 'q', documents: inputs }, /10000 documents/, 'documents', '/v1/rerank', rerankServer.base);
-    const ok = await post(embedServer.base, '/v1/embeddings', { input: inputs.slice(0, 2048) });
+    // At the limit it is served (a few under the sanitizers' -O0 build, whose passes are slow).
+    const n = SANITIZED ? 64 : 2048;
+    const ok = await post(embedServer.base, '/v1/embeddings', { input: inputs.slice(0, n) });
     assert.equal(ok.status, 200);
-    assert.equal(ok.json.data.length, 2048);
-    assert.equal(ok.json.data[2047].index, 2047);
+    assert.equal(ok.json.data.length, n);
+    assert.equal(ok.json.data[n - 1].index, n - 1);
   });
 
   test('rerank bodies', async () => {
@@ -325,6 +327,7 @@ describe('batching and cancellation', { skip }, () => {
 
   test('a client that hangs up cancels what is not started; others are served', async () => {
     const before = metric((await get(rerankServer.base, '/metrics')).text, 'requests_cancelled_total');
+    // ~100k tokens: seconds of work that the hang-up must drop.
     const documents = Array.from({ length: 2048 }, (_, i) => `document number ${i} ${'text '.repeat(40)}`);
     const controller = new AbortController();
     const abandoned = post(rerankServer.base, '/v1/rerank', { query: QUERY, documents }, { signal: controller.signal })
@@ -336,12 +339,13 @@ describe('batching and cancellation', { skip }, () => {
     const r = await post(rerankServer.base, '/v1/rerank', { query: QUERY, documents: DOCUMENTS.slice(0, 2) });
     assert.equal(r.status, 200);
     let cancelled = 0;
-    for (let i = 0; i < 50 && cancelled === 0; ++i) {
+    for (const deadline = Date.now() + (SANITIZED ? 60_000 : 5_000); Date.now() < deadline && cancelled === 0;) {
       cancelled = metric((await get(rerankServer.base, '/metrics')).text, 'requests_cancelled_total') - before;
       if (!cancelled) await sleep(100);
     }
     assert.equal(cancelled, 1);
-    assert.ok(Date.now() - started < 10_000);
+    // The pass under way finishes (a fraction of a second; more under the sanitizers), not the rest.
+    assert.ok(Date.now() - started < (SANITIZED ? 60_000 : 5_000));
     assert.equal(metric((await get(rerankServer.base, '/metrics')).text, 'requests_processing'), 0);
   });
 });
