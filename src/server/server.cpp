@@ -137,7 +137,7 @@ class ServerState {
   // What the startup line says is served.
   std::string serving() const {
     if (!embeddings_mode()) return fmt::format("({} slot{})", options_.n_slots, options_.n_slots == 1 ? "" : "s");
-    return fmt::format("{} ({} pooling, {} values per {}, inputs of at most {} tokens){}",
+    return fmt::format("{} (pooling {}, {} values per {}, inputs of at most {} tokens){}",
                        embedder_->pooling() == model::Pooling::Rank ? "reranking" : "embeddings",
                        model::pooling_name(embedder_->pooling()), embedder_->width(),
                        embedding_limits_.per_token ? "token" : "input", embedding_limits_.max_input_tokens,
@@ -260,7 +260,14 @@ void ServerState::load_embeddings() {
   EmbeddingLimits& limits = embedding_limits_;
   limits.n_vocab = model.n_vocab();
   limits.max_input_tokens = embedder_->max_input_tokens() > 0 ? embedder_->max_input_tokens() : eo.max_input_tokens;
-  limits.max_input_reason = fmt::format("the context, -c {}", limits.max_input_tokens);
+  limits.max_input_reason = options_.n_ctx == runtime::kContextNotGiven || options_.n_ctx == 0
+                               ? fmt::format("the model's context of {} tokens", limits.max_input_tokens)
+                               : fmt::format("the context, -c {}", limits.max_input_tokens);
+  // As llama-server caps a slot's context: beyond it a bert's absolute positions run out.
+  if (const int64_t trained = engine_->hparams().n_ctx_train; trained > 0 && limits.max_input_tokens > trained) {
+    limits.max_input_tokens = trained;
+    limits.max_input_reason = fmt::format("the model's trained context of {} tokens", trained);
+  }
   // A non-causal model sees an input whole: it must fit one pass.
   if (!model.causal_attention() && eo.batch_tokens < limits.max_input_tokens) {
     limits.max_input_tokens = eo.batch_tokens;
@@ -432,7 +439,7 @@ Json ServerState::props() const {
     p["embd_normalize"] = options_.embd_normalize;
     p["max_input_tokens"] = embedding_limits_.max_input_tokens;
     p["max_inputs_per_request"] = embedding_limits_.max_inputs;
-    p["n_ctx"] = embedder_->max_input_tokens();
+    p["n_ctx"] = embedding_limits_.max_input_tokens;
     p["build_info"] = "okapi";
     return p;
   }
