@@ -26,5 +26,6 @@ std::unique_ptr<Model> make_gemma2(gguf::File file, HParams hparams);
 // encoders (embedding models): bert.hpp, gemma_embedding.cpp
 std::unique_ptr<Model> make_bert(gguf::File file, HParams hparams);
 std::unique_ptr<Model> make_nomic_bert(gguf::File file, HParams hparams);
+std::unique_ptr<Model> make_gemma_embedding(gguf::File file, HParams hparams);
 
 }  // namespace okapi::model

@@ -132,6 +132,36 @@ std::span<const int32_t> visibility(const AttentionConfig& att, std::span<const 
   return visible;
 }
 
+// Non-causal attention with a symmetric window (llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC, gemma-
+// embedding): query i of a run of n (positions 0..n-1) sees keys j with |i - j| <= window / 2.
+// Backends see [pos - window + 1, pos], so a query whose window ends inside the run gets
+// pos = i + half with a window of 2 half + 1, and one whose window runs past the end gets pos =
+// n - 1 with its own window (one call each: at most half + 1 of them per run).
+void symmetric_window_attention(Ops& ops, const kv::KvStore& store, AttentionConfig att, const float* q,
+                                std::span<const int32_t> run, float* out, const AttentionDims& d) {
+  const auto n = static_cast<int64_t>(run.size());
+  const int64_t half = att.sliding_window / 2;
+  const int32_t last = run.back();
+  if (n - 1 <= half) {  // every key within reach of every query
+    att.sliding_window = 0;
+    const std::vector<int32_t> visible(run.size(), last);
+    ops.attention(store, att, q, visible, out);
+    return;
+  }
+  const int64_t n_inside = n - half;  // queries i < n - half: i + half <= n - 1
+  std::vector<int32_t> visible(static_cast<size_t>(n_inside));
+  for (int64_t i = 0; i < n_inside; ++i) visible[static_cast<size_t>(i)] = run[static_cast<size_t>(i)] + static_cast<int32_t>(half);
+  AttentionConfig inside = att;
+  inside.sliding_window = 2 * half + 1;
+  ops.attention(store, inside, q, visible, out);
+  for (int64_t i = n_inside; i < n; ++i) {
+    AttentionConfig tail = att;
+    tail.sliding_window = n - i + half;  // keys [i - half, n - 1]
+    const int32_t pos = last;
+    ops.attention(store, tail, q + i * d.n_q, std::span<const int32_t>(&pos, 1), out + i * d.n_o);
+  }
+}
+
 }  // namespace
 
 void attention_core(Ops& ops, const KvBinding& kv, const HParams& hp, const AttentionWeights& w,
@@ -149,7 +179,14 @@ void attention_core(Ops& ops, const KvBinding& kv, const HParams& hp, const Atte
     ops.rope(s.q.data(), T, hp.n_head, hp.head_dim_k, positions, rope);
     ops.rope(s.k.data(), T, hp.n_head_kv, hp.head_dim_k, positions, rope);
   }
-  if (kv.single()) {
+  if (!att.causal && att.sliding_window > 0) {
+    kv.for_each_run(positions.size(), [&](kv::KvStore& store, size_t begin, size_t count) {
+      const std::span<const int32_t> run = positions.subspan(begin, count);
+      const auto t0 = static_cast<int64_t>(begin);
+      ops.store_kv(store, att.layer, s.k.data() + t0 * d.n_k, s.v.data() + t0 * d.n_v, run);
+      symmetric_window_attention(ops, store, att, s.q.data() + t0 * d.n_q, run, s.attn.data() + t0 * d.n_o, d);
+    });
+  } else if (kv.single()) {
     ops.store_kv(kv.store(0), att.layer, s.k.data(), s.v.data(), positions);
     ops.attention(kv.store(0), att, s.q.data(), visibility(att, positions, visible), s.attn.data());
   } else {

@@ -24,6 +24,7 @@ LlamaModel::LlamaModel(gguf::File file, HParams hparams, LlamaOptions options)
     const std::string p = layer_prefix(il);
     layers_.push_back({attention_weights(p, attn), ffn_weights(p, n_ff, {}, /*sub_norm=*/false)});
   }
+  if (options_.classifier) load_classifier();
   check_tensors();
   rope_ = rope_config(hp, options_.neox_rope, rope_freqs_ ? rope_freqs_.f32() : nullptr);
 }

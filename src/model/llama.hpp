@@ -12,6 +12,7 @@ struct LlamaOptions {
   bool neox_rope = false;  // NEOX pairs (i, i + n_rot/2) instead of adjacent pairs
   bool qkv_bias = false;   // required attn_{q,k,v}.bias (qwen2); otherwise optional
   bool qk_norm = false;    // required per-head attn_q_norm / attn_k_norm before RoPE (qwen3)
+  bool classifier = false; // an optional classifier head for rank pooling (qwen3 rerankers)
 };
 
 class LlamaModel : public DecoderModel {

@@ -180,6 +180,12 @@ class Model {
   };
   void load_classifier();
   ClassifierHead classifier_;
+  // Projections of a pooled vector (llama.cpp's build_dense_out: gemma-embedding's dense_2 with its
+  // bias, then dense_3), each may be empty; pool() applies them to every pooling but rank.
+  struct DenseOut {
+    Weight first, first_bias, second;
+  };
+  DenseOut dense_;
   // n_cls_out: the labels' count, 1 without labels.
   int64_t rank_outputs_if_head() const;
   // Set only during forward_sequences_hidden(): forward_batch writes the selected rows' hidden
@@ -187,6 +193,8 @@ class Model {
   mutable bool hidden_output_ = false;
 
  private:
+  // pool() before the dense projections.
+  void pool_rows(Ops& ops, Pooling pooling, const float* hidden, int64_t n_tokens, float* out) const;
   // forward_sequences()'s checks (`where` prefixes the errors).
   void check_sequences(std::string_view where, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
                        std::span<const int32_t> positions, std::span<const uint8_t> wanted, const float* out) const;

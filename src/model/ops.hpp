@@ -83,7 +83,8 @@ struct AttentionConfig {
   int64_t head_dim_k = 0;
   int64_t head_dim_v = 0;
   float scale = 1.0f;           // applied to q·k before the softmax
-  int64_t sliding_window = 0;   // > 0: key j visible from query i iff 0 <= i - j < window
+  int64_t sliding_window = 0;   // > 0: key j visible from query i iff 0 <= i - j < window (non-causal:
+                                // |i - j| <= window / 2, as attention_core arranges; backends see the former)
   float softcap = 0.0f;         // > 0: score = softcap * tanh(score * scale * (1 / softcap)): the scale
                                 // first (gemma2 scales q), then the cap, as llama.cpp's graph
   // gpt-oss: attention sinks, one logit per query head (n_head values; null: none). Head h's

@@ -36,6 +36,28 @@ int64_t Model::pooled_width(Pooling pooling) const {
 void Model::pool(Ops& ops, Pooling pooling, const float* hidden, int64_t n_tokens, float* out) const {
   const int64_t n = hparams_.n_embd;
   if (n_tokens <= 0) throw_error("pool: an input of {} tokens has nothing to pool", n_tokens);
+  if (pooling != Pooling::Rank && pooling != Pooling::None && (dense_.first || dense_.first_bias || dense_.second)) {
+    pool_rows(ops, pooling, hidden, n_tokens, out);
+    std::vector<float> x(out, out + n);
+    if (dense_.first) {
+      std::vector<float> y(static_cast<size_t>(dense_.first.n_out));
+      ops.matmul(dense_.first, x.data(), 1, y.data());
+      x = std::move(y);
+    }
+    if (dense_.first_bias) ops.add_bias(dense_.first_bias, x.data(), 1);
+    if (dense_.second) {
+      std::vector<float> y(static_cast<size_t>(dense_.second.n_out));
+      ops.matmul(dense_.second, x.data(), 1, y.data());
+      x = std::move(y);
+    }
+    std::copy_n(x.begin(), n, out);
+    return;
+  }
+  pool_rows(ops, pooling, hidden, n_tokens, out);
+}
+
+void Model::pool_rows(Ops& ops, Pooling pooling, const float* hidden, int64_t n_tokens, float* out) const {
+  const int64_t n = hparams_.n_embd;
   // qwen3 rerankers score the last token (llama.cpp's build_inp_cls).
   const bool rank_last = hparams_.arch == "qwen3";
   switch (pooling) {

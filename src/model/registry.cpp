@@ -25,6 +25,7 @@ std::span<const ArchitectureEntry> architectures() {
       // encoders (embedding models)
       {"bert", make_bert},
       {"nomic-bert", make_nomic_bert},
+      {"gemma-embedding", make_gemma_embedding},
   };
   return entries;
 }

@@ -61,6 +61,20 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
     text.replace(at, from.size(), to);
 }
 
+// Whether pooling reads the hidden row of token t of an input of n tokens: every row for mean and
+// none, the first for cls, the last for last; rank the first and the last (a classifier head reads
+// the first, a qwen3 reranker the last; Model::pool picks from the two rows it is given).
+bool wants_row(model::Pooling pooling, int64_t t, int64_t n) {
+  switch (pooling) {
+    case model::Pooling::Cls: return t == 0;
+    case model::Pooling::Last: return t == n - 1;
+    case model::Pooling::Rank: return t == 0 || t == n - 1;
+    case model::Pooling::None:
+    case model::Pooling::Mean: break;
+  }
+  return true;
+}
+
 std::vector<std::string_view> split(std::string_view text, std::string_view separator) {
   std::vector<std::string_view> parts;
   size_t start = 0;
@@ -285,6 +299,8 @@ void Embedder::run_pass(std::span<const Piece> pieces, std::span<const std::vect
     if (!store || store->n_ctx() < need) {
       store.reset();  // its memory first
       const int64_t cells = round_up(need, kStoreStep);
+      // A non-causal model's K and V live only for its pass: f32, llama.cpp's values with -fa off
+      // (its flash attention rounds them to f16 and sums V in f16, within ~1e-4 of these).
       model::KvTypes types{engine_.options().cache, engine_.options().exact_attention};
       if (!model.causal_attention()) types.cache = {kv::CacheType::f32(), kv::CacheType::f32()};
       try {
@@ -308,9 +324,7 @@ void Embedder::run_pass(std::span<const Piece> pieces, std::span<const std::vect
       s.tokens.push_back(input[static_cast<size_t>(t)]);
       s.positions.push_back(static_cast<int32_t>(t));
       s.token_stores.push_back(piece_store[k]);
-      bool want = true;
-      if (pooling_ == model::Pooling::Cls || pooling_ == model::Pooling::Rank) want = t == 0;
-      if (pooling_ == model::Pooling::Last) want = t == n - 1;
+      const bool want = wants_row(pooling_, t, n);
       s.want_hidden.push_back(want ? 1 : 0);
       n_wanted += want ? 1 : 0;
     }
@@ -318,18 +332,21 @@ void Embedder::run_pass(std::span<const Piece> pieces, std::span<const std::vect
   const int64_t n_embd = model.hparams().n_embd;
   const auto row_values = static_cast<size_t>(n_wanted * n_embd);
   if (s.hidden.size() < row_values) s.hidden.resize(row_values);
-  model.forward_sequences_hidden(ops, s.token_stores, s.tokens, s.positions, s.want_hidden, s.hidden.data());
+  try {
+    model.forward_sequences_hidden(ops, s.token_stores, s.tokens, s.positions, s.want_hidden, s.hidden.data());
+  } catch (const Error& e) {  // say which inputs the pass held
+    const size_t first = pieces.front().input, last = pieces.back().input;
+    throw Error(first == last ? fmt::format("input {}: {}", first, e.what())
+                              : fmt::format("inputs {} to {}: {}", first, last, e.what()),
+                e.setting(), e.remedies());
+  }
 
   // Each input's rows are contiguous in `hidden`, in input order.
   const float* rows = s.hidden.data();
   for (const Piece& piece : pieces) {
     const int64_t n = length(piece);
     int64_t piece_rows = 0;
-    for (int64_t t = piece.begin; t < piece.begin + piece.count; ++t) {
-      if (pooling_ == model::Pooling::Cls || pooling_ == model::Pooling::Rank) piece_rows += t == 0 ? 1 : 0;
-      else if (pooling_ == model::Pooling::Last) piece_rows += t == n - 1 ? 1 : 0;
-      else ++piece_rows;
-    }
+    for (int64_t t = piece.begin; t < piece.begin + piece.count; ++t) piece_rows += wants_row(pooling_, t, n) ? 1 : 0;
     const float* input_rows = rows;
     int64_t input_row_count = piece_rows;
     rows += piece_rows * n_embd;

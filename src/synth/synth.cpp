@@ -203,6 +203,8 @@ std::vector<TensorPlan> plan_tensors(const Preset& p, int64_t n_layer) {
     }
     if (p.post_norms) t.push_back(norm(b + "post_ffw_norm.weight", p.n_embd));
   }
+  if (p.cls_outputs > 0)  // a decoder reranker's head (qwen3): cls.output alone, no bias
+    t.push_back(weight("cls.output.weight", p.n_embd, p.cls_outputs));
   if (p.dense_width > 0) {  // gemma-embedding's projections after pooling
     t.push_back(weight("dense_2.weight", p.n_embd, p.dense_width));
     t.push_back(weight("dense_3.weight", p.dense_width, p.n_embd));
@@ -271,6 +273,11 @@ void set_metadata(gguf::Writer& w, const Preset& p, const std::string& arch, int
   // embedding models
   if (p.non_causal) w.set(k + "attention.causal", false);
   if (p.pooling >= 0) w.set(k + "pooling_type", u32(p.pooling));
+  if (p.cls_outputs > 1) {  // llama.cpp sizes cls.output by the labels (one without them)
+    gguf::Array labels{gguf::ValueType::STRING, {}};
+    for (int64_t i = 0; i < p.cls_outputs; ++i) labels.items.emplace_back("label" + std::to_string(i));
+    w.set(k + "classifier.output_labels", std::move(labels));
+  }
   if (p.dense_width > 0) {
     w.set(k + "dense_2_feat_in", u32(p.n_embd));
     w.set(k + "dense_2_feat_out", u32(p.dense_width));

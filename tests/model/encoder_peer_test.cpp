@@ -222,6 +222,35 @@ TEST_F(EncoderPeer, Qwen3EmbeddingLastCausal) {
                  "-ctk f32 -ctv f32");
 }
 
+// A Qwen3 reranker: rank pooling scores the last token through cls.output, then a softmax.
+TEST_F(EncoderPeer, Qwen3RerankerRankSoftmax) {
+  OKAPI_REQUIRE_DATA(peer_embedding_tool());
+  if (sanitized()) GTEST_SKIP() << "one model per test under the sanitizers";
+  synth::Preset p = tiny_preset("qwen3-embedding-0.6b");
+  p.pooling = 4;
+  p.cls_outputs = 2;
+  expect_matches(write(p, "qwen3-reranker"), model::Pooling::Rank, "-ctk f32 -ctv f32");
+}
+
+// gemma3 as a decoder gives hidden states too (llama.cpp's result_norm), causal.
+TEST_F(EncoderPeer, Gemma3HiddenStatesMean) {
+  OKAPI_REQUIRE_DATA(peer_embedding_tool());
+  if (sanitized()) GTEST_SKIP() << "one model per test under the sanitizers";
+  synth::Preset p = tiny_preset("gemma3-270m");
+  p.sliding_window = 16;
+  expect_matches(write(p, "gemma3", 6), model::Pooling::Mean, "-ctk f32 -ctv f32");
+}
+
+// gemma3's blocks, non-causal, with a symmetric window of 16 (8 each way) that the longer inputs
+// exceed, a global sixth layer, and the dense projections after mean pooling.
+TEST_F(EncoderPeer, GemmaEmbeddingMeanSymmetricWindowDense) {
+  OKAPI_REQUIRE_DATA(peer_embedding_tool());
+  synth::Preset p = tiny_preset("embeddinggemma-300m");
+  p.sliding_window = 16;
+  p.dense_width = 96;
+  expect_matches(write(p, "gemma-embedding", sanitized() ? 2 : 6), model::Pooling::Mean);
+}
+
 // An input pooled alone gives the same bits as inside a batch of inputs of other lengths.
 TEST_F(EncoderPeer, AloneEqualsInBatchBitForBit) {
   for (const char* preset : {"bge-base-en-v1.5", "qwen3-embedding-0.6b"}) {

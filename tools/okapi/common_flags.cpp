@@ -108,7 +108,8 @@ struct HabitRule {
 };
 
 const std::vector<HabitRule>& habit_rules() {
-  static const std::vector<std::string_view> model_verbs{"run", "chat", "serve", "bench", "perplexity", "logits"};
+  static const std::vector<std::string_view> model_verbs{"run",        "chat",   "serve", "bench",
+                                                          "perplexity", "logits", "embed"};
   static const std::vector<HabitRule> rules{
       {&kGpuLayers, model_verbs, Action::Ignore, "okapi runs on the CPU"},
       {&kDraftGpuLayers, {"run", "serve"}, Action::Ignore, "okapi runs on the CPU"},
