@@ -31,7 +31,6 @@ class EmbeddingJob {
   // After wait() returned true: empty when all went well, else the reason (a server error).
   const std::string& error() const { return error_; }
   std::vector<runtime::EmbeddingOutput>& outputs() { return outputs_; }
-  size_t size() const { return outputs_.size(); }
 
  private:
   friend class EmbeddingQueue;

@@ -137,9 +137,9 @@ class ServerState {
   // What the startup line says is served.
   std::string serving() const {
     if (!embeddings_mode()) return fmt::format("({} slot{})", options_.n_slots, options_.n_slots == 1 ? "" : "s");
-    return fmt::format("{} (pooling {}, {} values per {}, inputs of at most {} tokens){}",
+    return fmt::format("{} (pooling {}, {} value{} per {}, inputs of at most {} tokens){}",
                        embedder_->pooling() == model::Pooling::Rank ? "reranking" : "embeddings",
-                       model::pooling_name(embedder_->pooling()), embedder_->width(),
+                       model::pooling_name(embedder_->pooling()), embedder_->width(), embedder_->width() == 1 ? "" : "s",
                        embedding_limits_.per_token ? "token" : "input", embedding_limits_.max_input_tokens,
                        options_.embeddings ? "" : ": this model does not generate text");
   }
