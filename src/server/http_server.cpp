@@ -544,12 +544,25 @@ class SocketWriter final : public StreamSink {
 bool Server::write_response(Connection& c, const Request& request, Response& response) {
   const bool http10 = request.minor_version == 0;
   const bool head_only = request.method == "HEAD";
+  if (response.await) {
+    const SocketWriter probe(c.fd, options_.write_timeout, false, stopping_);
+    for (;;) {
+      if (stopping_.load() || probe.client_gone()) {
+        if (response.on_stream_end) response.on_stream_end(false);
+        return false;
+      }
+      if (response.await(response)) break;
+    }
+    response.await = nullptr;
+  }
   if (!response.stream) {
     const bool keep = request.keep_alive && !response.close_connection;
     SocketWriter writer(c.fd, options_.write_timeout, false, stopping_);
     std::string text = head_of(response, false, response.body.size(), keep, http10);
     if (!head_only) text += response.body;
-    return writer.send_all(text);
+    const bool ok = writer.send_all(text);
+    if (response.on_stream_end) response.on_stream_end(ok);
+    return ok;
   }
   // HTTP/1.0 has no chunked coding: the body ends when the connection closes.
   const bool chunked = !http10;

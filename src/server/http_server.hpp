@@ -46,7 +46,13 @@ struct Response {
   // block a while waiting for data) until it calls sink.done() or returns false (abandon). Between
   // calls the server checks that the client is still connected.
   std::function<bool(StreamSink&)> stream;
-  // Called once a streamed response ends: true when it was sent whole.
+  // A response that a queued job fills in later (embeddings): called again and again (each call
+  // may block a while, ~100 ms) until it returns true, having set status, body and headers (or
+  // `stream`). Between calls the server checks that the client is still connected; when it is not,
+  // on_stream_end(false) is called and the connection closed. Headers are sent only after, so the
+  // status can still be an error.
+  std::function<bool(Response&)> await;
+  // Called once a streamed (or awaited) response ends: true when it was sent whole.
   std::function<void(bool completed)> on_stream_end;
   bool close_connection = false;
 

@@ -41,4 +41,26 @@ std::string prometheus_text(const runtime::SchedulerCounters& c, int n_slots) {
   return out;
 }
 
+std::string prometheus_embedding_text(const EmbeddingCounters& c) {
+  std::string out;
+  add(out, "prompt_tokens_total", "counter", "Tokens embedded.", static_cast<double>(c.tokens));
+  add(out, "prompt_seconds_total", "counter", "Forward-pass seconds spent embedding.", c.seconds);
+  add(out, "n_decode_total", "counter", "Forward passes (each may hold inputs of several requests).",
+      static_cast<double>(c.passes));
+  add(out, "requests_finished_total", "counter", "Requests that ended normally.",
+      static_cast<double>(c.requests_finished));
+  add(out, "requests_cancelled_total", "counter", "Requests whose client went away.",
+      static_cast<double>(c.requests_cancelled));
+  add(out, "requests_processing", "gauge", "Embedding requests waiting or running.", static_cast<double>(c.queued));
+  add(out, "embedding_requests_total", "counter", "Embedding and rerank requests received.",
+      static_cast<double>(c.requests));
+  add(out, "embedding_inputs_total", "counter", "Inputs embedded (rerank: query-document pairs).",
+      static_cast<double>(c.inputs));
+  add(out, "embedding_tokens_total", "counter", "Tokens embedded.", static_cast<double>(c.tokens));
+  add(out, "embedding_passes_total", "counter", "Embedding forward passes.", static_cast<double>(c.passes));
+  add(out, "embedding_passes_shared_total", "counter", "Embedding passes holding inputs of more than one request.",
+      static_cast<double>(c.shared_passes));
+  return out;
+}
+
 }  // namespace okapi::server

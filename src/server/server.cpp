@@ -20,10 +20,13 @@
 #include "jinja/chat_template.hpp"
 #include "runtime/chat_prompt.hpp"
 #include "runtime/drafters.hpp"
+#include "runtime/embedder.hpp"
 #include "runtime/scheduler.hpp"
 #include "server/agent_params.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
+#include "server/embedding_queue.hpp"
+#include "server/embeddings.hpp"
 #include "server/http_server.hpp"
 #include "server/metrics.hpp"
 #include "server/request_params.hpp"
@@ -96,6 +99,16 @@ class ServerState {
 
   void load() {
     engine_ = runtime::Engine::load(options_.model_path, options_.engine);
+    model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
+    if (options_.embeddings || !engine_->model().generates_text()) {
+      load_embeddings();
+      loaded_at_ = static_cast<int64_t>(std::time(nullptr));
+      ready_.store(true);
+      return;
+    }
+    if (options_.pooling)
+      throw_usage_error("--pooling {} pools embeddings: give --embeddings too (or --rerank)",
+                        model::pooling_name(*options_.pooling));
     const int64_t total = engine_->resolve_ctx(options_.n_ctx);
     const int64_t per_slot = total / options_.n_slots;
     if (per_slot < 1)
@@ -117,17 +130,27 @@ class ServerState {
     so.drafters = drafters_ ? &*drafters_ : nullptr;
     so.context_setting = Setting::SlotContext;  // each slot's context is what meets the trained context
     scheduler_ = std::make_unique<runtime::Scheduler>(*engine_, so);
-    model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
     loaded_at_ = static_cast<int64_t>(std::time(nullptr));
     ready_.store(true);
   }
   bool ready() const { return ready_.load(); }
+  // What the startup line says is served.
+  std::string serving() const {
+    if (!embeddings_mode()) return fmt::format("({} slot{})", options_.n_slots, options_.n_slots == 1 ? "" : "s");
+    return fmt::format("{} (pooling {}, {} value{} per {}, inputs of at most {} tokens){}",
+                       embedder_->pooling() == model::Pooling::Rank ? "reranking" : "embeddings",
+                       model::pooling_name(embedder_->pooling()), embedder_->width(), embedder_->width() == 1 ? "" : "s",
+                       embedding_limits_.per_token ? "token" : "input", embedding_limits_.max_input_tokens,
+                       options_.embeddings ? "" : ": this model does not generate text");
+  }
   void start_draining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
   // Requests whose response is still being written (streams included).
   int64_t in_flight() const { return in_flight_.load(); }
   // Frees the model after the HTTP server has stopped.
   void unload() {
+    embedding_queue_.reset();
+    embedder_.reset();
     scheduler_.reset();
     chat_.reset();
     drafters_.reset();
@@ -148,6 +171,16 @@ class ServerState {
   };
 
   bool authorized(const Request& req) const;
+  // Embeddings mode: the Embedder, its queue and the limits of a request.
+  void load_embeddings();
+  bool embeddings_mode() const { return embedder_ != nullptr; }
+  void handle_embeddings(const Request& req, Response& res, bool openai_route);
+  void handle_rerank(const Request& req, Response& res);
+  // Queues a request's inputs; `finish` writes the response from the finished job's outputs.
+  void await_embeddings(Response& res, std::vector<std::vector<int32_t>> inputs,
+                        std::function<void(Response&, std::vector<runtime::EmbeddingOutput>&)> finish);
+  // Generation in embeddings mode: 501, as llama-server once answered.
+  void refuse_generation() const;
   void handle_generation(const Request& req, Response& res, bool chat);
   std::vector<TokenId> completion_prompt(const Json& body) const;
   // 400 context_length_exceeded; `tokens` says how many ("1234", "at least 5000").
@@ -178,6 +211,9 @@ class ServerState {
   // A request's conversation as the template gets it: validated tools, enable_thinking, arguments.
   ChatInput chat_input(const Json& body, const AgentParams& agent) const;
   std::unique_ptr<runtime::Scheduler> scheduler_;
+  std::unique_ptr<runtime::Embedder> embedder_;
+  std::unique_ptr<EmbeddingQueue> embedding_queue_;  // after embedder_: its worker uses it
+  EmbeddingLimits embedding_limits_;
   std::string model_id_;
   int64_t loaded_at_ = 0;
   std::atomic<bool> ready_{false};
@@ -204,6 +240,115 @@ bool ServerState::authorized(const Request& req) const {
   if (auth.substr(0, 7) == "Bearer ") key = std::string(auth.substr(7));
   if (key.empty()) key = std::string(req.header("x-api-key"));
   return std::find(options_.api_keys.begin(), options_.api_keys.end(), key) != options_.api_keys.end();
+}
+
+void ServerState::load_embeddings() {
+  const model::Model& model = engine_->model();
+  const auto pooling = options_.pooling ? options_.pooling : model.file_pooling();
+  if (pooling == model::Pooling::Rank && model.rank_outputs() == 0)
+    throw_error_for(Setting::Model,
+                    "{}: rank pooling (--rerank) needs a cross-encoder reranker with a classifier head (the cls / "
+                    "cls.output tensors); this {} model has none: serve it with --embeddings",
+                    options_.model_path, engine_->hparams().arch);
+  runtime::EmbedderOptions eo;
+  eo.pooling = options_.pooling;
+  // As llama-server: with embeddings a pass is one ubatch (n_batch = n_ubatch when larger).
+  eo.batch_tokens = std::min(options_.batch_size, options_.ubatch_size);
+  eo.max_input_tokens = engine_->resolve_ctx(options_.n_ctx);
+  embedder_ = std::make_unique<runtime::Embedder>(*engine_, eo);
+
+  EmbeddingLimits& limits = embedding_limits_;
+  limits.n_vocab = model.n_vocab();
+  limits.max_input_tokens = embedder_->max_input_tokens() > 0 ? embedder_->max_input_tokens() : eo.max_input_tokens;
+  limits.max_input_reason = options_.n_ctx == runtime::kContextNotGiven || options_.n_ctx == 0
+                               ? fmt::format("the model's context of {} tokens", limits.max_input_tokens)
+                               : fmt::format("the context, -c {}", limits.max_input_tokens);
+  // As llama-server caps a slot's context: beyond it a bert's absolute positions run out.
+  if (const int64_t trained = engine_->hparams().n_ctx_train; trained > 0 && limits.max_input_tokens > trained) {
+    limits.max_input_tokens = trained;
+    limits.max_input_reason = fmt::format("the model's trained context of {} tokens", trained);
+  }
+  // A non-causal model sees an input whole: it must fit one pass.
+  if (!model.causal_attention() && eo.batch_tokens < limits.max_input_tokens) {
+    limits.max_input_tokens = eo.batch_tokens;
+    limits.max_input_reason = fmt::format("a forward pass, -b / -ub {}", eo.batch_tokens);
+  }
+  limits.max_inputs = options_.embd_max_inputs;
+  limits.width = embedder_->width();
+  limits.per_token = embedder_->pooling() == model::Pooling::None;
+  limits.max_bytes_per_token = engine_->tokenizer().max_bytes_per_token();
+  limits.default_normalize = options_.embd_normalize;
+  const tokenizer::Vocab& vocab = engine_->tokenizer().vocab();
+  for (const TokenId end : {vocab.eos, vocab.sep})
+    if (end != tokenizer::kNoToken) limits.end_tokens.push_back(end);
+  embedding_queue_ = std::make_unique<EmbeddingQueue>(*embedder_, eo.batch_tokens, eo.max_inputs_per_pass,
+                                                      static_cast<size_t>(options_.n_slots) + options_.max_queue);
+}
+
+void ServerState::refuse_generation() const {
+  throw ApiError(501, "not_supported_error",
+                 embedder_->pooling() == model::Pooling::Rank
+                     ? "This server does not support completions. Start it without `--reranking`"
+                     : "This server does not support completions. Start it without `--embeddings`");
+}
+
+void ServerState::await_embeddings(Response& res, std::vector<std::vector<int32_t>> inputs,
+                                   std::function<void(Response&, std::vector<runtime::EmbeddingOutput>&)> finish) {
+  std::shared_ptr<EmbeddingJob> job;
+  try {
+    job = embedding_queue_->submit(std::move(inputs));
+  } catch (const EmbeddingQueueFull& e) {
+    throw ApiError(503, "unavailable_error", e.what());
+  }
+  auto in_flight = std::make_shared<InFlight>(in_flight_);
+  // The worker thread embeds; this one waits, checking between waits that the client is still
+  // there (a client that goes away cancels what is not started), then writes the response.
+  res.await = [job, in_flight, finish = std::move(finish)](Response& r) {
+    if (!job->wait(std::chrono::milliseconds(100))) return false;
+    if (!job->error().empty()) {
+      send_error(r, ApiError(500, "server_error", job->error()));
+      return true;
+    }
+    finish(r, job->outputs());
+    return true;
+  };
+  res.on_stream_end = [job](bool completed) {
+    if (!completed) job->cancel();
+  };
+}
+
+void ServerState::handle_embeddings(const Request& req, Response& res, bool openai_route) {
+  if (!embeddings_mode())
+    throw ApiError(501, "not_supported_error", "This server does not support embeddings. Start it with `--embeddings`");
+  if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
+  const Json body = parse_body(req.body);
+  auto request = std::make_shared<EmbeddingsRequest>(parse_embeddings_request(
+      body, openai_route, embedding_limits_, [this](std::string_view text) { return embedder_->tokenize(text); }));
+  const bool per_token = embedding_limits_.per_token;
+  await_embeddings(res, std::move(request->inputs),
+                   [request, per_token, model = model_id_](Response& r, std::vector<runtime::EmbeddingOutput>& outputs) {
+                     // Pooled vectors are normalized (embd_normalize), per-token ones not, as llama-server.
+                     if (!per_token)
+                       for (auto& o : outputs) runtime::normalize_embedding(o.values, request->normalize);
+                     r.status = 200;
+                     r.set_content(embeddings_response(*request, outputs, per_token, model),
+                                   "application/json; charset=utf-8");
+                   });
+}
+
+void ServerState::handle_rerank(const Request& req, Response& res) {
+  if (!embeddings_mode() || embedder_->pooling() != model::Pooling::Rank)
+    throw ApiError(501, "not_supported_error", "This server does not support reranking. Start it with `--reranking`");
+  if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
+  const Json body = parse_body(req.body);
+  auto request = std::make_shared<RerankRequest>(
+      parse_rerank_request(body, embedding_limits_, [this](std::string_view query, std::string_view document) {
+        return embedder_->tokenize_rerank(query, document);
+      }));
+  await_embeddings(res, std::move(request->inputs),
+                   [request, model = model_id_](Response& r, std::vector<runtime::EmbeddingOutput>& outputs) {
+                     send_json(r, 200, rerank_response(*request, outputs, model));
+                   });
 }
 
 void ServerState::throw_context_exceeded(bool chat, const std::string& tokens) const {
@@ -282,6 +427,23 @@ std::vector<TokenId> ServerState::chat_tokens(const ChatInput& input) const {
 
 Json ServerState::props() const {
   Json p;
+  if (embeddings_mode()) {
+    p["default_generation_settings"] = {{"n_ctx", embedding_limits_.max_input_tokens}, {"params", Json::object()}};
+    p["total_slots"] = options_.n_slots;
+    p["model_alias"] = model_id_;
+    p["model_path"] = options_.model_path;
+    p["embeddings"] = true;
+    p["reranking"] = embedder_->pooling() == model::Pooling::Rank;
+    p["pooling"] = model::pooling_name(embedder_->pooling());
+    p["embedding_dimensions"] = embedder_->width();
+    p["embd_normalize"] = options_.embd_normalize;
+    p["max_input_tokens"] = embedding_limits_.max_input_tokens;
+    p["max_inputs_per_request"] = embedding_limits_.max_inputs;
+    p["n_ctx"] = embedding_limits_.max_input_tokens;
+    p["build_info"] = "okapi";
+    return p;
+  }
+  p["embeddings"] = false;
   Json settings;
   const auto& s = options_.sampling;
   settings["n_ctx"] = scheduler_->options().n_ctx_per_slot;
@@ -376,6 +538,7 @@ chat::ChatPlan ServerState::plan_request(const AgentParams& agent, bool chat, co
 }
 
 void ServerState::handle_generation(const Request& req, Response& res, bool chat) {
+  if (embeddings_mode()) refuse_generation();
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
   const Json body = parse_body(req.body);
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
@@ -655,8 +818,13 @@ void ServerState::build_routes() {
     model["owned_by"] = "okapi";
     model["meta"] = {{"n_vocab", engine_->model().n_vocab()},
                      {"n_ctx_train", engine_->hparams().n_ctx_train},
+                     {"n_embd", engine_->hparams().n_embd},
                      {"n_params", engine_->parameter_count()},
                      {"size", engine_->file_bytes()}};
+    if (embeddings_mode()) {
+      model["meta"]["pooling"] = model::pooling_name(embedder_->pooling());
+      model["meta"]["embedding_dimensions"] = embedder_->width();
+    }
     send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
   };
   add_route("GET", "/v1/models", models);
@@ -668,6 +836,13 @@ void ServerState::build_routes() {
   add_route("POST", "/chat/completions", chat);
   add_route("POST", "/v1/completions", completions);
   add_route("POST", "/completions", completions);
+
+  const auto embeddings_native = [this](const Request& req, Response& res) { handle_embeddings(req, res, false); };
+  add_route("POST", "/v1/embeddings", [this](const Request& req, Response& res) { handle_embeddings(req, res, true); });
+  add_route("POST", "/embeddings", embeddings_native);
+  add_route("POST", "/embedding", embeddings_native);  // llama-server's legacy name
+  const auto rerank = [this](const Request& req, Response& res) { handle_rerank(req, res); };
+  for (const char* path : {"/v1/rerank", "/rerank", "/reranking", "/v1/reranking"}) add_route("POST", path, rerank);
 
   add_route("POST", "/tokenize", [this](const Request& req, Response& res) {
     const Json body = parse_body(req.body);
@@ -700,16 +875,22 @@ void ServerState::build_routes() {
     send_json(res, 200, {{"content", engine_->tokenizer().decode(tokens, true)}});
   });
   add_route("POST", "/apply-template", [this](const Request& req, Response& res) {
+    if (embeddings_mode()) refuse_generation();
     const Json body = parse_body(req.body);
     const AgentParams agent = parse_agent_params(body, true, options_.reasoning_format);
     send_json(res, 200, {{"prompt", render_chat(chat_input(body, agent))}});
   });
   add_route("GET", "/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
-  add_route("GET", "/slots", [this](const Request&, Response& res) { send_json(res, 200, scheduler_->slots_json()); });
+  add_route("GET", "/slots", [this](const Request&, Response& res) {
+    // Embeddings mode has no slots: every request's inputs share the passes.
+    send_json(res, 200, embeddings_mode() ? Json::array() : scheduler_->slots_json());
+  });
   add_route("GET", "/metrics", [this](const Request&, Response& res) {
     if (!options_.metrics)
       throw ApiError(501, "not_supported_error", "metrics are off: start the server with --metrics");
-    res.set_content(prometheus_text(scheduler_->counters(), options_.n_slots), "text/plain; version=0.0.4");
+    res.set_content(embeddings_mode() ? prometheus_embedding_text(embedding_queue_->counters())
+                                      : prometheus_text(scheduler_->counters(), options_.n_slots),
+                    "text/plain; version=0.0.4");
   });
 }
 
@@ -761,7 +942,7 @@ int serve(const ServeOptions& options) {
     stop_http();
     throw;
   }
-  std::fprintf(stderr, "okapi: model loaded, serving (%d slot%s)\n", options.n_slots, options.n_slots == 1 ? "" : "s");
+  std::fprintf(stderr, "okapi: model loaded, serving %s\n", state.serving().c_str());
 
   while (g_signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Drain: /health says 503, new generations are refused, those in flight finish (a second signal

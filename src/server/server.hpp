@@ -2,14 +2,18 @@
 // http_server.hpp; nlohmann-json for bodies). Endpoints: /health, /v1/models, /v1/chat/completions,
 // /v1/completions (streaming as server-sent events), /tokenize, /detokenize, /apply-template,
 // /props, /slots, /metrics (with `metrics`), and the chat page at /. Generation runs on the
-// continuous-batching Scheduler.
+// continuous-batching Scheduler. With --embeddings / --rerank: /v1/embeddings, /embeddings,
+// /v1/rerank (and llama-server's aliases) instead of generation, batched across requests by
+// EmbeddingQueue.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "chat/chat_format.hpp"
+#include "model/embedding.hpp"
 #include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
@@ -41,6 +45,14 @@ struct ServeOptions {
   size_t max_body_bytes = size_t{8} << 20;
   // Speculative decoding in every slot (a draft model gets its own cache per slot).
   runtime::DrafterOptions drafting;
+  // Embeddings mode (--embeddings; --rerank is it with rank pooling): /v1/embeddings, /embeddings
+  // and /v1/rerank answer, chat and completions do not (501), as llama-server's. A model that
+  // does not generate text (bert, nomic-bert) is served so without the flag.
+  bool embeddings = false;
+  std::optional<model::Pooling> pooling;  // --pooling; nullopt: the file's {arch}.pooling_type
+  int embd_normalize = 2;                 // runtime::normalize_embedding's mode for pooled vectors
+  int64_t ubatch_size = 512;              // -ub: with -b, the tokens of an embeddings pass (the smaller)
+  size_t embd_max_inputs = 2048;          // inputs per embeddings / rerank request
   int http_threads = 0;  // 0: slots + queue + a few for the quick endpoints
   size_t max_connections = 0;  // 0: the HTTP layer's default (http_server.hpp)
   // Called once the socket listens (before the model is loaded), with the port.

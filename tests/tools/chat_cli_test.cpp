@@ -109,5 +109,22 @@ TEST(ServeCli, BadFlagsAreUsageErrors) {
   EXPECT_EQ(no_keys.exit_code, 1) << no_keys.output;
 }
 
+TEST(ServeCli, EmbeddingFlags) {
+  EXPECT_EQ(run_cli("serve --pooling bogus").exit_code, 2);
+  EXPECT_EQ(run_cli("serve --embeddings --embd-normalize -2").exit_code, 2);
+  EXPECT_EQ(run_cli("serve --embeddings --embd-max-inputs 0").exit_code, 2);
+  EXPECT_EQ(run_cli("serve --embeddings -ub 0").exit_code, 2);
+  const auto rank_and_mean = run_cli("serve --rerank --pooling mean");
+  EXPECT_EQ(rank_and_mean.exit_code, 2) << rank_and_mean.output;
+  EXPECT_NE(rank_and_mean.output.find("--rerank ranks with rank pooling"), std::string::npos) << rank_and_mean.output;
+  // The bundled stories260K generates text: --pooling alone is a mistake, and it has no classifier head.
+  const auto pooling_alone = run_cli("serve --pooling mean --port 0");
+  EXPECT_EQ(pooling_alone.exit_code, 2) << pooling_alone.output;
+  EXPECT_NE(pooling_alone.output.find("give --embeddings"), std::string::npos) << pooling_alone.output;
+  const auto no_head = run_cli("serve --rerank --port 0");
+  EXPECT_EQ(no_head.exit_code, 1) << no_head.output;
+  EXPECT_NE(no_head.output.find("classifier head"), std::string::npos) << no_head.output;
+}
+
 }  // namespace
 }  // namespace okapi::test

@@ -2,8 +2,11 @@
 //             [--api-key-file F] [--cors-origins LIST] [--metrics] [--alias NAME]
 //             [--chat-template-file F] [-ctk/-ctv TYPE] [--draft-model F | --lookup N | --draft-skip LIST] [--draft-max N]
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
+//             [--embeddings | --rerank] [--pooling P] [-ub N] [--embd-normalize N] [--embd-max-inputs N]
 // An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
 // requests in flight finish. -c is the context of all slots together, as llama-server's.
+// --embeddings / --rerank serve /v1/embeddings and /v1/rerank instead of generation (as
+// llama-server's); an embedding model that does not generate text is served so without them.
 #include <memory>
 #include <string>
 
@@ -11,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "exact_flags.hpp"
+#include "model/embedding.hpp"
 #include "runtime/default_model.hpp"
 #include "server/server.hpp"
 #include "verbs.hpp"
@@ -25,6 +29,9 @@ struct ServeArgs {
   std::string cors_origins;
   int64_t seed = -1;
   int64_t max_queue = 64;
+  bool rerank = false;
+  std::string pooling;
+  int64_t embd_max_inputs = 2048;
 };
 
 // One key a line; blank lines and lines starting with # are skipped.
@@ -67,6 +74,16 @@ int serve(ServeArgs args) {
   if (args.seed >= 0) o.sampling.seed = static_cast<uint32_t>(args.seed);
   o.sampling.validate();
   o.max_queue = static_cast<size_t>(args.max_queue);
+  o.embd_max_inputs = static_cast<size_t>(args.embd_max_inputs);
+  if (!args.pooling.empty()) o.pooling = model::parse_pooling(args.pooling);
+  if (args.rerank) {
+    // As llama-server's --reranking: embeddings with rank pooling.
+    if (o.pooling && *o.pooling != model::Pooling::Rank)
+      throw_usage_error("--rerank ranks with rank pooling; --pooling {} asks for another", args.pooling);
+    o.embeddings = true;
+    o.pooling = model::Pooling::Rank;
+  }
+
   return server::serve(o);
 }
 
@@ -113,6 +130,27 @@ void register_serve(CLI::App& app, VerbResult& result) {
       ->check(in_range(-1, kUnbounded));
   cmd->add_option("--reasoning-budget-message", o.reasoning_budget_message,
                   "text written before the forced end of the reasoning when the budget runs out");
+  cmd->add_flag("--embeddings,--embedding", o.embeddings,
+                "serve /v1/embeddings and /embeddings (no chat or completions, as llama-server)");
+  cmd->add_flag("--rerank,--reranking", args->rerank,
+                "serve /v1/rerank with a cross-encoder reranker (embeddings with rank pooling)");
+  cmd->add_option("--pooling", args->pooling,
+                  "how an input's token vectors become one: none (per token, /embeddings only), mean, cls, last, rank "
+                  "(default: the model file's)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));
+  cmd->add_option("--ubatch-size", o.ubatch_size,
+                  "(also -ub) embeddings: a forward pass holds the smaller of -b and -ub tokens; a bert-like input must "
+                  "fit one")
+      ->capture_default_str()
+      ->check(in_range(1, 2147483647.0));
+  cmd->add_option("--embd-normalize", o.embd_normalize,
+                  "pooled embeddings' normalization: -1 none, 0 max-abs to int16, 1 taxicab, 2 euclidean (default), >2 "
+                  "p-norm; a request's embd_normalize overrides it")
+      ->capture_default_str()
+      ->check(in_range(-1, 1000));
+  cmd->add_option("--embd-max-inputs", args->embd_max_inputs, "inputs (or rerank documents) one request may send")
+      ->capture_default_str()
+      ->check(in_range(1, 1'000'000));
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
