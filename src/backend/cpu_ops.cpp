@@ -111,8 +111,23 @@ void CpuOps::expert_ffns(model::Activation act, std::span<const model::ExpertRun
 void CpuOps::add_bias(const model::Weight& bias, float* x, int64_t n_tokens) {
   const int64_t n = bias.n_in;
   const float* b = bias.f32();
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];
+  parallel(n_tokens, n_tokens * n, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];
+  });
+}
+
+void CpuOps::layernorm(const float* x, const model::Weight& weight, const model::Weight& bias, int64_t n_rows,
+                       int64_t n, float eps, float* y) {
+  parallel(n_rows, n_rows * n * 8, [&](int64_t begin, int64_t end) {
+    model::Ops::layernorm(x + begin * n, weight, bias, end - begin, n, eps, y + begin * n);
+  });
+}
+
+void CpuOps::activation(model::Activation act, const float* x, int64_t n, float* out) {
+  parallel(n, n * 16, [&](int64_t begin, int64_t end) {
+    model::Ops::activation(act, x + begin, end - begin, out + begin);
+  });
 }
 
 void CpuOps::rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) {

@@ -37,6 +37,11 @@ class CpuOps : public model::Ops {
                   float* gate_y, float* up_y) override;
   void add_bias(const model::Weight& bias, float* x, int64_t n_tokens) override;
   void rmsnorm(const float* x, const model::Weight& weight, int64_t n_rows, int64_t n, float eps, float* y) override;
+  // LayerNorm and plain activations: Ops' element- and row-wise code spread over the threads (the
+  // same bits: each row / element is computed alone).
+  void layernorm(const float* x, const model::Weight& weight, const model::Weight& bias, int64_t n_rows, int64_t n,
+                 float eps, float* y) override;
+  void activation(model::Activation act, const float* x, int64_t n, float* out) override;
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, std::span<const int32_t> positions,
             const kernels::RopeConfig& config) override;
   void store_kv(kv::KvStore& kv, int64_t layer, const float* k, const float* v,
