@@ -352,6 +352,22 @@ FfnWeights DecoderModel::ffn_weights(const std::string& prefix, int64_t n_ff, Pr
   return w;
 }
 
+std::vector<PostNormLayer> DecoderModel::post_norm_layers(const AttentionParts& attn) {
+  const HParams& hp = hparams_;
+  const int64_t n_ff = ffn_width_from_gate(file_, hp.n_ff);
+  std::vector<PostNormLayer> layers;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const std::string p = layer_prefix(il);
+    PostNormLayer l;
+    l.attn = attention_weights(p, attn);
+    l.post_attn_norm = tensor(p + "post_attention_norm.weight", {hp.n_embd});
+    l.ffn = ffn_weights(p, n_ff, {}, /*sub_norm=*/false);
+    l.post_ffn_norm = tensor(p + "post_ffw_norm.weight", {hp.n_embd});
+    layers.push_back(l);
+  }
+  return layers;
+}
+
 void DecoderModel::forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
                                     std::span<const int32_t> positions, const LogitSelection& rows, float* logits,
                                     std::span<const DecoderLayer> layers, const kernels::RopeConfig& rope,

@@ -179,6 +179,9 @@ class DecoderModel : public Model {
                         bool register_w = true);
   AttentionWeights attention_weights(const std::string& prefix, const AttentionParts& parts);
   FfnWeights ffn_weights(const std::string& prefix, int64_t n_ff, ProjectionParts parts, bool sub_norm);
+  // Every layer of a post-norm decoder (gemma2, gemma3, gemma-embedding): attention as `attn` says,
+  // post_attention_norm, the gated FFN (its width read from blk.0.ffn_gate), post_ffw_norm.
+  std::vector<PostNormLayer> post_norm_layers(const AttentionParts& attn);
   // A mixture-of-experts FFN: ffn_norm, the router, each expert sliced from the 3-D ffn_*_exps
   // tensors, and what `parts` adds (moe.hpp; defined in moe.cpp).
   MoeWeights moe_weights(const std::string& prefix, const MoeParts& parts);

@@ -56,16 +56,7 @@ class Gemma2Model final : public DecoderModel {
     output_norm_ = tensor("output_norm.weight", {hp.n_embd});
     output_ = token_embd_;
     uses_in_matmul(output_);
-    const int64_t n_ff = ffn_width_from_gate(file_, hp.n_ff);
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-      const std::string p = layer_prefix(il);
-      PostNormLayer l;
-      l.attn = attention_weights(p, {});
-      l.post_attn_norm = tensor(p + "post_attention_norm.weight", {hp.n_embd});
-      l.ffn = ffn_weights(p, n_ff, {}, /*sub_norm=*/false);
-      l.post_ffn_norm = tensor(p + "post_ffw_norm.weight", {hp.n_embd});
-      layers_.push_back(l);
-    }
+    layers_ = post_norm_layers({});
     check_tensors();
     global_rope_ = rope_config(hp, /*neox=*/true, nullptr);
     local_rope_ = global_rope_;

@@ -38,18 +38,7 @@ class Gemma3Model final : public DecoderModel {
     for (int64_t il = 0; il < hp.n_layer; ++il) windows[static_cast<size_t>(il)] = is_global_layer(il) ? 0 : sliding_window_;
     set_layer_windows(std::move(windows));
     load_embeddings();
-    const int64_t n_ff = ffn_width_from_gate(file_, hp.n_ff);
-    AttentionParts attn;
-    attn.qk_norm = true;
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-      const std::string p = layer_prefix(il);
-      PostNormLayer l;
-      l.attn = attention_weights(p, attn);
-      l.post_attn_norm = tensor(p + "post_attention_norm.weight", {hp.n_embd});
-      l.ffn = ffn_weights(p, n_ff, {}, /*sub_norm=*/false);
-      l.post_ffn_norm = tensor(p + "post_ffw_norm.weight", {hp.n_embd});
-      layers_.push_back(l);
-    }
+    layers_ = post_norm_layers({.qkv = {}, .output = {}, .qk_norm = true});
     check_tensors();
     global_rope_ = rope_config(hp, /*neox=*/true, nullptr);
     local_rope_ = global_rope_;

@@ -31,18 +31,7 @@ class GemmaEmbeddingModel final : public DecoderModel {
     if (window_ <= 0) throw_error("{}: {}attention.sliding_window must be positive, got {}", file_.name(), a, window_);
     sliding_ = sliding_layers(a + "attention.sliding_window_pattern");
     load_embeddings();
-    const int64_t n_ff = ffn_width_from_gate(file_, hp.n_ff);
-    AttentionParts attn;
-    attn.qk_norm = true;
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-      const std::string p = layer_prefix(il);
-      PostNormLayer l;
-      l.attn = attention_weights(p, attn);
-      l.post_attn_norm = tensor(p + "post_attention_norm.weight", {hp.n_embd});
-      l.ffn = ffn_weights(p, n_ff, {}, /*sub_norm=*/false);
-      l.post_ffn_norm = tensor(p + "post_ffw_norm.weight", {hp.n_embd});
-      layers_.push_back(l);
-    }
+    layers_ = post_norm_layers({.qkv = {}, .output = {}, .qk_norm = true});
     const int64_t dense_width = optional_int(file_, a + "dense_2_feat_out", 0);
     if (dense_width > 0) {
       dense_.first = optional_tensor("dense_2.weight", {hp.n_embd, dense_width});
