@@ -248,7 +248,9 @@ TEST_F(EncoderPeer, GemmaEmbeddingMeanSymmetricWindowDense) {
   synth::Preset p = tiny_preset("embeddinggemma-300m");
   p.sliding_window = 16;
   p.dense_width = 96;
-  expect_matches(write(p, "gemma-embedding", sanitized() ? 2 : 6), model::Pooling::Mean);
+  // Six layers under the sanitizers too: with every layer windowed (2 layers) llama-embedding
+  // aborts (GGML_ASSERT(buffer): it allocates no mask for the global layers it then sets).
+  expect_matches(write(p, "gemma-embedding", 6), model::Pooling::Mean);
 }
 
 // An input pooled alone gives the same bits as inside a batch of inputs of other lengths.
