@@ -352,6 +352,36 @@ FfnWeights DecoderModel::ffn_weights(const std::string& prefix, int64_t n_ff, Pr
   return w;
 }
 
+std::vector<uint8_t> DecoderModel::windowed_layers(const std::string& key, int64_t default_pattern) const {
+  const int64_t n_layer = hparams_.n_layer;
+  std::vector<uint8_t> out(static_cast<size_t>(n_layer));
+  const gguf::Value* v = file_.find(key);
+  if (v != nullptr && v->is_array()) {
+    const auto& items = v->as_array().items;
+    if (static_cast<int64_t>(items.size()) != n_layer)
+      throw_error("{}: '{}' has {} entries, expected one per layer ({})", file_.name(), key, items.size(), n_layer);
+    for (size_t il = 0; il < items.size(); ++il) {
+      try {
+        out[il] = items[il].as_bool() ? 1 : 0;
+      } catch (const Error& e) {
+        throw_error("{}: '{}' entry {}: {}", file_.name(), key, il, e.what());
+      }
+    }
+    return out;
+  }
+  int64_t n = default_pattern;
+  if (v != nullptr) {
+    try {
+      n = v->as_int();
+    } catch (const Error& e) {
+      throw_error("{}: '{}': {}", file_.name(), key, e.what());
+    }
+  }
+  if (n < 0) throw_error("{}: '{}' must not be negative, got {}", file_.name(), key, n);
+  for (int64_t il = 0; il < n_layer; ++il) out[static_cast<size_t>(il)] = (n == 0 || il % n < n - 1) ? 1 : 0;
+  return out;
+}
+
 std::vector<PostNormLayer> DecoderModel::post_norm_layers(const AttentionParts& attn) {
   const HParams& hp = hparams_;
   const int64_t n_ff = ffn_width_from_gate(file_, hp.n_ff);

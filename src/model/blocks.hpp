@@ -182,6 +182,9 @@ class DecoderModel : public Model {
   // Every layer of a post-norm decoder (gemma2, gemma3, gemma-embedding): attention as `attn` says,
   // post_attention_norm, the gated FFN (its width read from blk.0.ffn_gate), post_ffw_norm.
   std::vector<PostNormLayer> post_norm_layers(const AttentionParts& attn);
+  // One flag per layer, set for a sliding-window layer, from `key`: an array of one bool per layer,
+  // or a period n (absent: default_pattern) where layer il is windowed iff il % n < n - 1 (n = 0: all).
+  std::vector<uint8_t> windowed_layers(const std::string& key, int64_t default_pattern) const;
   // A mixture-of-experts FFN: ffn_norm, the router, each expert sliced from the 3-D ffn_*_exps
   // tensors, and what `parts` adds (moe.hpp; defined in moe.cpp).
   MoeWeights moe_weights(const std::string& prefix, const MoeParts& parts);

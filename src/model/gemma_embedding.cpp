@@ -29,7 +29,7 @@ class GemmaEmbeddingModel final : public DecoderModel {
     const std::string a = hp.arch + ".";
     window_ = require_int(file_, a + "attention.sliding_window");
     if (window_ <= 0) throw_error("{}: {}attention.sliding_window must be positive, got {}", file_.name(), a, window_);
-    sliding_ = sliding_layers(a + "attention.sliding_window_pattern");
+    sliding_ = windowed_layers(a + "attention.sliding_window_pattern", kDefaultPattern);
     load_embeddings();
     layers_ = post_norm_layers({.qkv = {}, .output = {}, .qk_norm = true});
     const int64_t dense_width = optional_int(file_, a + "dense_2_feat_out", 0);
@@ -77,24 +77,6 @@ class GemmaEmbeddingModel final : public DecoderModel {
  private:
   // llama.cpp's load_swa_pattern: a per-layer array of flags, or a period n (layer il slides iff
   // il % n < n - 1; 0: every layer).
-  std::vector<uint8_t> sliding_layers(const std::string& key) const {
-    const int64_t n_layer = hparams_.n_layer;
-    std::vector<uint8_t> out(static_cast<size_t>(n_layer));
-    const gguf::Value* v = file_.find(key);
-    if (v != nullptr && v->is_array()) {
-      const auto& items = v->as_array().items;
-      if (static_cast<int64_t>(items.size()) != n_layer)
-        throw_error("{}: '{}' has {} entries, expected one per layer ({})", file_.name(), key, items.size(), n_layer);
-      for (size_t il = 0; il < items.size(); ++il) out[il] = items[il].as_bool() ? 1 : 0;
-      return out;
-    }
-    const int64_t pattern = optional_int(file_, key, kDefaultPattern);
-    if (pattern < 0) throw_error("{}: '{}' must not be negative, got {}", file_.name(), key, pattern);
-    for (int64_t il = 0; il < n_layer; ++il)
-      out[static_cast<size_t>(il)] = pattern == 0 || il % pattern < pattern - 1 ? 1 : 0;
-    return out;
-  }
-
   std::vector<PostNormLayer> layers_;
   std::vector<uint8_t> sliding_;
   int64_t window_ = 0;

@@ -39,7 +39,7 @@ class GptOssModel final : public DecoderModel {
     if (sliding_window_ <= 0)
       throw_error("{}: '{}attention.sliding_window' must be positive, got {}", file_.name(), key, sliding_window_);
     // The windowed layers' KV caches are rings of the window (Model::kv_shape).
-    const std::vector<uint8_t> windowed = windowed_layers(key + "attention.sliding_window_pattern");
+    const std::vector<uint8_t> windowed = windowed_layers(key + "attention.sliding_window_pattern", kDefaultSwaPattern);
     std::vector<int64_t> windows(windowed.size());
     for (size_t il = 0; il < windowed.size(); ++il) windows[il] = windowed[il] ? sliding_window_ : 0;
     set_layer_windows(std::move(windows));
@@ -108,37 +108,6 @@ class GptOssModel final : public DecoderModel {
     Weight sinks;
     MoeWeights moe;
   };
-
-  // One flag per layer from the pattern key (absent: the default pattern).
-  std::vector<uint8_t> windowed_layers(const std::string& key) const {
-    const int64_t n_layer = hparams_.n_layer;
-    std::vector<uint8_t> out(static_cast<size_t>(n_layer));
-    const gguf::Value* v = file_.find(key);
-    if (v != nullptr && v->is_array()) {
-      const auto& items = v->as_array().items;
-      if (static_cast<int64_t>(items.size()) != n_layer)
-        throw_error("{}: '{}' has {} entries, expected one per layer ({})", file_.name(), key, items.size(), n_layer);
-      for (size_t il = 0; il < items.size(); ++il) {
-        try {
-          out[il] = items[il].as_bool() ? 1 : 0;
-        } catch (const Error& e) {
-          throw_error("{}: '{}' entry {}: {}", file_.name(), key, il, e.what());
-        }
-      }
-      return out;
-    }
-    int64_t n = kDefaultSwaPattern;
-    if (v != nullptr) {
-      try {
-        n = v->as_int();
-      } catch (const Error& e) {
-        throw_error("{}: '{}': {}", file_.name(), key, e.what());
-      }
-    }
-    if (n < 0) throw_error("{}: '{}' must not be negative, got {}", file_.name(), key, n);
-    for (int64_t il = 0; il < n_layer; ++il) out[static_cast<size_t>(il)] = (n == 0 || il % n < n - 1) ? 1 : 0;
-    return out;
-  }
 
   std::vector<Layer> layers_;
   kernels::RopeConfig rope_, swa_rope_;
