@@ -1,4 +1,5 @@
 #include "server/server.hpp"
+#include "server/server_state.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -36,9 +37,6 @@ namespace okapi::server {
 
 namespace {
 
-using http::Request;
-using http::Response;
-
 std::atomic<int> g_signals{0};
 extern "C" void on_stop_signal(int) { g_signals.fetch_add(1); }
 
@@ -51,6 +49,8 @@ void install_stop_handlers() {
   // A client that goes away mid-write must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
 }
+
+}  // namespace
 
 void send_json(Response& res, int status, const Json& body) {
   res.status = status;
@@ -72,6 +72,8 @@ const char* status_type(int status) {
   }
 }
 
+namespace {
+
 // Renders a conversation with a tool call whose arguments are an object: a template that writes
 // them out as JSON ("probe_arg") wants objects; one that prints Python's repr ('probe_arg') wants text.
 bool template_wants_object_arguments(const jinja::ChatTemplate& chat_template) {
@@ -92,146 +94,54 @@ bool template_wants_object_arguments(const jinja::ChatTemplate& chat_template) {
   }
 }
 
-// Everything a running server shares between its handler threads.
-class ServerState {
- public:
-  explicit ServerState(const ServeOptions& options) : options_(options) {}
 
-  void load() {
-    engine_ = runtime::Engine::load(options_.model_path, options_.engine);
-    model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
-    if (options_.embeddings || !engine_->model().generates_text()) {
-      load_embeddings();
-      loaded_at_ = static_cast<int64_t>(std::time(nullptr));
-      ready_.store(true);
-      return;
-    }
-    if (options_.pooling)
-      throw_usage_error("--pooling {} pools embeddings: give --embeddings too (or --rerank)",
-                        model::pooling_name(*options_.pooling));
-    const int64_t total = engine_->resolve_ctx(options_.n_ctx);
-    const int64_t per_slot = total / options_.n_slots;
-    if (per_slot < 1)
-      throw_error_for(Setting::Slots, "a context of {} tokens cannot be shared by {} slots: each needs at least one cell",
-                      total, options_.n_slots);
-    chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
-                                                  options_.allow_special_in_content);
-    chat_format_ = chat::detect_format(chat_->chat_template());
-    // The vocabulary's trie for grammar masks (~60 ms and ~30 MB for 152k tokens), built now so
-    // that the first constrained request does not wait for it.
-    engine_->token_index();
-    object_arguments_ = template_wants_object_arguments(chat_->chat_template());
-    if (options_.drafting.enabled()) drafters_.emplace(options_.drafting, *engine_, options_.engine);
-    runtime::SchedulerOptions so;
-    so.n_slots = options_.n_slots;
-    so.n_ctx_per_slot = per_slot;
-    so.batch_size = options_.batch_size;
-    so.max_queue = options_.max_queue;
-    so.drafters = drafters_ ? &*drafters_ : nullptr;
-    so.context_setting = Setting::SlotContext;  // each slot's context is what meets the trained context
-    scheduler_ = std::make_unique<runtime::Scheduler>(*engine_, so);
+}  // namespace
+
+void ServerState::load() {
+  engine_ = runtime::Engine::load(options_.model_path, options_.engine);
+  model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
+  if (options_.embeddings || !engine_->model().generates_text()) {
+    load_embeddings();
     loaded_at_ = static_cast<int64_t>(std::time(nullptr));
     ready_.store(true);
+    return;
   }
-  bool ready() const { return ready_.load(); }
-  // What the startup line says is served.
-  std::string serving() const {
-    if (!embeddings_mode()) return fmt::format("({} slot{})", options_.n_slots, options_.n_slots == 1 ? "" : "s");
-    return fmt::format("{} (pooling {}, {} value{} per {}, inputs of at most {} tokens){}",
-                       embedder_->pooling() == model::Pooling::Rank ? "reranking" : "embeddings",
-                       model::pooling_name(embedder_->pooling()), embedder_->width(), embedder_->width() == 1 ? "" : "s",
-                       embedding_limits_.per_token ? "token" : "input", embedding_limits_.max_input_tokens,
-                       options_.embeddings ? "" : ": this model does not generate text");
-  }
-  void start_draining() { draining_.store(true); }
-  bool draining() const { return draining_.load(); }
-  // Requests whose response is still being written (streams included).
-  int64_t in_flight() const { return in_flight_.load(); }
-  // Frees the model after the HTTP server has stopped.
-  void unload() {
-    embedding_queue_.reset();
-    embedder_.reset();
-    scheduler_.reset();
-    chat_.reset();
-    drafters_.reset();
-    engine_.reset();
-  }
+  if (options_.pooling)
+    throw_usage_error("--pooling {} pools embeddings: give --embeddings too (or --rerank)",
+                      model::pooling_name(*options_.pooling));
+  const int64_t total = engine_->resolve_ctx(options_.n_ctx);
+  const int64_t per_slot = total / options_.n_slots;
+  if (per_slot < 1)
+    throw_error_for(Setting::Slots, "a context of {} tokens cannot be shared by {} slots: each needs at least one cell",
+                    total, options_.n_slots);
+  chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
+                                                options_.allow_special_in_content);
+  chat_format_ = chat::detect_format(chat_->chat_template());
+  // The vocabulary's trie for grammar masks (~60 ms and ~30 MB for 152k tokens), built now so
+  // that the first constrained request does not wait for it.
+  engine_->token_index();
+  object_arguments_ = template_wants_object_arguments(chat_->chat_template());
+  if (options_.drafting.enabled()) drafters_.emplace(options_.drafting, *engine_, options_.engine);
+  runtime::SchedulerOptions so;
+  so.n_slots = options_.n_slots;
+  so.n_ctx_per_slot = per_slot;
+  so.batch_size = options_.batch_size;
+  so.max_queue = options_.max_queue;
+  so.drafters = drafters_ ? &*drafters_ : nullptr;
+  so.context_setting = Setting::SlotContext;  // each slot's context is what meets the trained context
+  scheduler_ = std::make_unique<runtime::Scheduler>(*engine_, so);
+  loaded_at_ = static_cast<int64_t>(std::time(nullptr));
+  ready_.store(true);
+}
 
-  void build_routes();
-  // Every request but /health: CORS, API key, loading, routing, Content-Type, errors.
-  void dispatch(const Request& req, Response& res) const;
-  // /health on the event loop, so that it answers even when every worker is busy.
-  bool answer_on_loop(const Request& req, Response& res) const;
-
- private:
-  struct InFlight {
-    explicit InFlight(std::atomic<int64_t>& n) : n_(n) { n_.fetch_add(1); }
-    ~InFlight() { n_.fetch_sub(1); }
-    std::atomic<int64_t>& n_;
-  };
-
-  bool authorized(const Request& req) const;
-  // Embeddings mode: the Embedder, its queue and the limits of a request.
-  void load_embeddings();
-  bool embeddings_mode() const { return embedder_ != nullptr; }
-  void handle_embeddings(const Request& req, Response& res, bool openai_route);
-  void handle_rerank(const Request& req, Response& res);
-  // Queues a request's inputs; `finish` writes the response from the finished job's outputs.
-  void await_embeddings(Response& res, std::vector<std::vector<int32_t>> inputs,
-                        std::function<void(Response&, std::vector<runtime::EmbeddingOutput>&)> finish);
-  // Generation in embeddings mode: 501, as llama-server once answered.
-  void refuse_generation() const;
-  void handle_generation(const Request& req, Response& res, bool chat);
-  std::vector<TokenId> completion_prompt(const Json& body) const;
-  // 400 context_length_exceeded; `tokens` says how many ("1234", "at least 5000").
-  [[noreturn]] void throw_context_exceeded(bool chat, const std::string& tokens) const;
-  // Text of `prompt_bytes` bytes has at least bytes / max_bytes_per_token tokens: a prompt that
-  // cannot fit is refused before tokenizing it (an 8 MiB prompt took seconds and ~200 MB).
-  void refuse_far_beyond_context(size_t prompt_bytes, bool chat) const;
-  static constexpr size_t kPrecheckBodyBytes = 64 * 1024;
-  // The prompt a conversation renders to; a template's raise_exception or failure is a 400.
-  std::string render_chat(const ChatInput& input) const;
-  // Its tokens: control tokens only from the template's own text (unless allow_special_in_content).
-  std::vector<TokenId> chat_tokens(const ChatInput& input) const;
-  Json props() const;
-  // The plan of a request's tools, constraint and reasoning; fills `job`'s constraint, reasoning,
-  // preserved tokens and stops. `rendered`: the chat prompt (empty for text completions).
-  chat::ChatPlan plan_request(const AgentParams& agent, bool chat, const std::string& rendered,
-                              runtime::SequenceRequest& job) const;
-
-  const ServeOptions& options_;
-  std::unique_ptr<runtime::Engine> engine_;
-  std::optional<runtime::DrafterFactory> drafters_;  // before scheduler_: its drafters use it
-  std::unique_ptr<runtime::ChatPrompt> chat_;
-  chat::ChatFormat chat_format_;
-  bool object_arguments_ = false;  // the template renders tool-call arguments as objects (tojson)
-  // Clients send a call's arguments as JSON text; templates that print them with tojson expect
-  // the object: converted for those (as llama-server does).
-  void agent_template_inputs(ChatInput& input) const;
-  // A request's conversation as the template gets it: validated tools, enable_thinking, arguments.
-  ChatInput chat_input(const Json& body, const AgentParams& agent) const;
-  std::unique_ptr<runtime::Scheduler> scheduler_;
-  std::unique_ptr<runtime::Embedder> embedder_;
-  std::unique_ptr<EmbeddingQueue> embedding_queue_;  // after embedder_: its worker uses it
-  EmbeddingLimits embedding_limits_;
-  std::string model_id_;
-  int64_t loaded_at_ = 0;
-  std::atomic<bool> ready_{false};
-  std::atomic<bool> draining_{false};
-  std::atomic<int64_t> in_flight_{0};
-
-  struct Route {
-    std::string method;
-    std::string path;
-    std::function<void(const Request&, Response&)> handler;
-  };
-  std::vector<Route> routes_;
-  void add_route(std::string method, std::string path, std::function<void(const Request&, Response&)> handler) {
-    routes_.push_back({std::move(method), std::move(path), std::move(handler)});
-  }
-  void health(Response& res) const;
-  void apply_cors(const Request& req, Response& res) const;
-};
+std::string ServerState::serving() const {
+  if (!embeddings_mode()) return fmt::format("({} slot{})", options_.n_slots, options_.n_slots == 1 ? "" : "s");
+  return fmt::format("{} (pooling {}, {} value{} per {}, inputs of at most {} tokens){}",
+                     embedder_->pooling() == model::Pooling::Rank ? "reranking" : "embeddings",
+                     model::pooling_name(embedder_->pooling()), embedder_->width(), embedder_->width() == 1 ? "" : "s",
+                     embedding_limits_.per_token ? "token" : "input", embedding_limits_.max_input_tokens,
+                     options_.embeddings ? "" : ": this model does not generate text");
+}
 
 bool ServerState::authorized(const Request& req) const {
   if (options_.api_keys.empty()) return true;
@@ -537,10 +447,10 @@ chat::ChatPlan ServerState::plan_request(const AgentParams& agent, bool chat, co
   return plan;
 }
 
-void ServerState::handle_generation(const Request& req, Response& res, bool chat) {
+ServerState::StartedGeneration ServerState::start_generation(const Json& body, bool chat, const std::string& id_prefix) {
   if (embeddings_mode()) refuse_generation();
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
-  const Json body = parse_body(req.body);
+  const size_t body_bytes = body.is_object() && body.contains("messages") ? to_text(body["messages"]).size() : 0;
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
   const AgentParams agent = parse_agent_params(body, chat, options_.reasoning_format);
   runtime::SequenceRequest job_request;
@@ -550,7 +460,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
     ChatInput input = chat_input(body, agent);
     std::string rendered = render_chat(input);
     // A large conversation is refused before it is tokenized when it cannot fit.
-    if (req.body.size() > kPrecheckBodyBytes) refuse_far_beyond_context(rendered.size(), true);
+    if (body_bytes > kPrecheckBodyBytes) refuse_far_beyond_context(rendered.size(), true);
     AgentParams planned = agent;
     if (const auto it = input.template_kwargs.find("enable_thinking"); it != input.template_kwargs.end() && it->is_boolean())
       planned.chat.enable_thinking = it->get<bool>();
@@ -583,16 +493,32 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   job_request.max_tokens = params.max_tokens;
   job_request.top_logprobs = params.top_logprobs;
   job_request.ignore_eos = params.ignore_eos;
-  std::shared_ptr<runtime::Job> job;
+  StartedGeneration started;
   try {
-    job = scheduler_->submit(std::move(job_request));
+    started.job = scheduler_->submit(std::move(job_request));
   } catch (const runtime::QueueFull& e) {
     throw ApiError(503, "unavailable_error", e.what());
   }
+  started.plan = std::move(plan);
+  started.params = std::move(params);
+  started.header = ResponseHeader{make_response_id(id_prefix), static_cast<int64_t>(std::time(nullptr)), model_id_};
+  started.chat = chat;
+  started.in_flight = std::make_shared<InFlight>(in_flight_);
+  return started;
+}
 
-  ResponseHeader header{make_response_id(chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
-                        model_id_};
-  auto in_flight = std::make_shared<InFlight>(in_flight_);
+void ServerState::cancel_when_cut(Response& res, const StartedGeneration& started) {
+  res.on_stream_end = [job = started.job, in_flight = started.in_flight](bool completed) {
+    if (!completed) job->cancel();
+  };
+}
+
+void ServerState::handle_generation(const Request& req, Response& res, bool chat) {
+  StartedGeneration started = start_generation(parse_body(req.body), chat, chat ? "chatcmpl-" : "cmpl-");
+  const auto job = started.job;
+  const ResponseHeader header = started.header;
+  const GenerationParams& params = started.params;
+  const chat::ChatPlan& plan = started.plan;
   // Both kinds are written by a stream provider: between events it returns to the server, which
   // checks that the client is still there, so a closed connection cancels the job (the releaser).
   struct Progress {
@@ -708,9 +634,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
     return true;
   };
   // A stream that ends early (client gone, server stopping) cancels the job.
-  res.on_stream_end = [job, in_flight](bool completed) {
-    if (!completed) job->cancel();
-  };
+  cancel_when_cut(res, started);
   res.status = 200;
   res.stream = std::move(provider);
   if (stream) {
@@ -893,8 +817,6 @@ void ServerState::build_routes() {
                     "text/plain; version=0.0.4");
   });
 }
-
-}  // namespace
 
 int serve(const ServeOptions& options) {
   if (options.n_slots < 1) throw_usage_error_for(Setting::Slots, "the server needs at least one slot, got {}", options.n_slots);

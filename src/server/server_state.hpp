@@ -1,0 +1,154 @@
+// okapi serve's shared state (the model, scheduler, chat template, routes) and the member
+// functions every endpoint module defines: server.cpp (OpenAI chat/completions, tokenize, props,
+// metrics), embeddings, and one file per further API. A module is member functions of ServerState
+// declared here and defined in its own .cpp; it registers its routes from build_routes().
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_format.hpp"
+#include "runtime/chat_prompt.hpp"
+#include "runtime/drafters.hpp"
+#include "runtime/embedder.hpp"
+#include "runtime/scheduler.hpp"
+#include "server/agent_params.hpp"
+#include "server/api_error.hpp"
+#include "server/embedding_queue.hpp"
+#include "server/embeddings.hpp"
+#include "server/http_server.hpp"
+#include "server/request_params.hpp"
+#include "server/responses.hpp"
+#include "server/server.hpp"
+
+namespace okapi::server {
+
+using http::Request;
+using http::Response;
+
+void send_json(Response& res, int status, const Json& body);
+void send_error(Response& res, const ApiError& e);
+// The error type a status gets in the OpenAI shape ("authentication_error", "server_error", ...).
+const char* status_type(int status);
+
+// Everything a running server shares between its handler threads.
+class ServerState {
+ public:
+  explicit ServerState(const ServeOptions& options) : options_(options) {}
+
+  // Loads the model and builds the scheduler (or the embedder); /health says 200 after.
+  void load();
+  bool ready() const { return ready_.load(); }
+  // What the startup line says is served.
+  std::string serving() const;
+  void start_draining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  // Requests whose response is still being written (streams included).
+  int64_t in_flight() const { return in_flight_.load(); }
+  // Frees the model after the HTTP server has stopped.
+  void unload() {
+    embedding_queue_.reset();
+    embedder_.reset();
+    scheduler_.reset();
+    chat_.reset();
+    drafters_.reset();
+    engine_.reset();
+  }
+
+  void build_routes();
+  // Every request but /health: CORS, API key, loading, routing, Content-Type, errors.
+  void dispatch(const Request& req, Response& res) const;
+  // /health on the event loop, so that it answers even when every worker is busy.
+  bool answer_on_loop(const Request& req, Response& res) const;
+
+ private:
+  struct InFlight {
+    explicit InFlight(std::atomic<int64_t>& n) : n_(n) { n_.fetch_add(1); }
+    ~InFlight() { n_.fetch_sub(1); }
+    std::atomic<int64_t>& n_;
+  };
+
+  bool authorized(const Request& req) const;
+  // Embeddings mode: the Embedder, its queue and the limits of a request.
+  void load_embeddings();
+  bool embeddings_mode() const { return embedder_ != nullptr; }
+  void handle_embeddings(const Request& req, Response& res, bool openai_route);
+  void handle_rerank(const Request& req, Response& res);
+  // Queues a request's inputs; `finish` writes the response from the finished job's outputs.
+  void await_embeddings(Response& res, std::vector<std::vector<int32_t>> inputs,
+                        std::function<void(Response&, std::vector<runtime::EmbeddingOutput>&)> finish);
+  // Generation in embeddings mode: 501, as llama-server once answered.
+  void refuse_generation() const;
+  // The OpenAI chat / text completion endpoints: start_generation, then OpenAI's shapes.
+  void handle_generation(const Request& req, Response& res, bool chat);
+  // One generation started from an OpenAI-shaped body (chat: `messages`, else `prompt`), parsed,
+  // validated, rendered, planned and queued. Every API that generates text (OpenAI's, Anthropic's,
+  // the Responses API, llama-server's native one) converts its request to this body, starts it here
+  // and writes the job's events in its own shapes. Throws ApiError for the request's faults.
+  struct StartedGeneration {
+    std::shared_ptr<runtime::Job> job;
+    chat::ChatPlan plan;  // chat: how the output reads as a message (reasoning, tool calls)
+    GenerationParams params;
+    ResponseHeader header;  // id prefix from `id_prefix`
+    bool chat = false;
+    std::shared_ptr<InFlight> in_flight;  // held until the response is written
+  };
+  StartedGeneration start_generation(const Json& body, bool chat, const std::string& id_prefix);
+  // Ties a streamed response to its job: a stream that ends early (client gone) cancels it.
+  static void cancel_when_cut(Response& res, const StartedGeneration& started);
+  std::vector<TokenId> completion_prompt(const Json& body) const;
+  // 400 context_length_exceeded; `tokens` says how many ("1234", "at least 5000").
+  [[noreturn]] void throw_context_exceeded(bool chat, const std::string& tokens) const;
+  // Text of `prompt_bytes` bytes has at least bytes / max_bytes_per_token tokens: a prompt that
+  // cannot fit is refused before tokenizing it (an 8 MiB prompt took seconds and ~200 MB).
+  void refuse_far_beyond_context(size_t prompt_bytes, bool chat) const;
+  static constexpr size_t kPrecheckBodyBytes = 64 * 1024;
+  // The prompt a conversation renders to; a template's raise_exception or failure is a 400.
+  std::string render_chat(const ChatInput& input) const;
+  // Its tokens: control tokens only from the template's own text (unless allow_special_in_content).
+  std::vector<TokenId> chat_tokens(const ChatInput& input) const;
+  Json props() const;
+  // The plan of a request's tools, constraint and reasoning; fills `job`'s constraint, reasoning,
+  // preserved tokens and stops. `rendered`: the chat prompt (empty for text completions).
+  chat::ChatPlan plan_request(const AgentParams& agent, bool chat, const std::string& rendered,
+                              runtime::SequenceRequest& job) const;
+
+  const ServeOptions& options_;
+  std::unique_ptr<runtime::Engine> engine_;
+  std::optional<runtime::DrafterFactory> drafters_;  // before scheduler_: its drafters use it
+  std::unique_ptr<runtime::ChatPrompt> chat_;
+  chat::ChatFormat chat_format_;
+  bool object_arguments_ = false;  // the template renders tool-call arguments as objects (tojson)
+  // Clients send a call's arguments as JSON text; templates that print them with tojson expect
+  // the object: converted for those (as llama-server does).
+  void agent_template_inputs(ChatInput& input) const;
+  // A request's conversation as the template gets it: validated tools, enable_thinking, arguments.
+  ChatInput chat_input(const Json& body, const AgentParams& agent) const;
+  std::unique_ptr<runtime::Scheduler> scheduler_;
+  std::unique_ptr<runtime::Embedder> embedder_;
+  std::unique_ptr<EmbeddingQueue> embedding_queue_;  // after embedder_: its worker uses it
+  EmbeddingLimits embedding_limits_;
+  std::string model_id_;
+  int64_t loaded_at_ = 0;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};
+
+  struct Route {
+    std::string method;
+    std::string path;
+    std::function<void(const Request&, Response&)> handler;
+  };
+  std::vector<Route> routes_;
+  void add_route(std::string method, std::string path, std::function<void(const Request&, Response&)> handler) {
+    routes_.push_back({std::move(method), std::move(path), std::move(handler)});
+  }
+  void health(Response& res) const;
+  void apply_cors(const Request& req, Response& res) const;
+};
+
+}  // namespace okapi::server
