@@ -1,7 +1,7 @@
 // Anthropic's Messages API on okapi serve: POST /v1/messages (a message, or its event stream) and
 // POST /v1/messages/count_tokens. A request is converted (anthropic_api.hpp) to the OpenAI body
 // that start_generation reads; the job's text is read back by chat::StreamParser (thinking, text,
-// tool calls) and written in Anthropic's shapes. Errors are Anthropic's shape too.
+// tool calls) and written in Anthropic's shapes. Errors are Anthropic's shape too (dispatch()).
 #include <algorithm>
 #include <chrono>
 
@@ -18,18 +18,6 @@ void send_anthropic_error(Response& res, int status, const std::string& message)
   send_json(res, status, anthropic::error_body(status, message));
 }
 
-// Runs a handler, answering its errors in Anthropic's shape.
-template <typename F>
-void answering_anthropic_errors(Response& res, F&& handler) {
-  try {
-    handler();
-  } catch (const ApiError& e) {
-    send_anthropic_error(res, e.status(), e.what());
-  } catch (const Error& e) {  // a library error: the server's fault
-    send_anthropic_error(res, 500, client_message(e));
-  }
-}
-
 // The request's Messages body as an OpenAI chat body (400s for its faults; 500 for an image, as
 // llama-server answers without a projector).
 Json converted_body(const Request& req, bool count_tokens) {
@@ -44,13 +32,11 @@ constexpr auto kPingInterval = std::chrono::seconds(10);
 
 }  // namespace
 
+// Errors thrown here are answered in Anthropic's shape by dispatch() (the /v1/messages paths).
 void ServerState::add_anthropic_routes() {
-  add_route("POST", "/v1/messages", [this](const Request& req, Response& res) {
-    answering_anthropic_errors(res, [&] { handle_anthropic_messages(req, res); });
-  });
-  add_route("POST", "/v1/messages/count_tokens", [this](const Request& req, Response& res) {
-    answering_anthropic_errors(res, [&] { handle_anthropic_count_tokens(req, res); });
-  });
+  add_route("POST", "/v1/messages", [this](const Request& req, Response& res) { handle_anthropic_messages(req, res); });
+  add_route("POST", "/v1/messages/count_tokens",
+            [this](const Request& req, Response& res) { handle_anthropic_count_tokens(req, res); });
 }
 
 void ServerState::handle_anthropic_count_tokens(const Request& req, Response& res) {

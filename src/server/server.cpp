@@ -24,6 +24,7 @@
 #include "runtime/embedder.hpp"
 #include "runtime/scheduler.hpp"
 #include "server/agent_params.hpp"
+#include "server/anthropic_api.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
 #include "server/embedding_queue.hpp"
@@ -691,6 +692,13 @@ std::string media_type(std::string_view content_type) {
   return type;
 }
 
+// Anthropic's clients read their own error shape (a wrong key, a bad request under /v1/messages).
+void send_error_for(const Request& req, Response& res, const ApiError& e) {
+  if (!req.path.starts_with("/v1/messages")) return send_error(res, e);
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+  send_json(res, e.status(), anthropic::error_body(e.status(), e.what()));
+}
+
 }  // namespace
 
 void ServerState::dispatch(const Request& req, Response& res) const {
@@ -724,9 +732,9 @@ void ServerState::dispatch(const Request& req, Response& res) const {
                                  req.header("content-type")));
     route->handler(req, res);
   } catch (const ApiError& e) {
-    send_error(res, e);
+    send_error_for(req, res, e);
   } catch (const Error& e) {  // a library error: the server's fault, with the server flag it blames
-    send_error(res, ApiError(500, status_type(500), client_message(e)));
+    send_error_for(req, res, ApiError(500, status_type(500), client_message(e)));
   }
 }
 

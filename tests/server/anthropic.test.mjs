@@ -243,7 +243,11 @@ describe('errors', () => {
 
   test('a wrong key is an AuthenticationError', async () => {
     const wrong = new Anthropic({ baseURL: server.base, apiKey: 'wrong', maxRetries: 0 });
-    await assert.rejects(wrong.messages.create({ model: 'x', max_tokens: 5, messages: question }), Anthropic.AuthenticationError);
+    await assert.rejects(wrong.messages.create({ model: 'x', max_tokens: 5, messages: question }), (e) => {
+      assert.ok(e instanceof Anthropic.AuthenticationError, e.constructor.name);
+      assert.equal(e.error.error.type, 'authentication_error');
+      return true;
+    });
   });
 
   test('an image is refused with 500, as llama-server without a projector', async () => {
