@@ -268,6 +268,14 @@ CommandResult run_command(const std::vector<std::string>& argv, const CommandOpt
     }
   }
   if (!pending.empty() && options.on_chunk && !stopped) options.on_chunk(pending);
+  // Its output ended: it is exiting; its status, unless it stays past the deadline.
+  while (!stopped && !result.timed_out && child.running()) {
+    if (Clock::now() >= deadline || (options.stop && options.stop())) {
+      result.timed_out = Clock::now() >= deadline;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   result.exit_code = child.finish();
   if (truncated) result.output += "\n[output truncated]";
   return result;
