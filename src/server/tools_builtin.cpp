@@ -79,7 +79,16 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   size_t p = 0;
   while (p < pattern.size()) {
     std::fill(next.begin(), next.end(), 0);
-    if (pattern[p] == '*') {
+    if (pattern.substr(p, 3) == "**/") {
+      // Any number of whole directories, none included: "**/x" matches "x" and "a/b/x".
+      bool seen = false;
+      for (size_t j = 0; j <= text.size(); ++j) {
+        if (j > 0 && text[j - 1] == '/' && seen) next[j] = 1;
+        if (reachable[j]) next[j] = 1;
+        seen = seen || reachable[j];
+      }
+      p += 3;
+    } else if (pattern[p] == '*') {
       const bool any = p + 1 < pattern.size() && pattern[p + 1] == '*';
       for (size_t j = 0; j <= text.size(); ++j) {
         if (!reachable[j] && !(j > 0 && next[j - 1] && (any || text[j - 1] != '/'))) continue;

@@ -26,9 +26,10 @@ class McpManager;
 class Tool;
 struct ToolsRuntime;
 
-// Matches `text` against a glob: '*' any run of characters but '/', '**' any run at all, '?' one
-// character but '/', [abc] / [a-z] / [!abc] a class. Linear in pattern x text (no backtracking
-// blow-up on hostile patterns).
+// Matches `text` against a glob: '*' any run of characters but '/', '**' any run at all, "**/" any
+// number of whole directories (none too: "src/**/*.c" matches "src/a.c", where llama-server's does
+// not), '?' one character but '/', [abc] / [a-z] / [!abc] a class. Pattern x text steps (no
+// backtracking blow-up on hostile patterns).
 bool glob_match(std::string_view pattern, std::string_view text);
 
 class ServerTools {
