@@ -1118,6 +1118,9 @@ class EditFileTool : public Tool {
       edits.push_back(std::move(edit));
     }
     const auto io = make_io(params);
+    uint64_t size = 0;
+    if (!io->file_size(path, size)) return {{"error", "cannot stat file: " + path}};
+    if (size > kMaxFileBytes) return {{"error", fmt::format("file too large ({} bytes, max {})", size, kMaxFileBytes)}};
     std::string original;
     if (!io->read_file(path, original)) return {{"error", "failed to open file: " + path}};
     // An old_text not found exactly may still match once whitespace and typographic quotes,

@@ -3,10 +3,12 @@
 //             [--chat-template-file F] [-ctk/-ctv TYPE] [--draft-model F | --lookup N | --draft-skip LIST] [--draft-max N]
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
 //             [--embeddings | --rerank] [--pooling P] [-ub N] [--embd-normalize N] [--embd-max-inputs N]
+//             [--tools LIST] [--tools-runtime R] [--mcp-servers-json J | --mcp-servers-config F] [--ui-mcp-proxy]
 // An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
 // requests in flight finish. -c is the context of all slots together, as llama-server's.
 // --embeddings / --rerank serve /v1/embeddings and /v1/rerank instead of generation (as
 // llama-server's); an embedding model that does not generate text is served so without them.
+// --tools, MCP servers and --ui-mcp-proxy (/tools, /cors-proxy) touch the host: off unless given.
 #include <memory>
 #include <string>
 
