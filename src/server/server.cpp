@@ -739,6 +739,8 @@ void ServerState::dispatch(const Request& req, Response& res) const {
 }
 
 void ServerState::build_routes() {
+  add_tool_routes();
+  add_cors_proxy_routes();
   add_route("GET", "/health", [this](const Request&, Response& res) { health(res); });
   add_route("GET", "/v1/health", [this](const Request&, Response& res) { health(res); });
   add_route("GET", "/", [](const Request&, Response& res) {

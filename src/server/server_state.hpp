@@ -21,9 +21,11 @@
 #include "server/embedding_queue.hpp"
 #include "server/embeddings.hpp"
 #include "server/http_server.hpp"
+#include "server/mcp.hpp"
 #include "server/request_params.hpp"
 #include "server/responses.hpp"
 #include "server/server.hpp"
+#include "server/tools_builtin.hpp"
 
 namespace okapi::server {
 
@@ -51,6 +53,8 @@ class ServerState {
   int64_t in_flight() const { return in_flight_.load(); }
   // Frees the model after the HTTP server has stopped.
   void unload() {
+    tools_.reset();
+    mcp_.reset();
     embedding_queue_.reset();
     embedder_.reset();
     scheduler_.reset();
@@ -155,6 +159,13 @@ class ServerState {
     routes_.push_back({std::move(method), std::move(path), std::move(handler)});
   }
   void health(Response& res) const;
+  // Opt-in host tools: /tools (tools_builtin.cpp: --tools, MCP servers) and /cors-proxy
+  // (cors_proxy.cpp: --ui-mcp-proxy); 403 without their flags.
+  std::unique_ptr<McpManager> mcp_;
+  std::unique_ptr<ServerTools> tools_;  // after mcp_: its MCP tools call it
+  void add_tool_routes();
+  void add_cors_proxy_routes();
+  void handle_cors_proxy(const Request& req, Response& res) const;
   void apply_cors(const Request& req, Response& res) const;
 };
 
