@@ -364,6 +364,70 @@ class Ticket {
   bool released_ = false;
 };
 
+// Forks the children from one thread that lives as long as the router: a child's
+// PR_SET_PDEATHSIG fires when the *thread* that forked it ends, and it must fire only when the
+// router itself is gone (killed without its SIGTERM handler: the children then stop too).
+class Launcher {
+ public:
+  Launcher() : thread_([this] { run(); }) {}
+  ~Launcher() {
+    {
+      std::lock_guard lock(mutex_);
+      quit_ = true;
+    }
+    ready_.notify_all();
+    thread_.join();
+  }
+  // Runs `executable` with `argv` (null-terminated), its stderr into `stderr_fd`; the pid or -1.
+  pid_t spawn(const std::string& executable, const std::vector<char*>& argv, int stderr_fd) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return job_ == nullptr; });
+    Job job{&executable, &argv, stderr_fd};
+    job_ = &job;
+    ready_.notify_all();
+    done_.wait(lock, [&] { return job.finished; });
+    return job.pid;
+  }
+
+ private:
+  struct Job {
+    const std::string* executable;
+    const std::vector<char*>* argv;
+    int stderr_fd;
+    pid_t pid = -1;
+    bool finished = false;
+  };
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ready_.wait(lock, [this] { return quit_ || (job_ != nullptr && !job_->finished); });
+      if (quit_) return;
+      Job& job = *job_;
+      const pid_t parent = ::getpid();
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        // The child: only async-signal-safe calls until exec.
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (::getppid() != parent) ::_exit(1);
+        ::dup2(job.stderr_fd, STDERR_FILENO);
+        ::execv(job.executable->c_str(), job.argv->data());
+        static const char message[] = "okapi: router: cannot run the okapi binary\n";
+        [[maybe_unused]] const auto n = ::write(STDERR_FILENO, message, sizeof message - 1);
+        ::_exit(127);
+      }
+      job.pid = pid;
+      job.finished = true;
+      job_ = nullptr;
+      done_.notify_all();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable ready_, done_;
+  Job* job_ = nullptr;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
 class Router {
  public:
   explicit Router(const RouterOptions& options);
@@ -403,6 +467,7 @@ class Router {
 
   const RouterOptions& options_;
   std::string executable_;
+  Launcher launcher_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::shared_ptr<Instance>> catalog_;
@@ -639,25 +704,14 @@ void Router::start(const std::shared_ptr<Instance>& instance) {
     in.failure = fmt::format("cannot make a pipe: {}", std::strerror(errno));
     return;
   }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // The child: only async-signal-safe calls until exec. It dies with the router.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
-    ::dup2(pipe_fds[1], STDERR_FILENO);
-    ::execv(executable_.c_str(), argv.data());
-    static const char message[] = "okapi: router: cannot run the okapi binary\n";
-    [[maybe_unused]] const auto n = ::write(STDERR_FILENO, message, sizeof message - 1);
-    ::_exit(127);
-  }
+  const pid_t pid = launcher_.spawn(executable_, argv, pipe_fds[1]);
   ::close(pipe_fds[1]);
   if (pid < 0) {
     ::close(pipe_fds[0]);
     in.status = Instance::Status::Unloaded;
     in.failed = true;
     in.exit_code = -1;
-    in.failure = fmt::format("cannot start a process: {}", std::strerror(errno));
+    in.failure = "cannot start a process (fork failed)";
     return;
   }
   in.pid = pid;
