@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <deque>
@@ -908,6 +909,12 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
         send_error(res, ApiError(503, status_type(503), error));
         return true;
       }
+      // llama-server's debug knob, which its router tests set: a request holds its model 2 s
+      // longer, so that the queue's behaviour can be observed.
+      if (static const bool fake_timing = std::getenv("LLAMA_SERVER_DEBUG_FAKE_TIMING") != nullptr &&
+                                          *std::getenv("LLAMA_SERVER_DEBUG_FAKE_TIMING") != '\0';
+          fake_timing)
+        std::this_thread::sleep_for(std::chrono::seconds(2));
       try {
         connection_ = std::make_unique<http::ClientConnection>("127.0.0.1", port, std::chrono::seconds(5));
       } catch (const Error& e) {
