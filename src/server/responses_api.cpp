@@ -61,7 +61,8 @@ std::string content_text(const Json& content, const std::string& where) {
     if (!part.is_object()) throw_bad_request(at, "'{}' must be an object", at);
     const std::string type = part.value("type", "");
     const char* key = type == "refusal" ? "refusal" : "text";
-    if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal") {
+    if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal" &&
+        type != "reasoning_text" && type != "summary_text") {
       if (type == "input_image" || type == "input_file" || type == "input_audio")
         throw_bad_request(at, "'{}': {} content is not supported: this server reads text only", at, type);
       throw_bad_request(at, "'{}.type' must be input_text or output_text, got '{}'", at, type);

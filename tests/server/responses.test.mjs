@@ -1,7 +1,9 @@
 // OpenAI's Responses API against `okapi serve` with the official `openai` client: responses.create
 // streaming and not, the SDK's stream helper, previous_response_id, a function tool round trip,
-// input_tokens, and llama-server's telemetry (return_progress, timings_per_token). The model is
-// the bundled stories260K with Qwen 2.5's chat template, whose grammar forces valid tool calls.
+// input_tokens, and llama-server's telemetry (return_progress, timings_per_token); then the chat
+// completion details llama-server's own tests check (the role-only first chunk, the over-long
+// prompt's error, prefill and continue_final_message, __verbose). The model is the bundled
+// stories260K with Qwen 2.5's chat template, whose grammar forces valid tool calls.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -216,5 +218,81 @@ describe('input_tokens', () => {
     assert.equal(counted.json.input_tokens, r.usage.prompt_tokens);
     const bad = await post(server.base, '/chat/completions/input_tokens', { messages: 'nope' });
     assert.equal(bad.status, 400);
+  });
+});
+
+// The data lines of a raw streamed chat completion, [DONE] left out.
+async function chatChunks(body) {
+  const res = await fetch(`${server.base}/v1/chat/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...body, stream: true }),
+  });
+  assert.equal(res.status, 200);
+  return (await res.text()).split('\n').filter((l) => l.startsWith('data: ') && !l.includes('[DONE]'))
+    .map((l) => JSON.parse(l.slice(6)));
+}
+
+describe("chat completions as llama-server's tests read them", () => {
+  const messages = [{ role: 'user', content: 'This is a test. '.repeat(12) }];
+
+  test('the first chunk has only the role; timings_per_token puts timings on the others', async () => {
+    const chunks = await chatChunks({ messages, max_tokens: 6, temperature: 0, timings_per_token: true });
+    assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: null });
+    assert.ok(!('timings' in chunks[0]));
+    assert.match(chunks[0].system_fingerprint, /^b/);
+    const rest = chunks.slice(1);
+    assert.ok(rest.length >= 2);
+    for (const c of rest) {
+      assert.ok(!('role' in c.choices[0].delta), JSON.stringify(c));
+      assert.equal(typeof c.timings?.predicted_n, 'number', JSON.stringify(c));
+    }
+  });
+
+  test('return_progress: prompt_progress chunks from the cache to the whole prompt', async () => {
+    for (const round of [0, 1]) {  // the second round finds the prompt in the cache
+      const chunks = await chatChunks({ messages, max_tokens: 4, temperature: 0, return_progress: true });
+      const progress = chunks.filter((c) => c.prompt_progress).map((c) => c.prompt_progress);
+      assert.ok(progress.length >= 2, JSON.stringify(progress));
+      assert.equal(progress[0].cache, progress[0].processed);
+      if (round === 1) assert.ok(progress[0].cache > 0);
+      for (let i = 1; i < progress.length; ++i) {
+        assert.equal(progress[i].total, progress[0].total);
+        assert.equal(progress[i].cache, progress[0].cache);
+        assert.ok(progress[i].processed > progress[i - 1].processed);
+      }
+      assert.equal(progress.at(-1).processed, progress.at(-1).total);
+    }
+  });
+
+  test('an over-long prompt: 400 exceed_context_size_error with n_prompt_tokens and n_ctx', async () => {
+    const long = [{ role: 'user', content: 'What is the best book? '.repeat(400) }];
+    for (const stream of [false, true]) {
+      const r = await post(server.base, '/v1/chat/completions', { messages: long, stream });
+      assert.equal(r.status, 400);
+      assert.equal(r.json.error.type, 'exceed_context_size_error');
+      assert.equal(r.json.error.code, 'context_length_exceeded');
+      assert.ok(r.json.error.n_prompt_tokens > 2048);
+      assert.equal(r.json.error.n_ctx, 2048);  // -c 4096 over 2 slots
+    }
+  });
+
+  test('a final assistant message is continued; __verbose shows the prompt', async () => {
+    const prefill = [...messages, { role: 'assistant', content: 'Once upon' }];
+    const r = await post(server.base, '/v1/chat/completions', { messages: prefill, max_tokens: 2, verbose: true });
+    assert.equal(r.status, 200);
+    assert.ok(r.json.__verbose.prompt.endsWith('<|im_start|>assistant\nOnce upon'), r.json.__verbose.prompt);
+    const same = await post(server.base, '/v1/chat/completions', {
+      messages: prefill, max_tokens: 2, verbose: true, add_generation_prompt: false, continue_final_message: true,
+    });
+    assert.equal(same.json.__verbose.prompt, r.json.__verbose.prompt);
+    const quiet = await post(server.base, '/v1/chat/completions', { messages: prefill, max_tokens: 2 });
+    assert.ok(!('__verbose' in quiet.json));
+
+    for (const body of [
+      { messages: prefill, continue_final_message: true },  // add_generation_prompt is true by default
+      { messages: [...prefill, { role: 'assistant', content: 'again' }] },
+    ]) {
+      const bad = await post(server.base, '/v1/chat/completions', body);
+      assert.equal(bad.status, 400, JSON.stringify(body));
+    }
   });
 });
