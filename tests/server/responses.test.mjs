@@ -209,6 +209,36 @@ describe('responses', () => {
   });
 });
 
+describe('reasoning', () => {
+  // QwQ's template opens <think> in the prompt: what the model writes first is reasoning.
+  let thinking;
+  before(async () => {
+    thinking = await startServer(['--chat-template-file', path.join(repoRoot, 'tests/data/templates/Qwen-QwQ-32B.jinja')],
+      { ctx: 1024, slots: 1 });
+  });
+  after(async () => { await thinking?.stop(); });
+
+  test('the reasoning parser gives a reasoning item, streamed as reasoning_text deltas', async () => {
+    const thinker = new OpenAI({ baseURL: `${thinking.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60_000 });
+    const r = await thinker.responses.create({ model: 'any', input: 'Why?', max_output_tokens: 8, temperature: 0 });
+    const item = r.output[0];
+    assert.equal(item.type, 'reasoning', JSON.stringify(r.output));
+    assert.match(item.id, /^rs_/);
+    assert.ok(item.content[0].text.length > 0);
+    assert.ok(!item.content[0].text.includes('<think>'));
+
+    const stream = await thinker.responses.create({ model: 'any', input: 'Why?', max_output_tokens: 8, temperature: 0, stream: true });
+    let text = '';
+    let done = null;
+    for await (const e of stream) {
+      if (e.type === 'response.reasoning_text.delta') text += e.delta;
+      if (e.type === 'response.output_item.done' && e.item.type === 'reasoning') done = e.item;
+    }
+    assert.equal(text, item.content[0].text);
+    assert.equal(done.content[0].text, text);
+  });
+});
+
 describe('input_tokens', () => {
   test('/v1/chat/completions/input_tokens counts the prompt a chat completion runs', async () => {
     const messages = [{ role: 'user', content: 'Tell me a story about a cat.' }];
