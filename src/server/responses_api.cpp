@@ -13,16 +13,20 @@ namespace okapi::server {
 // ---- the store ----
 
 void ResponseStore::put(const std::string& id, Json conversation) {
+  const size_t bytes = to_text(conversation).size();
   std::lock_guard lock(mutex_);
-  if (capacity_ == 0) return;
   if (const auto it = by_id_.find(id); it != by_id_.end()) {
+    bytes_ -= it->second->bytes;
     recent_.erase(it->second);
     by_id_.erase(it);
   }
-  recent_.emplace_front(id, std::move(conversation));
+  if (capacity_ == 0 || bytes > max_bytes_) return;  // one too large to keep is not kept
+  recent_.push_front(Entry{id, std::move(conversation), bytes});
   by_id_[id] = recent_.begin();
-  while (recent_.size() > capacity_) {
-    by_id_.erase(recent_.back().first);
+  bytes_ += bytes;
+  while (recent_.size() > capacity_ || bytes_ > max_bytes_) {
+    bytes_ -= recent_.back().bytes;
+    by_id_.erase(recent_.back().id);
     recent_.pop_back();
   }
 }
@@ -32,7 +36,7 @@ std::optional<Json> ResponseStore::get(const std::string& id) {
   const auto it = by_id_.find(id);
   if (it == by_id_.end()) return std::nullopt;
   recent_.splice(recent_.begin(), recent_, it->second);  // now the most recently used
-  return it->second->second;
+  return it->second->conversation;
 }
 
 size_t ResponseStore::size() const {

@@ -19,22 +19,29 @@
 
 namespace okapi::server {
 
-// Responses kept for previous_response_id.
+// Responses kept for previous_response_id: at most this many, of at most this many bytes of JSON
+// together (a conversation is bounded by the context, so each fits unless one alone is larger).
 inline constexpr size_t kStoredResponses = 256;
+inline constexpr size_t kStoredResponseBytes = size_t{64} << 20;
 
 // The conversation of each stored response (its input and output as chat messages, instructions
 // left out, as OpenAI does not carry them over), for previous_response_id.
 class ResponseStore {
  public:
-  explicit ResponseStore(size_t capacity) : capacity_(capacity) {}
+  ResponseStore(size_t capacity, size_t max_bytes) : capacity_(capacity), max_bytes_(max_bytes) {}
   void put(const std::string& id, Json conversation);
   // nullopt: not stored, or forgotten.
   std::optional<Json> get(const std::string& id);
   size_t size() const;
 
  private:
-  using Entry = std::pair<std::string, Json>;
-  size_t capacity_;
+  struct Entry {
+    std::string id;
+    Json conversation;
+    size_t bytes = 0;
+  };
+  size_t capacity_, max_bytes_;
+  size_t bytes_ = 0;
   mutable std::mutex mutex_;
   std::list<Entry> recent_;  // most recently used first
   std::unordered_map<std::string, std::list<Entry>::iterator> by_id_;

@@ -105,7 +105,7 @@ class ServerState {
   void handle_input_tokens(const Request& req, Response& res, bool responses);
   // A Responses request read, with the conversation of its previous_response_id.
   ResponsesRequest responses_request(const Json& body);
-  ResponseStore response_store_{kStoredResponses};
+  ResponseStore response_store_{kStoredResponses, kStoredResponseBytes};
   // Ties a streamed response to its job: a stream that ends early (client gone) cancels it.
   static void cancel_when_cut(Response& res, const StartedGeneration& started);
   std::vector<TokenId> completion_prompt(const Json& body) const;

@@ -100,7 +100,7 @@ TEST(ResponsesRequest, MalformedInputIs400NamingTheField) {
 }
 
 TEST(ResponseStore, KeepsTheMostRecentlyUsed) {
-  ResponseStore store(2);
+  ResponseStore store(2, 1 << 20);
   store.put("a", Json::array({1}));
   store.put("b", Json::array({2}));
   ASSERT_TRUE(store.get("a"));  // now a is the most recent: c pushes b out
@@ -112,6 +112,21 @@ TEST(ResponseStore, KeepsTheMostRecentlyUsed) {
   store.put("c", Json::array({4}));  // replaced, not doubled
   EXPECT_EQ(store.size(), 2u);
   EXPECT_EQ(store.get("c"), Json::array({4}));
+}
+
+TEST(ResponseStore, BoundedInBytes) {
+  ResponseStore store(100, 40);  // bytes of JSON text
+  const Json twenty = Json::array({std::string(16, 'x')});  // ["xxxxxxxxxxxxxxxx"]: 20 bytes
+  store.put("a", twenty);
+  store.put("b", twenty);
+  EXPECT_EQ(store.size(), 2u);
+  store.put("c", twenty);  // 60 bytes: the oldest goes
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_FALSE(store.get("a"));
+  store.put("huge", Json::array({std::string(100, 'x')}));  // larger than the whole store: not kept
+  EXPECT_FALSE(store.get("huge"));
+  EXPECT_TRUE(store.get("b"));
+  EXPECT_TRUE(store.get("c"));
 }
 
 ResponseHeader header() { return ResponseHeader{"resp_1", 100, "m"}; }
