@@ -53,7 +53,8 @@ std::string joined_text_parts(const Json& parts, const std::string& where, std::
   std::string text;
   bool first = true;
   for (const auto& part : parts) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    const auto type = part.is_object() ? part.find("type") : part.end();
+    if (!part.is_object() || type == part.end() || *type != "text" || !part.contains("text") || !part["text"].is_string())
       throw_bad_request(where + ".content", "'{}.content' parts must be {{\"type\": \"text\", \"text\": ...}}", where);
     if (!first) text += separator;
     text += part["text"].get<std::string>();

@@ -53,6 +53,13 @@ const Json* present(const Json& body, const char* key) {
   return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
+// A client's string field, "" when absent or not a string (Json::value would throw for a number).
+std::string text_of(const Json& object, const char* key) {
+  if (!object.is_object()) return {};
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // The text of an item's content: a string, or parts of the given kinds ({"type", "text"}), joined.
 std::string content_text(const Json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
@@ -63,7 +70,7 @@ std::string content_text(const Json& content, const std::string& where) {
     const Json& part = content[i];
     const std::string at = fmt::format("{}[{}]", where, i);
     if (!part.is_object()) throw_bad_request(at, "'{}' must be an object", at);
-    const std::string type = part.value("type", "");
+    const std::string type = text_of(part, "type");
     const char* key = type == "refusal" ? "refusal" : "text";
     if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal" &&
         type != "reasoning_text" && type != "summary_text") {
@@ -166,9 +173,8 @@ Json chat_tools(const Json& tools) {
     const Json& tool = tools[i];
     const std::string where = fmt::format("tools[{}]", i);
     if (!tool.is_object()) throw_bad_request(where, "'{}' must be an object", where);
-    if (tool.value("type", "") != "function")
-      throw_bad_request(where, "'{}': only function tools are supported, got type '{}'", where,
-                        tool.contains("type") && tool["type"].is_string() ? tool["type"].get<std::string>() : "");
+    if (text_of(tool, "type") != "function")
+      throw_bad_request(where, "'{}': only function tools are supported, got type '{}'", where, text_of(tool, "type"));
     Json function = tool;
     function.erase("type");
     if (!function.contains("name")) throw_bad_request(where, "'{}.name' is required", where);
@@ -178,7 +184,7 @@ Json chat_tools(const Json& tools) {
 }
 
 Json chat_tool_choice(const Json& choice) {
-  if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("name"))
+  if (text_of(choice, "type") == "function" && choice.contains("name"))
     return {{"type", "function"}, {"function", {{"name", choice["name"]}}}};
   return choice;  // "none", "auto", "required"; parse_agent_params checks it
 }
@@ -189,7 +195,7 @@ Json response_format(const Json& text) {
   const Json* format = present(text, "format");
   if (!format) return Json();
   if (!format->is_object()) throw_bad_request("text.format", "'text.format' must be an object");
-  const std::string type = format->value("type", "");
+  const std::string type = text_of(*format, "type");
   if (type == "text") return Json();
   if (type == "json_object") return {{"type", "json_object"}};
   if (type == "json_schema") {

@@ -97,6 +97,13 @@ TEST(ResponsesRequest, MalformedInputIs400NamingTheField) {
   EXPECT_EQ(bad_param(Json::parse(R"({"input": "x", "text": {"format": {"type": "yaml"}}})")), "text.format.type");
   EXPECT_EQ(bad_param(Json::parse(R"({"input": "x", "instructions": 3})")), "instructions");
   EXPECT_EQ(bad_param(Json::parse(R"({"input": "x", "store": "yes"})")), "store");
+  // Fields of the wrong JSON type are 400s too, not a library's type error.
+  EXPECT_EQ(bad_param(Json::parse(R"({"input": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})")),
+            "input[0].content[0]");
+  EXPECT_EQ(bad_param(Json::parse(R"({"input": [{"type": 5, "role": "user", "content": "x"}]})")), "input[0]");
+  EXPECT_EQ(bad_param(Json::parse(R"({"input": [{"role": 5, "content": "x"}]})")), "input[0]");
+  EXPECT_EQ(bad_param(Json::parse(R"({"input": "x", "tools": [{"type": 5}]})")), "tools[0]");
+  EXPECT_EQ(bad_param(Json::parse(R"({"input": "x", "text": {"format": {"type": [1]}}})")), "text.format.type");
 }
 
 TEST(ResponseStore, KeepsTheMostRecentlyUsed) {
@@ -250,6 +257,7 @@ TEST(ChatContinuation, RefusedAsLlamaServerRefusesIt) {
   EXPECT_EQ(status_of(R"({"add_generation_prompt": false, "continue_final_message": true,
       "messages": [{"role": "user", "content": "Hi"}]})"), 400);
   EXPECT_EQ(status_of(R"({"continue_final_message": 3, "messages": [{"role": "user", "content": "Hi"}]})"), 400);
+  EXPECT_EQ(status_of(R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})"), 400);
 }
 
 TEST(ApiErrorFields, ExtraFieldsJoinTheErrorObject) {
