@@ -108,6 +108,13 @@ class ServerState {
   ResponseStore response_store_{kStoredResponses, kStoredResponseBytes};
   // Ties a streamed response to its job: a stream that ends early (client gone) cancels it.
   static void cancel_when_cut(Response& res, const StartedGeneration& started);
+  // A plan's extra messages (the Generic family's tool instruction), merged in front of the
+  // conversation as start_generation renders it.
+  static void add_plan_messages(ChatInput& input, const chat::ChatPlan& plan);
+  // Anthropic's Messages API (anthropic_routes.cpp): /v1/messages and /v1/messages/count_tokens.
+  void add_anthropic_routes();
+  void handle_anthropic_messages(const Request& req, Response& res);
+  void handle_anthropic_count_tokens(const Request& req, Response& res);
   std::vector<TokenId> completion_prompt(const Json& body) const;
   // 400 exceed_context_size_error (code context_length_exceeded): the prompt has `n_tokens` tokens
   // (`at_least`: at least that many).
