@@ -32,6 +32,7 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::vector<std::string> cors_origins;  // "*" allows any origin; empty: no CORS headers
   bool metrics = false;
+  bool verbose = false;  // completions carry __verbose (the prompt as text, ...) unless a request says otherwise
   std::string alias;  // the model id clients see (default: the file name)
   std::string chat_template_file;
   // Where reasoning goes (--reasoning-format), its token budget (-1: none; 0: thinking off) and the

@@ -196,6 +196,9 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--cors-origins", args->cors_origins,
                   "comma-separated origins allowed to call the API from a browser (* for any)");
   cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
+  cmd->add_flag("--verbose,-v", o.verbose,
+                "add llama-server's __verbose debug object (the prompt as text, ...) to every completion; a "
+                "request's \"verbose\" overrides it");
   cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
