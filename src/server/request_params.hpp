@@ -30,6 +30,7 @@ struct GenerationParams {
   bool include_usage = false;  // stream_options.include_usage
   int top_logprobs = -1;       // < 0: no logprobs
   bool ignore_eos = false;
+  int n = 1;  // choices: one job each, from the same prompt, each sampled with its own seed
 };
 
 // The fields chat and text completions share. `chat`: logprobs is a boolean with top_logprobs
