@@ -174,7 +174,7 @@ SlotFileContents read_slot_file(const std::filesystem::path& path, const kv::KvS
     if (payload.left() != 0) throw_error("slot file {}: {} unread bytes in its token list", name, payload.left());
   } else {
     check_count(words);  // a plain token list, as older llama-server versions wrote
-    Reader plain(bytes.substr(12, static_cast<size_t>(words) * 4), path);
+    Reader plain(std::string_view(bytes).substr(12, static_cast<size_t>(words) * 4), path);
     for (uint32_t i = 0; i < words; ++i) contents.tokens.push_back(static_cast<tokenizer::TokenId>(plain.get<uint32_t>("a token")));
   }
   for (const tokenizer::TokenId t : contents.tokens)

@@ -164,14 +164,17 @@ void ServerState::run_route(const Route& route, const Request& req, Response& re
     }
     lock.lock();
   }
-  handlers_running_.fetch_add(1);
-  struct Ended {
+  // Only requests that need the model keep it awake (polling /props must not).
+  struct Running {
     ServerState& state;
-    ~Ended() {
+    bool counts;
+    ~Running() {
+      if (!counts) return;
       state.last_activity_ms_.store(steady_ms());
       state.handlers_running_.fetch_sub(1);
     }
-  } ended{*this};
+  } running{*this, route.wakes};
+  if (route.wakes) handlers_running_.fetch_add(1);
   const auto started = std::chrono::steady_clock::now();
   route.handler(req, res);
   if (options_.verbose)

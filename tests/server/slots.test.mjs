@@ -51,8 +51,8 @@ test('a saved slot restores into a fresh server: same continuation, its prompt c
     } finally {
       await server.stop();
     }
-    // Another cache type (f32, the file is f16): refused, the slot still serves.
-    server = await startServer(['--slot-save-path', dir, '-ctk', 'f32', '-ctv', 'f32'], { ctx: 256, slots: 1 });
+    // Another cache type (f16, the file is f32): refused, the slot still serves.
+    server = await startServer(['--slot-save-path', dir, '-ctk', 'f16', '-ctv', 'f16'], { ctx: 256, slots: 1 });
     try {
       const other = await post(server.base, '/slots/0?action=restore', { filename: 'story.bin' });
       assert.equal(other.status, 400, other.text);
