@@ -176,8 +176,6 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_flag("--verbose,-v", o.verbose, "log each request (method, path, status, time) on stderr");
   // llama-server's flags with nothing to do here: accepted so its command lines work unchanged.
   cmd->add_flag("--cont-batching", args->no_effect, "(no effect: okapi always batches the slots together; also -cb)");
-  cmd->add_flag("--kv-unified", args->no_effect, "(no effect: each slot has its own KV cache; also -kvu)");
-  cmd->add_flag("--jinja,--no-jinja", args->no_effect, "(no effect: okapi always renders the chat template with Jinja)");
   cmd->add_flag("--no-mmproj", args->no_effect, "(no effect: okapi serves no multimodal projector)");
   cmd->add_flag("--offline", args->no_effect, "(no effect: okapi serve never downloads)");
   cmd->add_flag("--no-cache-idle-slots", args->no_effect,
