@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -106,6 +107,15 @@ class KvStore {
   // cells - window + 1; INT64_MAX without ring layers).
   int64_t max_batch() const;
 
+  // Saving a slot (runtime/slot_file.hpp): the K/V of positions [0, n) appended to `out` as the
+  // store's own rows (ring layers: the positions they still hold), and back. Only a store of the
+  // same type_name() and shape reads them. Throws okapi::Error for a store that cannot (the exact
+  // and codec stores keep state beyond their rows) and, loading, for bytes that are not what
+  // save_cells wrote for n positions (checked before anything is copied).
+  bool can_save_cells() const { return saved_row_bytes(false) > 0; }
+  void save_cells(int64_t n, std::string& out) const;
+  void load_cells(int64_t n, std::string_view in);
+
  protected:
   explicit KvStore(const KvShape& shape);
   void check_position(int64_t layer, int64_t position) const;  // throws a clear okapi::Error
@@ -123,6 +133,14 @@ class KvStore {
   }
   // Records that `position` of `layer` was written (ring layers: what it overwrote is gone).
   void note_written(int64_t layer, int64_t position);
+  // save_cells / load_cells: the bytes of one K (value false) or V row (0: the store cannot save
+  // its cells), copied out of and into row `row` (row_of_slot's numbering).
+  virtual size_t saved_row_bytes(bool value) const {
+    (void)value;
+    return 0;
+  }
+  virtual void copy_row_out(bool value, int64_t row, char* out) const;
+  virtual void copy_row_in(bool value, int64_t row, const char* in);
   // The tile methods on a ring: fn(queries, first) once per stretch of the queries' cells that is
   // contiguous in slots, with their ranges and `first` moved into slot numbers (so a row is
   // base + slot * stride); a full layer's tile is one call with the queries as given. Throws when

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -257,6 +258,20 @@ void PlainStore<KElem, VElem>::tile_accumulate(int64_t layer, int64_t kv_head, c
       tiles_.accumulate_f16(piece, v, piece_first, probs, p_stride, acc);  // rounds probs to fp16 first
     }
   });
+}
+
+template <typename KElem, typename VElem>
+void PlainStore<KElem, VElem>::copy_row_out(bool value, int64_t row, char* out) const {
+  const size_t n = saved_row_bytes(value);
+  const char* from = value ? reinterpret_cast<const char*>(v_.data()) : reinterpret_cast<const char*>(k_.data());
+  std::memcpy(out, from + static_cast<size_t>(row) * n, n);
+}
+
+template <typename KElem, typename VElem>
+void PlainStore<KElem, VElem>::copy_row_in(bool value, int64_t row, const char* in) {
+  const size_t n = saved_row_bytes(value);
+  char* to = value ? reinterpret_cast<char*>(v_.data()) : reinterpret_cast<char*>(k_.data());
+  std::memcpy(to + static_cast<size_t>(row) * n, in, n);
 }
 
 template class PlainStore<float, float>;

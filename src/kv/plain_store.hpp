@@ -31,6 +31,13 @@ class PlainStore final : public KvStore {
   void tile_accumulate(int64_t layer, int64_t kv_head, const tile::Queries& qs, int64_t first, const float* probs,
                        int64_t p_stride, float* acc) const override;
 
+ protected:
+  size_t saved_row_bytes(bool value) const override {
+    return value ? static_cast<size_t>(shape_.head_dim_v) * sizeof(VElem) : static_cast<size_t>(shape_.head_dim_k) * sizeof(KElem);
+  }
+  void copy_row_out(bool value, int64_t row, char* out) const override;
+  void copy_row_in(bool value, int64_t row, const char* in) override;
+
  private:
   // The element offsets of (layer, position, head)'s K and V rows (ring layers: their slot).
   size_t k_offset(int64_t layer, int64_t position, int64_t head) const {

@@ -1,6 +1,8 @@
 #include "runtime/scheduler.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -37,6 +39,7 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options) : engine_(
   // A row per slot, plus a verification row per draft.
   const size_t drafts = options_.drafters ? static_cast<size_t>(std::max(options_.drafters->options().draft_max, 0)) : 0;
   logits_.resize(static_cast<size_t>(engine_.model().n_vocab()) * slots_.size() * (1 + drafts));
+  fingerprint_ = model_fingerprint(engine_);
   if (options_.worker_thread) worker_ = std::thread([this] { run_loop(); });
 }
 
@@ -124,6 +127,74 @@ nlohmann::ordered_json Scheduler::slots_json() const {
   return out;
 }
 
+template <typename Action>
+auto Scheduler::with_idle_slot(int id, Action&& action) {
+  if (id < 0 || id >= static_cast<int>(slots_.size())) throw SlotNotFound(id);
+  Slot& slot = slots_[static_cast<size_t>(id)];
+  {
+    // The worker frees the slot when its job ends; a slot file waits for that (as llama-server
+    // defers the task). Polled: a job's end does not signal anyone waiting here.
+    std::unique_lock lock(mutex_);
+    while (slot.busy() || slot.reserved) {
+      if (stopping_) throw_error("the server is stopping");
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      lock.lock();
+    }
+    slot.reserved = true;
+  }
+  // Reserved and idle: the worker neither runs nor starts a job in it, so its cache is ours.
+  struct Release {
+    Scheduler& scheduler;
+    Slot& slot;
+    ~Release() {
+      {
+        std::lock_guard lock(scheduler.mutex_);
+        slot.reserved = false;
+      }
+      scheduler.wake_.notify_all();
+    }
+  } release{*this, slot};
+  return action(slot);
+}
+
+SlotFileStats Scheduler::save_slot(int id, const std::filesystem::path& path) {
+  return with_idle_slot(id, [&](Slot& slot) {
+    return write_slot_file(path, slot.cached, *slot.kv, fingerprint_, engine_.model().n_vocab());
+  });
+}
+
+SlotFileStats Scheduler::restore_slot(int id, const std::filesystem::path& path) {
+  return with_idle_slot(id, [&](Slot& slot) {
+    // Read and checked whole before the slot's cache changes: a bad file leaves the slot as it was.
+    SlotFileContents contents = read_slot_file(path, *slot.kv, fingerprint_, engine_.model().n_vocab());
+    slot.kv->truncate(0);
+    {
+      std::lock_guard lock(mutex_);
+      slot.cached.clear();
+    }
+    try {
+      slot.kv->load_cells(static_cast<int64_t>(contents.tokens.size()), contents.cells);
+    } catch (...) {
+      slot.kv->truncate(0);
+      throw;
+    }
+    std::lock_guard lock(mutex_);
+    slot.cached = std::move(contents.tokens);
+    return SlotFileStats{static_cast<int64_t>(slot.cached.size()), contents.bytes};
+  });
+}
+
+int64_t Scheduler::erase_slot(int id) {
+  return with_idle_slot(id, [&](Slot& slot) {
+    std::lock_guard lock(mutex_);
+    const auto n = static_cast<int64_t>(slot.cached.size());
+    slot.cached.clear();
+    slot.kv->truncate(0);
+    return n;
+  });
+}
+
 void Scheduler::run_loop() {
   while (true) {
     {
@@ -163,7 +234,7 @@ void Scheduler::admit_waiting() {
     Slot* best = nullptr;
     size_t best_prefix = 0;
     for (auto& s : slots_) {
-      if (s.busy()) continue;
+      if (s.busy() || s.reserved) continue;
       const size_t prefix = common_prefix(s.cached, job->request().prompt);
       if (!best || prefix > best_prefix || (prefix == best_prefix && s.last_used < best->last_used)) {
         best = &s;

@@ -14,6 +14,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
+#include <string>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -29,6 +31,7 @@
 #include "runtime/engine.hpp"
 #include "runtime/job.hpp"
 #include "runtime/sequence.hpp"
+#include "runtime/slot_file.hpp"
 
 namespace okapi::runtime {
 
@@ -45,6 +48,12 @@ struct SchedulerOptions {
   // True: steps run on a worker thread of the scheduler's own. False: the caller runs them (run_step).
   bool worker_thread = true;
   Setting context_setting = Setting::ContextLength;  // the setting that chose n_ctx_per_slot, for messages
+};
+
+// A slot id that no slot has (the server answers 400).
+class SlotNotFound : public std::runtime_error {
+ public:
+  explicit SlotNotFound(int id) : std::runtime_error("Invalid slot ID " + std::to_string(id)) {}
 };
 
 class QueueFull : public std::runtime_error {
@@ -99,6 +108,14 @@ class Scheduler {
   // The drafter's name ("" without one).
   std::string_view drafter_name() const;
 
+  // Slot files (runtime/slot_file.hpp): an idle slot's tokens and KV cells saved to `path`,
+  // restored from it (replacing what the slot held), or erased. A busy slot is waited for; the
+  // slot takes no job meanwhile. Throws okapi::Error for a slot id out of range (SlotNotFound),
+  // a file that does not fit the slot or cannot be written.
+  SlotFileStats save_slot(int id, const std::filesystem::path& path);
+  SlotFileStats restore_slot(int id, const std::filesystem::path& path);
+  int64_t erase_slot(int id);  // returns the tokens the slot held
+
  private:
   struct Slot {
     int id = 0;
@@ -110,8 +127,14 @@ class Scheduler {
     uint64_t last_used = 0;  // step counter at release (LRU among equal prefixes)
     std::vector<SequenceEvent> events;  // this step's, pushed to the job after it
     GenerationStats reported;          // the stats the counters have counted
+    bool reserved = false;             // a slot file is being written from or read into it
     bool busy() const { return job != nullptr; }
   };
+
+  // Waits until slot `id` is idle and reserves it (no job starts in it) while `action` runs.
+  template <typename Action>
+  auto with_idle_slot(int id, Action&& action);
+  uint64_t fingerprint_ = 0;  // model_fingerprint(engine_), for slot files
 
   void run_loop();
   void admit_waiting();  // moves queued jobs into idle slots (under mutex_)

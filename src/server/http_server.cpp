@@ -91,20 +91,23 @@ Server::~Server() {
     if (w.joinable()) w.join();
   for (auto& c : by_fd_)
     if (c) ::close(c->fd);
-  if (listen_fd_ >= 0) ::close(listen_fd_);
+  for (const int fd : listen_fds_) ::close(fd);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-int Server::bind() {
+namespace {
+
+// One listening socket on host:port; -1 with errno set when no address of the host could be bound.
+int listen_on(const std::string& host, int port, bool v6_only) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const std::string port_text = std::to_string(options_.port);
-  if (const int rc = ::getaddrinfo(options_.host.c_str(), port_text.c_str(), &hints, &found); rc != 0)
-    throw_error("cannot listen on {}:{}: {}", options_.host, options_.port, ::gai_strerror(rc));
+  const std::string port_text = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &found); rc != 0)
+    throw_error("cannot listen on {}:{}: {}", host, port, ::gai_strerror(rc));
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
   int last_errno = 0;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -117,31 +120,53 @@ int Server::bind() {
     // never lets two listeners share a port (SO_REUSEPORT would, and is not set).
     const int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
-      listen_fd_ = fd;
-      break;
-    }
+    // Several addresses: an IPv6 socket listens on IPv6 only, so "0.0.0.0,::" binds both without a clash.
+    if (v6_only && a->ai_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) return fd;
     last_errno = errno;
     ::close(fd);
   }
-  if (listen_fd_ < 0) {
-    if (last_errno == EADDRINUSE)
-      throw_error("cannot listen on {}:{}: port {} is already in use", options_.host, options_.port, options_.port);
-    throw_error("cannot listen on {}:{}: {}", options_.host, options_.port, std::strerror(last_errno));
+  if (last_errno == EADDRINUSE) throw_error("cannot listen on {}:{}: port {} is already in use", host, port, port);
+  throw_error("cannot listen on {}:{}: {}", host, port, std::strerror(last_errno));
+}
+
+}  // namespace
+
+int Server::bind() {
+  // "127.0.0.1,::1": a socket on each address, all on one port (port 0: the first one's).
+  std::vector<std::string> hosts;
+  for (size_t begin = 0; begin <= options_.host.size();) {
+    size_t end = options_.host.find(',', begin);
+    if (end == std::string::npos) end = options_.host.size();
+    std::string host = options_.host.substr(begin, end - begin);
+    while (!host.empty() && host.front() == ' ') host.erase(host.begin());
+    while (!host.empty() && host.back() == ' ') host.pop_back();
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (!host.empty()) hosts.push_back(std::move(host));
+    begin = end + 1;
   }
-  sockaddr_storage bound{};
-  socklen_t bound_size = sizeof(bound);
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_size);
-  const int port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                                               : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  if (hosts.empty()) throw_error("cannot listen: no address in '{}'", options_.host);
+  int port = options_.port;
+  for (const std::string& host : hosts) {
+    listen_fds_.push_back(listen_on(host, port, hosts.size() > 1));
+    if (port == 0) {
+      sockaddr_storage bound{};
+      socklen_t bound_size = sizeof(bound);
+      ::getsockname(listen_fds_.back(), reinterpret_cast<sockaddr*>(&bound), &bound_size);
+      port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                         : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    }
+  }
 
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd_ < 0 || wake_fd_ < 0) throw_error("cannot create the server's event loop: {}", std::strerror(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = listen_fd_;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  for (const int fd : listen_fds_) {
+    ev.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
   ev.data.fd = wake_fd_;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   return port;
@@ -170,8 +195,8 @@ void Server::run() {
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
-        accept_all();
+      if (std::find(listen_fds_.begin(), listen_fds_.end(), fd) != listen_fds_.end()) {
+        accept_all(fd);
       } else if (fd == wake_fd_) {
         uint64_t count = 0;
         [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof(count));
@@ -195,9 +220,9 @@ void Server::run() {
   take_returned();
 }
 
-void Server::accept_all() {
+void Server::accept_all(int listen_fd) {
   for (int i = 0; i < 256; ++i) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) {
         if (!evict_one()) return;

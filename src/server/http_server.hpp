@@ -64,7 +64,7 @@ struct Response {
 };
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // comma-separated: a socket on each ("127.0.0.1,::1"), one port
   int port = 8080;  // 0: any free port
   int worker_threads = 8;
   // Open connections at most (0: 4096, or less when the process's file limit is lower). When
@@ -114,7 +114,7 @@ class Server {
   struct Connection;
   using Clock = std::chrono::steady_clock;
 
-  void accept_all();
+  void accept_all(int listen_fd);
   void on_readable(Connection& c);
   void process_input(Connection& c);  // parse what is buffered; may dispatch or close c
   // Each returns true when `c` is still on the loop, ready for its next request.
@@ -134,7 +134,7 @@ class Server {
 
   ServerOptions options_;
   Application app_;
-  int listen_fd_ = -1;
+  std::vector<int> listen_fds_;  // one per address of options_.host
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};

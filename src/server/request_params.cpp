@@ -209,7 +209,7 @@ GenerationParams parse_generation_params(const Json& body, bool chat, const samp
     if (!options->is_object()) throw_bad_request("stream_options", "'stream_options' must be an object");
     p.include_usage = bool_field(*options, "include_usage", false);
   }
-  if (integer_field(body, "n", 1, 1, 128) != 1) throw_bad_request("n", "only n = 1 is supported");
+  p.n = static_cast<int>(integer_field(body, "n", 1, 1, 128));
   if (chat) {
     const bool logprobs = bool_field(body, "logprobs", false);
     const auto top = integer_field(body, "top_logprobs", 0, 0, kMaxTopLogprobs);

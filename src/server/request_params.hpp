@@ -36,6 +36,7 @@ struct GenerationParams {
   bool timings_per_token = false;
   bool return_progress = false;
   std::optional<bool> verbose;
+  int n = 1;  // choices: one job each, from the same prompt, each sampled with its own seed
 };
 
 // The fields chat and text completions share. `chat`: logprobs is a boolean with top_logprobs

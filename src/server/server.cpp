@@ -26,6 +26,7 @@
 #include "server/agent_params.hpp"
 #include "server/anthropic_api.hpp"
 #include "server/api_error.hpp"
+#include "server/build_info.hpp"
 #include "server/chat_page.hpp"
 #include "server/embedding_queue.hpp"
 #include "server/embeddings.hpp"
@@ -96,11 +97,26 @@ bool template_wants_object_arguments(const jinja::ChatTemplate& chat_template) {
 }
 
 
+// --alias a,b: the aliases in sorted order (the first is the model's id, as llama-server's std::set).
+std::vector<std::string> alias_list(const std::string& alias) {
+  std::vector<std::string> aliases;
+  for (size_t begin = 0; begin <= alias.size();) {
+    size_t end = alias.find(',', begin);
+    if (end == std::string::npos) end = alias.size();
+    if (end > begin) aliases.push_back(alias.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  std::sort(aliases.begin(), aliases.end());
+  aliases.erase(std::unique(aliases.begin(), aliases.end()), aliases.end());
+  return aliases;
+}
+
 }  // namespace
 
 void ServerState::load() {
   engine_ = runtime::Engine::load(options_.model_path, options_.engine);
-  model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
+  const auto aliases = alias_list(options_.alias);
+  model_id_ = aliases.empty() ? std::filesystem::path(options_.model_path).filename().string() : aliases.front();
   if (options_.embeddings || !engine_->model().generates_text()) {
     load_embeddings();
     loaded_at_ = static_cast<int64_t>(std::time(nullptr));
@@ -340,6 +356,26 @@ std::vector<TokenId> ServerState::chat_tokens(const ChatInput& input) const {
   return rendering([&] { return chat_->tokens(render_inputs(input), input.continuation); });
 }
 
+Json ServerState::models_json() const {
+  Json model;
+  model["id"] = model_id_;
+  model["aliases"] = alias_list(options_.alias);
+  model["tags"] = options_.tags;
+  model["object"] = "model";
+  model["created"] = loaded_at_;
+  model["owned_by"] = "okapi";
+  model["meta"] = {{"n_vocab", engine_->model().n_vocab()},
+                   {"n_ctx_train", engine_->hparams().n_ctx_train},
+                   {"n_embd", engine_->hparams().n_embd},
+                   {"n_params", engine_->parameter_count()},
+                   {"size", engine_->file_bytes()}};
+  if (embeddings_mode()) {
+    model["meta"]["pooling"] = model::pooling_name(embedder_->pooling());
+    model["meta"]["embedding_dimensions"] = embedder_->width();
+  }
+  return {{"object", "list"}, {"data", Json::array({model})}};
+}
+
 Json ServerState::props() const {
   Json p;
   if (embeddings_mode()) {
@@ -355,16 +391,39 @@ Json ServerState::props() const {
     p["max_input_tokens"] = embedding_limits_.max_input_tokens;
     p["max_inputs_per_request"] = embedding_limits_.max_inputs;
     p["n_ctx"] = embedding_limits_.max_input_tokens;
-    p["build_info"] = "okapi";
+    p["build_info"] = build_info();
+    p["is_sleeping"] = false;
     return p;
   }
   p["embeddings"] = false;
   Json settings;
   const auto& s = options_.sampling;
   settings["n_ctx"] = scheduler_->options().n_ctx_per_slot;
-  settings["params"] = {{"temperature", s.temperature}, {"top_k", s.top_k},         {"top_p", s.top_p},
-                        {"min_p", s.min_p},             {"typical_p", s.typical_p}, {"repeat_penalty", s.repeat_penalty},
-                        {"repeat_last_n", s.repeat_last_n}};
+  // llama-server's names; samplers okapi lacks (DRY, XTC, mirostat, dynamic temperature) read as off.
+  settings["params"] = {{"seed", s.seed},
+                        {"temperature", s.temperature},
+                        {"dynatemp_range", 0.0},
+                        {"dynatemp_exponent", 1.0},
+                        {"top_k", s.top_k},
+                        {"top_p", s.top_p},
+                        {"min_p", s.min_p},
+                        {"top_n_sigma", -1.0},
+                        {"xtc_probability", 0.0},
+                        {"xtc_threshold", 0.1},
+                        {"typical_p", s.typical_p},
+                        {"repeat_last_n", s.repeat_last_n},
+                        {"repeat_penalty", s.repeat_penalty},
+                        {"presence_penalty", s.presence_penalty},
+                        {"frequency_penalty", s.frequency_penalty},
+                        {"dry_multiplier", 0.0},
+                        {"mirostat", 0},
+                        {"n_keep", 0},
+                        {"ignore_eos", false},
+                        {"stream", false},
+                        {"n_probs", 0},
+                        {"min_keep", s.min_keep},
+                        {"reasoning_format", chat::reasoning_format_name(options_.reasoning_format)},
+                        {"samplers", Json::array({"penalties", "top_k", "typ_p", "top_p", "min_p", "temperature"})}};
   p["default_generation_settings"] = std::move(settings);
   p["total_slots"] = options_.n_slots;
   p["model_alias"] = model_id_;
@@ -376,7 +435,11 @@ Json ServerState::props() const {
   p["n_ctx"] = scheduler_->options().n_ctx_per_slot * options_.n_slots;
   p["slot_kv_bytes"] = scheduler_->slot_kv_bytes();
   p["speculative"] = drafters_ ? std::string(drafters_->name()) : std::string("none");
-  p["build_info"] = "okapi";
+  p["endpoint_slots"] = options_.endpoint_slots;
+  p["endpoint_metrics"] = options_.metrics;
+  p["ui"] = options_.ui;
+  p["build_info"] = build_info();
+  p["is_sleeping"] = false;
   return p;
 }
 
@@ -492,7 +555,18 @@ ServerState::StartedGeneration ServerState::start_generation(const Json& body, b
   StartedGeneration started;
   try {
     started.job = scheduler_->submit(std::move(job_request));
+    for (int i = 1; i < params.n; ++i) {
+      // Each choice samples its own stream: seed + i (a random seed draws one per choice).
+      runtime::SequenceRequest again = started.job->request();
+      if (again.sampling.seed != sample::kRandomSeed) {
+        again.sampling.seed += static_cast<uint32_t>(i);
+        if (again.sampling.seed == sample::kRandomSeed) again.sampling.seed = 0;
+      }
+      started.more_jobs.push_back(scheduler_->submit(std::move(again)));
+    }
   } catch (const runtime::QueueFull& e) {
+    if (started.job) started.job->cancel();
+    for (const auto& job : started.more_jobs) job->cancel();
     throw ApiError(503, "unavailable_error", e.what());
   }
   started.plan = std::move(plan);
@@ -529,24 +603,34 @@ void ServerState::cancel_when_cut(Response& res, const StartedGeneration& starte
 
 void ServerState::handle_generation(const Request& req, Response& res, bool chat) {
   StartedGeneration started = start_generation(parse_body(req.body), chat, chat ? "chatcmpl-" : "cmpl-");
-  const auto job = started.job;
   const ResponseHeader header = started.header;
   const GenerationParams& params = started.params;
   const chat::ChatPlan& plan = started.plan;
   // Both kinds are written by a stream provider: between events it returns to the server, which
-  // checks that the client is still there, so a closed connection cancels the job (the releaser).
-  struct Progress {
-    explicit Progress(chat::ParseOptions options) : parser(std::move(options)) {}
+  // checks that the client is still there, so a closed connection cancels the jobs (on_stream_end).
+  // n > 1: a job per choice, their chunks interleaved as they come, each with its index.
+  struct Choice {
+    Choice(std::shared_ptr<runtime::Job> j, const chat::ParseOptions& options) : job(std::move(j)), parser(options) {}
+    std::shared_ptr<runtime::Job> job;
     bool sent_role = false;
-    bool done = false;
+    bool finished = false;
+    const char* finish = nullptr;
+    runtime::StopReason stop = runtime::StopReason::EndOfGeneration;
     std::string text;  // the whole text
     std::vector<TokenLogprob> logprobs;
     size_t text_offset = 0;
     // Chat: the output read as an assistant message (reasoning, content, tool calls) as it streams.
     chat::StreamParser parser;
+  };
+  struct Progress {
+    std::vector<Choice> choices;
+    bool done = false;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   };
-  auto progress = std::make_shared<Progress>(plan.parse);
+  auto progress = std::make_shared<Progress>();
+  progress->choices.reserve(1 + started.more_jobs.size());
+  progress->choices.emplace_back(started.job, plan.parse);
+  for (const auto& job : started.more_jobs) progress->choices.emplace_back(job, plan.parse);
   const bool stream = params.stream;
   const bool include_usage = params.include_usage;
   const bool want_logprobs = params.top_logprobs >= 0;
@@ -554,124 +638,172 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
   // llama-server's __verbose debug object: the prompt as text, the output, the stop.
   std::shared_ptr<const std::string> verbose_prompt;
   if (params.verbose.value_or(options_.verbose))
-    verbose_prompt = std::make_shared<const std::string>(engine_->tokenizer().decode(job->request().prompt, true));
-  auto provider = [job, header, progress, chat, stream, include_usage, want_logprobs, timings_per_token,
-                   verbose_prompt](http::StreamSink& sink) {
+    verbose_prompt =
+        std::make_shared<const std::string>(engine_->tokenizer().decode(started.job->request().prompt, true));
+  // The choices' usage together: the prompt once, every choice's completion tokens.
+  const auto all_stats = [progress] {
+    runtime::GenerationStats stats = progress->choices.front().job->stats();
+    for (size_t i = 1; i < progress->choices.size(); ++i)
+      stats.generated_tokens += progress->choices[i].job->stats().generated_tokens;
+    return stats;
+  };
+  const auto with_index = [](Json j, size_t index) {
+    if (j.contains("choices") && !j["choices"].empty()) j["choices"][0]["index"] = index;
+    return j;
+  };
+  auto provider = [header, progress, chat, stream, include_usage, want_logprobs, all_stats, with_index,
+                   timings_per_token, verbose_prompt](http::StreamSink& sink) {
     if (progress->done) return true;
     const auto write = [&](const Json& j) {
       const std::string line = "data: " + to_text(j) + "\n\n";
       return sink.write(line);
     };
-    if (stream && chat && !progress->sent_role) {
-      // The first chunk names the role, with null content (as OpenAI and llama-server), before any text.
-      progress->sent_role = true;
-      if (!write(chat_chunk(header, {{"role", "assistant"}, {"content", nullptr}}, Json(), nullptr))) return false;
-    }
-    std::vector<runtime::SequenceEvent> events;
-    job->take_events(events, std::chrono::milliseconds(100));
-    const auto add_verbose = [&](Json& body_json, const runtime::StopReason stop) {
-      if (verbose_prompt) body_json["__verbose"] = verbose_json(*verbose_prompt, progress->text, stop, job->stats(), header.model);
-    };
-    for (auto& event : events) {
-      if (event.prompt_done >= 0) {
-        // return_progress: the prompt's progress, in a chunk of its own (llama-server's shape).
-        if (!stream) continue;
-        Json chunk = chat ? chat_chunk(header, {{"role", "assistant"}, {"content", nullptr}}, Json(), nullptr)
-                          : completion_chunk(header, "", Json(), nullptr);
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - progress->started).count();
-        chunk["prompt_progress"] = prompt_progress_json(event, job->stats().cached_tokens, elapsed);
-        if (!write(chunk)) return false;
-        continue;
-      }
-      const char* finish = nullptr;
-      if (event.stop) {
-        if (*event.stop == runtime::StopReason::Error) {
-          const Json error = error_body(500, "server_error", client_message(Error(event.error, event.error_setting)));
-          if (stream) {
-            write(error);
-          } else {
-            const std::string text = to_text(error);
-            sink.write(text);
-          }
-          progress->done = true;
-          sink.done();
-          return true;
-        }
-        finish = finish_reason_name(*event.stop);
-      }
-      progress->text += event.text;
-      if (!stream) {
-        for (auto& lp : event.logprobs) progress->logprobs.push_back(std::move(lp));
-        if (event.stop) {
-          const runtime::GenerationStats stats = job->stats();
-          Json logprobs;
-          if (want_logprobs)
-            logprobs = chat ? chat_logprobs_json(progress->logprobs) : completion_logprobs_json(progress->logprobs, 0);
-          Json body_json;
-          if (chat) {
-            progress->parser.push(progress->text);
-            progress->parser.finish();
-            const chat::ChatMessage& message = progress->parser.message();
-            if (!message.tool_calls.empty() && std::string_view(finish) == "stop") finish = "tool_calls";
-            body_json = chat_response(header, message.to_json(), logprobs, finish, stats);
-          } else {
-            body_json = completion_response(header, progress->text, logprobs, finish, stats);
-          }
-          add_verbose(body_json, *event.stop);
-          const std::string text = to_text(body_json);
-          if (!sink.write(text)) return false;
-          progress->done = true;
-          sink.done();
-        }
-        continue;
-      }
-      Json logprobs;
-      if (want_logprobs && !event.logprobs.empty()) {
-        logprobs = chat ? chat_logprobs_json(event.logprobs) : completion_logprobs_json(event.logprobs, progress->text_offset);
-      }
-      progress->text_offset += event.text.size();
-      // timings_per_token: every chunk with text carries the timings so far.
-      const auto with_timings = [&](Json chunk) {
-        if (timings_per_token) chunk["timings"] = timings_json(job->stats());
-        return chunk;
-      };
-      if (chat) {
-        std::vector<Json> deltas = progress->parser.push(event.text);
-        if (finish) {
-          for (auto& d : progress->parser.finish()) deltas.push_back(std::move(d));
-          if (!progress->parser.message().tool_calls.empty() && std::string_view(finish) == "stop") finish = "tool_calls";
-        }
-        if (deltas.empty() && !logprobs.is_null()) deltas.push_back(Json::object());
-        for (size_t i = 0; i < deltas.size(); ++i)
-          if (!write(with_timings(chat_chunk(header, deltas[i], i == 0 ? logprobs : Json(), nullptr)))) return false;
-        if (finish) {
-          Json last = chat_chunk(header, Json::object(), Json(), finish);
-          last["timings"] = timings_json(job->stats());
-          add_verbose(last, *event.stop);
-          if (!write(last)) return false;
-        }
+    const auto fail = [&](const runtime::SequenceEvent& event) {
+      const Json error = error_body(500, "server_error", client_message(Error(event.error, event.error_setting)));
+      if (stream) {
+        write(error);
       } else {
-        if (!event.text.empty() || !logprobs.is_null())
-          if (!write(with_timings(completion_chunk(header, event.text, logprobs, nullptr)))) return false;
-        if (finish) {
-          Json last = completion_chunk(header, "", Json(), finish);
-          last["timings"] = timings_json(job->stats());
-          add_verbose(last, *event.stop);
-          if (!write(last)) return false;
-        }
+        const std::string text = to_text(error);
+        sink.write(text);
       }
-      if (finish) {
-        if (include_usage && !write(usage_chunk(header, chat, job->stats()))) return false;
-        static const std::string kDone = "data: [DONE]\n\n";
-        if (!sink.write(kDone)) return false;
-        progress->done = true;
-        sink.done();
+      for (auto& c : progress->choices) c.job->cancel();
+      progress->done = true;
+      sink.done();
+    };
+    std::vector<runtime::SequenceEvent> events;
+    bool waited = false;
+    for (size_t index = 0; index < progress->choices.size(); ++index) {
+      Choice& choice = progress->choices[index];
+      if (choice.finished) continue;
+      events.clear();
+      // One choice is waited for (the first unfinished), the others only looked at.
+      choice.job->take_events(events, std::chrono::milliseconds(waited ? 0 : 100));
+      waited = true;
+      const auto& job = choice.job;
+      const auto add_verbose = [&](Json& body_json, const runtime::StopReason stop) {
+        if (verbose_prompt) body_json["__verbose"] = verbose_json(*verbose_prompt, choice.text, stop, job->stats(), header.model);
+      };
+      if (stream && chat && !choice.sent_role) {
+        // The first chunk names the role, with null content (as OpenAI and llama-server), before any text.
+        choice.sent_role = true;
+        if (!write(with_index(chat_chunk(header, {{"role", "assistant"}, {"content", nullptr}}, Json(), nullptr), index)))
+          return false;
+      }
+      for (auto& event : events) {
+        if (event.prompt_done >= 0) {
+          // return_progress: the prompt's progress, in a chunk of its own (llama-server's shape).
+          if (!stream) continue;
+          Json chunk = chat ? chat_chunk(header, {{"role", "assistant"}, {"content", nullptr}}, Json(), nullptr)
+                            : completion_chunk(header, "", Json(), nullptr);
+          const double elapsed =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - progress->started).count();
+          chunk["prompt_progress"] = prompt_progress_json(event, job->stats().cached_tokens, elapsed);
+          if (!write(with_index(std::move(chunk), index))) return false;
+          continue;
+        }
+        const char* finish = nullptr;
+        if (event.stop) {
+          if (*event.stop == runtime::StopReason::Error) {
+            fail(event);
+            return true;
+          }
+          finish = finish_reason_name(*event.stop);
+        }
+        choice.text += event.text;
+        if (!stream) {
+          for (auto& lp : event.logprobs) choice.logprobs.push_back(std::move(lp));
+          if (event.stop) {
+            choice.finished = true;
+            choice.finish = finish;
+            choice.stop = *event.stop;
+          }
+          continue;
+        }
+        Json logprobs;
+        if (want_logprobs && !event.logprobs.empty()) {
+          logprobs = chat ? chat_logprobs_json(event.logprobs) : completion_logprobs_json(event.logprobs, choice.text_offset);
+        }
+        choice.text_offset += event.text.size();
+        // timings_per_token: every chunk with text carries the timings so far.
+        const auto with_timings = [&](Json chunk) {
+          if (timings_per_token) chunk["timings"] = timings_json(job->stats());
+          return chunk;
+        };
+        if (chat) {
+          std::vector<Json> deltas = choice.parser.push(event.text);
+          if (finish) {
+            for (auto& d : choice.parser.finish()) deltas.push_back(std::move(d));
+            if (!choice.parser.message().tool_calls.empty() && std::string_view(finish) == "stop") finish = "tool_calls";
+          }
+          if (deltas.empty() && !logprobs.is_null()) deltas.push_back(Json::object());
+          for (size_t i = 0; i < deltas.size(); ++i)
+            if (!write(with_index(with_timings(chat_chunk(header, deltas[i], i == 0 ? logprobs : Json(), nullptr)), index)))
+              return false;
+          if (finish) {
+            Json last = with_index(chat_chunk(header, Json::object(), Json(), finish), index);
+            last["timings"] = timings_json(job->stats());
+            add_verbose(last, *event.stop);
+            if (!write(last)) return false;
+          }
+        } else {
+          if (!event.text.empty() || !logprobs.is_null())
+            if (!write(with_index(with_timings(completion_chunk(header, event.text, logprobs, nullptr)), index))) return false;
+          if (finish) {
+            Json last = with_index(completion_chunk(header, "", Json(), finish), index);
+            last["timings"] = timings_json(job->stats());
+            add_verbose(last, *event.stop);
+            if (!write(last)) return false;
+          }
+        }
+        if (finish) choice.finished = true;
       }
     }
+    for (const auto& c : progress->choices)
+      if (!c.finished) return true;
+    // Every choice has ended.
+    if (stream) {
+      if (include_usage && !write(usage_chunk(header, chat, all_stats()))) return false;
+      static const std::string kDone = "data: [DONE]\n\n";
+      if (!sink.write(kDone)) return false;
+    } else {
+      Json body_json;
+      for (size_t index = 0; index < progress->choices.size(); ++index) {
+        Choice& c = progress->choices[index];
+        const runtime::GenerationStats stats = c.job->stats();
+        Json logprobs;
+        if (want_logprobs) logprobs = chat ? chat_logprobs_json(c.logprobs) : completion_logprobs_json(c.logprobs, 0);
+        const char* finish = c.finish;
+        Json one;
+        if (chat) {
+          c.parser.push(c.text);
+          c.parser.finish();
+          const chat::ChatMessage& message = c.parser.message();
+          if (!message.tool_calls.empty() && std::string_view(finish) == "stop") finish = "tool_calls";
+          one = chat_response(header, message.to_json(), logprobs, finish, stats);
+        } else {
+          one = completion_response(header, c.text, logprobs, finish, stats);
+        }
+        if (verbose_prompt && index == 0)
+          one["__verbose"] = verbose_json(*verbose_prompt, c.text, c.stop, stats, header.model);
+        if (index == 0) {
+          body_json = std::move(one);
+        } else {
+          body_json["choices"].push_back(with_index(std::move(one), index)["choices"][0]);
+        }
+      }
+      if (progress->choices.size() > 1) body_json["usage"] = usage_json(all_stats());
+      const std::string text = to_text(body_json);
+      if (!sink.write(text)) return false;
+    }
+    progress->done = true;
+    sink.done();
     return true;
   };
-  // A stream that ends early (client gone, server stopping) cancels the job.
-  cancel_when_cut(res, started);
+  // A stream that ends early (client gone, server stopping) cancels the jobs.
+  res.on_stream_end = [progress, in_flight = started.in_flight](bool completed) {
+    if (!completed)
+      for (auto& c : progress->choices) c.job->cancel();
+  };
   res.status = 200;
   res.stream = std::move(provider);
   if (stream) {
@@ -734,7 +866,7 @@ void send_error_for(const Request& req, Response& res, const ApiError& e) {
 
 }  // namespace
 
-void ServerState::dispatch(const Request& req, Response& res) const {
+void ServerState::dispatch(const Request& req, Response& res) {
   apply_cors(req, res);
   if (req.method == "OPTIONS") {
     res.status = 204;
@@ -749,7 +881,9 @@ void ServerState::dispatch(const Request& req, Response& res) const {
     const Route* route = nullptr;
     bool path_known = false;
     for (const auto& r : routes_) {
-      if (r.path != req.path) continue;
+      const bool prefix = !r.path.empty() && r.path.back() == '*';
+      if (prefix ? !req.path.starts_with(std::string_view(r.path).substr(0, r.path.size() - 1)) : r.path != req.path)
+        continue;
       path_known = true;
       if (r.method == req.method || (r.method == "GET" && req.method == "HEAD")) route = &r;
     }
@@ -759,11 +893,13 @@ void ServerState::dispatch(const Request& req, Response& res) const {
     }
     // A web page may POST text/plain or a form to any origin without asking (no CORS preflight):
     // only a JSON body, which a browser sends cross-origin only after the preflight, is taken.
-    if (req.method == "POST" && media_type(req.header("content-type")) != "application/json")
+    // An empty body without a Content-Type (POST /slots/0?action=erase) carries nothing to forge.
+    const bool no_body = req.body.empty() && !req.has_header("content-type");
+    if (req.method == "POST" && !no_body && media_type(req.header("content-type")) != "application/json")
       throw ApiError(415, "invalid_request_error",
                      fmt::format("the request body must be JSON sent with 'Content-Type: application/json', got '{}'",
                                  req.header("content-type")));
-    route->handler(req, res);
+    run_route(*route, req, res);
   } catch (const ApiError& e) {
     send_error_for(req, res, e);
   } catch (const Error& e) {  // a library error: the server's fault, with the server flag it blames
@@ -776,29 +912,16 @@ void ServerState::build_routes() {
   add_cors_proxy_routes();
   add_route("GET", "/health", [this](const Request&, Response& res) { health(res); });
   add_route("GET", "/v1/health", [this](const Request&, Response& res) { health(res); });
-  add_route("GET", "/", [](const Request&, Response& res) {
+  add_route("GET", "/", [this](const Request&, Response& res) {
+    if (!options_.ui) throw ApiError(404, "not_found_error", "the chat page is off (--no-ui)");
     res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
-  });
+  }, false);
 
   const auto models = [this](const Request&, Response& res) {
-    Json model;
-    model["id"] = model_id_;
-    model["object"] = "model";
-    model["created"] = loaded_at_;
-    model["owned_by"] = "okapi";
-    model["meta"] = {{"n_vocab", engine_->model().n_vocab()},
-                     {"n_ctx_train", engine_->hparams().n_ctx_train},
-                     {"n_embd", engine_->hparams().n_embd},
-                     {"n_params", engine_->parameter_count()},
-                     {"size", engine_->file_bytes()}};
-    if (embeddings_mode()) {
-      model["meta"]["pooling"] = model::pooling_name(embedder_->pooling());
-      model["meta"]["embedding_dimensions"] = embedder_->width();
-    }
-    send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
+    send_json(res, 200, sleeping() ? asleep_models_ : models_json());
   };
-  add_route("GET", "/v1/models", models);
-  add_route("GET", "/models", models);
+  add_route("GET", "/v1/models", models, false);
+  add_route("GET", "/models", models, false);
 
   const auto chat = [this](const Request& req, Response& res) { handle_generation(req, res, true); };
   const auto completions = [this](const Request& req, Response& res) { handle_generation(req, res, false); };
@@ -852,18 +975,20 @@ void ServerState::build_routes() {
     send_json(res, 200, {{"prompt", render_chat(chat_input(body, agent))}});
   });
   add_anthropic_routes();
-  add_route("GET", "/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
-  add_route("GET", "/slots", [this](const Request&, Response& res) {
-    // Embeddings mode has no slots: every request's inputs share the passes.
-    send_json(res, 200, embeddings_mode() ? Json::array() : scheduler_->slots_json());
-  });
+  add_route("GET", "/props", [this](const Request&, Response& res) {
+    send_json(res, 200, sleeping() ? asleep_props_ : props());
+  }, false);
+  add_slot_routes();
   add_route("GET", "/metrics", [this](const Request&, Response& res) {
     if (!options_.metrics)
       throw ApiError(501, "not_supported_error", "metrics are off: start the server with --metrics");
-    res.set_content(embeddings_mode() ? prometheus_embedding_text(embedding_queue_->counters())
-                                      : prometheus_text(scheduler_->counters(), options_.n_slots),
-                    "text/plain; version=0.0.4");
-  });
+    res.set_content(sleeping() ? asleep_metrics_ : metrics_text(), "text/plain; version=0.0.4");
+  }, false);
+}
+
+std::string ServerState::metrics_text() const {
+  return embeddings_mode() ? prometheus_embedding_text(embedding_queue_->counters())
+                           : prometheus_text(scheduler_->counters(), options_.n_slots);
 }
 
 int serve(const ServeOptions& options) {
@@ -899,7 +1024,15 @@ int serve(const ServeOptions& options) {
   http::Server http(http_options, std::move(app));
   const int port = http.bind();
   std::thread listener([&http] { http.run(); });
-  std::fprintf(stderr, "okapi: listening on http://%s:%d\n", options.host.c_str(), port);
+  // A line per address (--host 127.0.0.1,::1), IPv6 ones in brackets as a URL writes them.
+  for (size_t begin = 0; begin <= options.host.size();) {
+    size_t end = options.host.find(',', begin);
+    if (end == std::string::npos) end = options.host.size();
+    const std::string host = options.host.substr(begin, end - begin);
+    const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+    if (!host.empty()) std::fprintf(stderr, "okapi: listening on http://%s%s%s:%d\n", v6 ? "[" : "", host.c_str(), v6 ? "]" : "", port);
+    begin = end + 1;
+  }
   if (options.on_listening) options.on_listening(port);
 
   const auto stop_http = [&] {
@@ -913,6 +1046,7 @@ int serve(const ServeOptions& options) {
     throw;
   }
   std::fprintf(stderr, "okapi: model loaded, serving %s\n", state.serving().c_str());
+  state.start_sleep_watch();
 
   while (g_signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Drain: /health says 503, new generations are refused, those in flight finish (a second signal
@@ -922,6 +1056,7 @@ int serve(const ServeOptions& options) {
   state.start_draining();
   while (state.in_flight() > 0 && g_signals.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   stop_http();
+  state.stop_sleep_watch();
   state.unload();
   std::fprintf(stderr, "okapi: stopped\n");
   return 0;

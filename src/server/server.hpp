@@ -22,7 +22,7 @@ namespace okapi::server {
 
 struct ServeOptions {
   std::string model_path;
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // comma-separated: listen on each (127.0.0.1,::1)
   int port = 8080;  // 0: any free port (tests; the port is printed and given to on_listening)
   int n_slots = 1;
   int64_t n_ctx = runtime::kContextNotGiven;  // all slots together, as llama-server's -c
@@ -32,8 +32,20 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::vector<std::string> cors_origins;  // "*" allows any origin; empty: no CORS headers
   bool metrics = false;
-  bool verbose = false;  // completions carry __verbose (the prompt as text, ...) unless a request says otherwise
-  std::string alias;  // the model id clients see (default: the file name)
+  // The model id clients see (default: the file name); comma-separated aliases: the first in
+  // sorted order is the id, all are /v1/models' "aliases" (as llama-server's --alias).
+  std::string alias;
+  std::vector<std::string> tags;  // --tags: /v1/models' "tags"
+  bool ui = true;                 // the chat page at / (--no-ui: 404)
+  bool endpoint_slots = true;     // GET /slots (--no-slots: 501)
+  // POST /slots/{id}?action=save|restore under this folder (empty: 501, as llama-server).
+  std::string slot_save_path;
+  // After this many seconds without a request that needs the model, unload it (free its memory)
+  // until the next one (< 0: never).
+  int64_t sleep_idle_seconds = -1;
+  // --verbose: log each request on stderr, and completions carry llama-server's __verbose (the
+  // prompt as text, ...) unless a request says otherwise.
+  bool verbose = false;
   std::string chat_template_file;
   // Where reasoning goes (--reasoning-format), its token budget (-1: none; 0: thinking off) and the
   // message forced before the end marker when the budget runs out.

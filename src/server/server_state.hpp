@@ -8,7 +8,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chat/chat_format.hpp"
@@ -42,6 +44,9 @@ const char* status_type(int status);
 class ServerState {
  public:
   explicit ServerState(const ServeOptions& options) : options_(options) {}
+  ~ServerState() { stop_sleep_watch(); }
+  ServerState(const ServerState&) = delete;
+  ServerState& operator=(const ServerState&) = delete;
 
   // Loads the model and builds the scheduler (or the embedder); /health says 200 after.
   void load();
@@ -65,8 +70,14 @@ class ServerState {
   }
 
   void build_routes();
-  // Every request but /health: CORS, API key, loading, routing, Content-Type, errors.
-  void dispatch(const Request& req, Response& res) const;
+  // Every request but /health: CORS, API key, loading, routing, Content-Type, errors; wakes a
+  // sleeping model for a route that needs it (slots_api.cpp).
+  void dispatch(const Request& req, Response& res);
+  // --sleep-idle-seconds: a thread that unloads the model after that long without a request that
+  // needs it (started after load(), stopped before unload()).
+  void start_sleep_watch();
+  void stop_sleep_watch();
+  bool sleeping() const { return sleeping_.load(); }
   // /health on the event loop, so that it answers even when every worker is busy.
   bool answer_on_loop(const Request& req, Response& res) const;
 
@@ -96,6 +107,8 @@ class ServerState {
   // and writes the job's events in its own shapes. Throws ApiError for the request's faults.
   struct StartedGeneration {
     std::shared_ptr<runtime::Job> job;
+    // n > 1: the other choices' jobs (the same prompt; choice i samples with seed + i).
+    std::vector<std::shared_ptr<runtime::Job>> more_jobs;
     chat::ChatPlan plan;  // chat: how the output reads as a message (reasoning, tool calls)
     GenerationParams params;
     ResponseHeader header;  // id prefix from `id_prefix`
@@ -132,6 +145,13 @@ class ServerState {
   // Its tokens: control tokens only from the template's own text (unless allow_special_in_content).
   std::vector<TokenId> chat_tokens(const ChatInput& input) const;
   Json props() const;
+  Json models_json() const;
+  // /slots and POST /slots/{id}?action=save|restore|erase (slots_api.cpp).
+  void add_slot_routes();
+  void handle_slots(const Request& req, Response& res);
+  void handle_slot_action(const Request& req, Response& res);
+  // /metrics' text (while the model sleeps, the snapshot taken on falling asleep is answered).
+  std::string metrics_text() const;
   // The plan of a request's tools, constraint and reasoning; fills `job`'s constraint, reasoning,
   // preserved tokens and stops. `rendered`: the chat prompt (empty for text completions).
   chat::ChatPlan plan_request(const AgentParams& agent, bool chat, const std::string& rendered,
@@ -163,13 +183,33 @@ class ServerState {
 
   struct Route {
     std::string method;
-    std::string path;
+    std::string path;  // a path ending in '*' matches every path that starts with what precedes it
     std::function<void(const Request&, Response&)> handler;
+    // The handler uses the model: a sleeping model is loaded first. Routes that answer from
+    // what the server remembers (/props, /v1/models, /metrics) do not wake it.
+    bool wakes = true;
   };
   std::vector<Route> routes_;
-  void add_route(std::string method, std::string path, std::function<void(const Request&, Response&)> handler) {
-    routes_.push_back({std::move(method), std::move(path), std::move(handler)});
+  void add_route(std::string method, std::string path, std::function<void(const Request&, Response&)> handler,
+                 bool wakes = true) {
+    routes_.push_back({std::move(method), std::move(path), std::move(handler), wakes});
   }
+
+  // Sleep (--sleep-idle-seconds). Every routed request holds model_mutex_ shared while its
+  // handler runs (a stream's InFlight keeps the model awake after); falling asleep and waking
+  // take it exclusively, so no handler sees the model half loaded.
+  std::shared_mutex model_mutex_;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<int64_t> handlers_running_{0};
+  std::atomic<int64_t> last_activity_ms_{0};  // steady clock, when a handler last ended
+  Json asleep_props_, asleep_models_;  // answered while asleep (under model_mutex_)
+  std::string asleep_metrics_;
+  std::thread sleep_watch_;
+  std::atomic<bool> sleep_watch_stop_{false};
+  // Runs a route's handler holding model_mutex_ shared (waking the model first when it wakes it).
+  void run_route(const Route& route, const Request& req, Response& res);
+  void fall_asleep();  // under model_mutex_, exclusively
+  void wake_up();      // ... and back
   void health(Response& res) const;
   // Opt-in host tools: /tools (tools_builtin.cpp: --tools, MCP servers) and /cors-proxy
   // (cors_proxy.cpp: --ui-mcp-proxy); 403 without their flags.

@@ -95,7 +95,8 @@ describe('malformed requests', () => {
       [{ ...hello, stream: 'yes' }, 'stream'],
       [{ ...hello, stop: 5 }, 'stop'],
       [{ ...hello, seed: 'abc' }, 'seed'],
-      [{ ...hello, n: 2 }, 'n'],
+      [{ ...hello, n: 0 }, 'n'],
+      [{ ...hello, n: 129 }, 'n'],
     ];
     for (const [body, param] of cases) {
       const res = await post(base, CHAT, body);
@@ -112,8 +113,8 @@ describe('malformed requests', () => {
     assert.equal(errorOf(badPrompt).param, 'prompt');
   });
 
-  test('n = 2 -> 400', async () => {
-    const res = await post(base, '/v1/completions', { prompt: 'a', n: 2, max_tokens: 2 });
+  test('n beyond 128 -> 400', async () => {
+    const res = await post(base, '/v1/completions', { prompt: 'a', n: 129, max_tokens: 2 });
     assert.equal(res.status, 400);
     assert.equal(errorOf(res).param, 'n');
   });

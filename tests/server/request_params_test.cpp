@@ -58,7 +58,9 @@ TEST(RequestParams, WrongTypesNameTheField) {
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "stream": "yes"})"), std::make_pair(400, std::string("stream")));
   EXPECT_EQ(error_of("{" + ok_messages + ", \"stop\": \"" + std::string(300, 'x') + "\"}"),
             std::make_pair(400, std::string("stop")));
-  EXPECT_EQ(error_of("{" + ok_messages + R"(, "n": 2})"), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(error_of("{" + ok_messages + R"(, "n": 0})"), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(error_of("{" + ok_messages + R"(, "n": 129})"), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(error_of("{" + ok_messages + R"(, "n": "2"})"), std::make_pair(400, std::string("n")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "max_tokens": 0})"), std::make_pair(400, std::string("max_tokens")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "seed": 1.5})"), std::make_pair(400, std::string("seed")));
   EXPECT_EQ(error_of("{" + ok_messages + R"(, "top_logprobs": 3})"),
@@ -92,6 +94,11 @@ TEST(RequestParams, UnknownFieldsAreIgnoredAndValuesRead) {
   EXPECT_EQ(in.messages[0]["content"], "a\nb");
   EXPECT_TRUE(in.add_generation_prompt);
   EXPECT_TRUE(in.tools.is_null());
+}
+
+TEST(RequestParams, NIsTheNumberOfChoices) {
+  EXPECT_EQ(parse_generation_params(parse_body(R"({"prompt": "x"})"), false, {}).n, 1);
+  EXPECT_EQ(parse_generation_params(parse_body(R"({"prompt": "x", "n": 3})"), false, {}).n, 3);
 }
 
 TEST(RequestParams, CompletionsLogprobsIsACount) {

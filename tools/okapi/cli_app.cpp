@@ -28,6 +28,8 @@ std::string llama_style_flag(const std::string& arg) {
   if (arg == "-md") return "--draft-model";
   if (arg == "-np") return "--parallel";
   if (arg == "-ub") return "--ubatch-size";
+  if (arg == "-cb") return "--cont-batching";
+  if (arg == "-kvu") return "--kv-unified";
   return arg;
 }
 

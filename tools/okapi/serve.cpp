@@ -13,6 +13,7 @@
 // Without -m, with --models-dir, --models-preset, --models-max or --[no-]models-autoload, it is a
 // router (server/router.hpp) serving every model found, each in a child `okapi serve` that gets
 // the flags given here; without -m and without those, it serves the bundled stories260K.
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,9 @@ struct ServeArgs {
   std::string models_preset;
   int models_max = 4;
   bool models_autoload = true;
+  std::string tags;
+  bool no_effect = false;  // llama-server flags accepted for compatibility, with nothing to do here
+  int64_t cache_ram_mib = 0;
 };
 
 // One key a line; blank lines and lines starting with # are skipped.
@@ -142,6 +146,12 @@ int serve(ServeArgs args) {
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
   o.cors_origins = split_list(args.cors_origins);
+  o.tags = split_list(args.tags);
+  if (!o.slot_save_path.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.slot_save_path, ec))
+      throw_usage_error("--slot-save-path {}: not a folder", o.slot_save_path);
+  }
   if (args.seed >= 0) o.sampling.seed = static_cast<uint32_t>(args.seed);
   o.sampling.validate();
   o.max_queue = static_cast<size_t>(args.max_queue);
@@ -197,8 +207,8 @@ void register_serve(CLI::App& app, VerbResult& result) {
                   "comma-separated origins allowed to call the API from a browser (* for any)");
   cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
   cmd->add_flag("--verbose,-v", o.verbose,
-                "add llama-server's __verbose debug object (the prompt as text, ...) to every completion; a "
-                "request's \"verbose\" overrides it");
+                "log each request (method, path, status, time) on stderr and add llama-server's __verbose debug "
+                "object (the prompt as text, ...) to every completion; a request's \"verbose\" overrides it");
   cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
@@ -258,6 +268,27 @@ void register_serve(CLI::App& app, VerbResult& result) {
       ->check(non_empty());
   cmd->add_flag("--ui-mcp-proxy", o.ui_mcp_proxy,
                 "serve /cors-proxy?url=URL, which fetches any http:// URL this server can reach for the caller");
+  cmd->add_option("--tags", args->tags, "comma-separated tags /v1/models lists for the model");
+  cmd->add_flag("!--no-ui", o.ui, "no chat page: GET / answers 404");
+  cmd->add_flag("--slots,!--no-slots", o.endpoint_slots, "GET /slots: the slots' state (default on; --no-slots: 501)");
+  cmd->add_option("--slot-save-path", o.slot_save_path,
+                  "folder of slot files: POST /slots/ID?action=save|restore with {\"filename\": NAME} saves a slot's "
+                  "tokens and KV cache there and restores them (f32/f16 caches)")
+      ->check(non_empty());
+  cmd->add_option("--sleep-idle-seconds", o.sleep_idle_seconds,
+                  "unload the model after this many seconds without a request that needs it; the next one loads it "
+                  "again (-1: never)")
+      ->capture_default_str()
+      ->check(in_range(-1, 2147483647.0));
+  // llama-server's flags with nothing to do here: accepted so its command lines work unchanged.
+  cmd->add_flag("--cont-batching", args->no_effect, "(no effect: okapi always batches the slots together; also -cb)");
+  cmd->add_flag("--no-mmproj", args->no_effect, "(no effect: okapi serves no multimodal projector)");
+  cmd->add_flag("--offline", args->no_effect, "(no effect: okapi serve never downloads)");
+  cmd->add_flag("--no-cache-idle-slots", args->no_effect,
+                "(no effect: idle slots keep their prompt's KV cache for the next request with the same prefix)");
+  cmd->add_option("--cache-ram", args->cache_ram_mib,
+                  "(no effect: okapi keeps no prompt cache beyond the slots' own KV caches; MiB, -1 no limit)")
+      ->check(in_range(-1, 2147483647.0));
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
