@@ -116,7 +116,8 @@ GenerationParams parse_generation_params(const Json& body, bool chat, const samp
   const int64_t seed = integer_field(body, "seed", -1, std::numeric_limits<int64_t>::min(),
                                      std::numeric_limits<int64_t>::max());
   // OpenAI seeds are any integer; the sampler's RNG takes 32 bits (-1: a random seed, as llama.cpp).
-  s.seed = seed == -1 ? sample::kRandomSeed : static_cast<uint32_t>(static_cast<uint64_t>(seed) & 0xFFFFFFFFu);
+  // Absent: the server's default (-s), as llama-server.
+  if (field(body, "seed")) s.seed = seed == -1 ? sample::kRandomSeed : static_cast<uint32_t>(static_cast<uint64_t>(seed) & 0xFFFFFFFFu);
   try {
     s.validate();
   } catch (const std::exception& e) {

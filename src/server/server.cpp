@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <malloc.h>
 #include <filesystem>
@@ -447,11 +448,15 @@ chat::ChatPlan ServerState::plan_request(const AgentParams& agent, bool chat, co
   return plan;
 }
 
-ServerState::StartedGeneration ServerState::start_generation(const Json& body, bool chat, const std::string& id_prefix) {
+ServerState::StartedGeneration ServerState::start_generation(const Json& body, bool chat, const std::string& id_prefix,
+                                                             const std::function<void(runtime::SequenceRequest&)>& adjust) {
   if (embeddings_mode()) refuse_generation();
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
   const size_t body_bytes = body.is_object() && body.contains("messages") ? to_text(body["messages"]).size() : 0;
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
+  // -n: the default limit, and the most a request may ask for (as llama-server's slot limit).
+  if (options_.n_predict >= 0 && (params.max_tokens < 0 || params.max_tokens > options_.n_predict))
+    params.max_tokens = options_.n_predict;
   const AgentParams agent = parse_agent_params(body, chat, options_.reasoning_format);
   runtime::SequenceRequest job_request;
   job_request.stop = params.stop;
@@ -493,6 +498,10 @@ ServerState::StartedGeneration ServerState::start_generation(const Json& body, b
   job_request.max_tokens = params.max_tokens;
   job_request.top_logprobs = params.top_logprobs;
   job_request.ignore_eos = params.ignore_eos;
+  job_request.context_shift = options_.context_shift;
+  // llama-server keeps n_keep (0) tokens plus the BOS it added.
+  job_request.shift_keep = engine_->tokenizer().vocab().add_bos ? 1 : 0;
+  if (adjust) adjust(job_request);
   StartedGeneration started;
   try {
     started.job = scheduler_->submit(std::move(job_request));
@@ -759,7 +768,6 @@ void ServerState::build_routes() {
   add_route("POST", "/v1/chat/completions", chat);
   add_route("POST", "/chat/completions", chat);
   add_route("POST", "/v1/completions", completions);
-  add_route("POST", "/completions", completions);
 
   const auto embeddings_native = [this](const Request& req, Response& res) { handle_embeddings(req, res, false); };
   add_route("POST", "/v1/embeddings", [this](const Request& req, Response& res) { handle_embeddings(req, res, true); });
@@ -804,6 +812,7 @@ void ServerState::build_routes() {
     const AgentParams agent = parse_agent_params(body, true, options_.reasoning_format);
     send_json(res, 200, {{"prompt", render_chat(chat_input(body, agent))}});
   });
+  add_native_routes();
   add_route("GET", "/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
   add_route("GET", "/slots", [this](const Request&, Response& res) {
     // Embeddings mode has no slots: every request's inputs share the passes.
@@ -812,9 +821,8 @@ void ServerState::build_routes() {
   add_route("GET", "/metrics", [this](const Request&, Response& res) {
     if (!options_.metrics)
       throw ApiError(501, "not_supported_error", "metrics are off: start the server with --metrics");
-    res.set_content(embeddings_mode() ? prometheus_embedding_text(embedding_queue_->counters())
-                                      : prometheus_text(scheduler_->counters(), options_.n_slots),
-                    "text/plain; version=0.0.4");
+    res.set_header("Process-Start-Time-Unix", std::to_string(process_started_at_));
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
   });
 }
 
@@ -833,6 +841,9 @@ int serve(const ServeOptions& options) {
   http::ServerOptions http_options;
   http_options.host = options.host;
   http_options.port = options.port;
+  // Vertex AI tells a prediction container its port (AIP_HTTP_PORT), as llama-server reads it.
+  if (const char* mode = std::getenv("AIP_MODE"); mode && std::string_view(mode) == "PREDICTION")
+    if (const char* port = std::getenv("AIP_HTTP_PORT"); port && *port) http_options.port = std::atoi(port);
   // Workers hold only requests received whole: every slot and queued request, and a few for the
   // quick endpoints.
   http_options.worker_threads = options.http_threads > 0

@@ -5,8 +5,10 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,7 +99,10 @@ class ServerState {
     bool chat = false;
     std::shared_ptr<InFlight> in_flight;  // held until the response is written
   };
-  StartedGeneration start_generation(const Json& body, bool chat, const std::string& id_prefix);
+  // `adjust` (optional) sees the runtime request last, before it is queued (llama-server's native
+  // fields: logit biases, probabilities after sampling, context-shift settings).
+  StartedGeneration start_generation(const Json& body, bool chat, const std::string& id_prefix,
+                                     const std::function<void(runtime::SequenceRequest&)>& adjust = {});
   // Ties a streamed response to its job: a stream that ends early (client gone) cancels it.
   static void cancel_when_cut(Response& res, const StartedGeneration& started);
   std::vector<TokenId> completion_prompt(const Json& body) const;
@@ -148,6 +153,19 @@ class ServerState {
     routes_.push_back({std::move(method), std::move(path), std::move(handler)});
   }
   void health(Response& res) const;
+
+  // llama-server's native API (native_api.cpp): /completion, /completions, /infill, and with
+  // AIP_MODE=PREDICTION in the environment, Vertex AI's POST /predict.
+  void add_native_routes();
+  void handle_native_completion(const Request& req, Response& res, bool infill);
+  void handle_gcp_predict(const Request& req, Response& res) const;
+  // A route's whole response, run in this thread (a streamed one drained): /predict's instances.
+  Response run_route(const std::string& method, const std::string& path, const Request& outer, std::string body) const;
+  // The /metrics text, with the throughput gauges over the window since the previous scrape.
+  std::string metrics_text() const;
+  const int64_t process_started_at_ = static_cast<int64_t>(std::time(nullptr));
+  mutable std::mutex metrics_mutex_;
+  mutable runtime::SchedulerCounters scraped_;  // the counters at the previous scrape
   void apply_cors(const Request& req, Response& res) const;
 };
 

@@ -151,6 +151,13 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--embd-max-inputs", args->embd_max_inputs, "inputs (or rerank documents) one request may send")
       ->capture_default_str()
       ->check(in_range(1, 1'000'000));
+  cmd->add_option("-n,--n-predict", o.n_predict,
+                  "tokens a request generates when it sets no limit, and the most it may ask for (-1: no limit)")
+      ->capture_default_str()
+      ->check(in_range(-1, 1'000'000'000));
+  cmd->add_flag("--context-shift,!--no-context-shift", o.context_shift,
+                "when a generation fills its slot's context, drop the older half after the prompt's first token "
+                "and go on (the kept tokens are run again); default: stop, truncated");
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
