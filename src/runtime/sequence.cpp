@@ -130,6 +130,7 @@ void Sequence::accept(const float* rows, double pass_seconds, std::vector<Sequen
   prompt_done_ += inputs_.size();
   inputs_.clear();
   stats_.cache_tokens = static_cast<int64_t>(cache_.tokens.size());
+  stats_.prompt_seconds = now_seconds() - started_;  // so far (final at the prompt's end)
   if (request_.report_progress) {
     SequenceEvent progress;
     progress.prompt_done = static_cast<int64_t>(prompt_done_);

@@ -380,10 +380,11 @@ void ServerState::handle_native_completion(const Request& req, Response& res, bo
       // A first progress event before any prompt token runs (timings all zero).
       for (size_t i = 0; i < request->jobs.size(); ++i) {
         runtime::GenerationStats zero;
-        zero.prompt_tokens = static_cast<int64_t>(request->jobs[i].prompt.size());
+        const auto total = static_cast<int64_t>(request->jobs[i].prompt.size());
         Json chunk = partial_json(*request, i, zero, "", {}, {});
+        chunk["tokens_evaluated"] = total;
         chunk["timings"] = native_timings(zero);
-        chunk["prompt_progress"] = {{"total", zero.prompt_tokens}, {"cache", 0}, {"processed", 0}, {"time_ms", 0.0}};
+        chunk["prompt_progress"] = {{"total", total}, {"cache", 0}, {"processed", 0}, {"time_ms", 0.0}};
         if (!sink.write(sse(chunk))) return false;
       }
     }
@@ -403,7 +404,11 @@ void ServerState::handle_native_completion(const Request& req, Response& res, bo
       if (e.prompt_done >= 0) {
         if (!request->native.return_progress) return true;
         Json chunk = partial_json(*request, i, stats, "", {}, {});
-        chunk["timings"] = native_timings(stats);
+        runtime::GenerationStats so_far = stats;  // the prompt as far as this event
+        so_far.prompt_tokens = e.prompt_done;
+        so_far.generated_tokens = 0;
+        so_far.generation_seconds = 0;
+        chunk["timings"] = native_timings(so_far);
         chunk["prompt_progress"] = {{"total", e.prompt_total},
                                     {"cache", stats.cached_tokens},
                                     {"processed", e.prompt_done},

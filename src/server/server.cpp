@@ -111,7 +111,7 @@ void ServerState::load() {
     throw_usage_error("--pooling {} pools embeddings: give --embeddings too (or --rerank)",
                       model::pooling_name(*options_.pooling));
   const int64_t total = engine_->resolve_ctx(options_.n_ctx);
-  const int64_t per_slot = total / options_.n_slots;
+  const int64_t per_slot = options_.kv_unified ? total : total / options_.n_slots;
   if (per_slot < 1)
     throw_error_for(Setting::Slots, "a context of {} tokens cannot be shared by {} slots: each needs at least one cell",
                     total, options_.n_slots);
@@ -454,9 +454,8 @@ ServerState::StartedGeneration ServerState::start_generation(const Json& body, b
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
   const size_t body_bytes = body.is_object() && body.contains("messages") ? to_text(body["messages"]).size() : 0;
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
-  // -n: the default limit, and the most a request may ask for (as llama-server's slot limit).
-  if (options_.n_predict >= 0 && (params.max_tokens < 0 || params.max_tokens > options_.n_predict))
-    params.max_tokens = options_.n_predict;
+  // -n: the limit of a request that sets none (as llama-server's).
+  if (params.max_tokens < 0) params.max_tokens = options_.n_predict;
   const AgentParams agent = parse_agent_params(body, chat, options_.reasoning_format);
   runtime::SequenceRequest job_request;
   job_request.stop = params.stop;

@@ -152,12 +152,15 @@ void register_serve(CLI::App& app, VerbResult& result) {
       ->capture_default_str()
       ->check(in_range(1, 1'000'000));
   cmd->add_option("-n,--n-predict", o.n_predict,
-                  "tokens a request generates when it sets no limit, and the most it may ask for (-1: no limit)")
+                  "tokens a request generates at most when it sets no limit (-1: no limit)")
       ->capture_default_str()
       ->check(in_range(-1, 1'000'000'000));
   cmd->add_flag("--context-shift,!--no-context-shift", o.context_shift,
                 "when a generation fills its slot's context, drop the older half after the prompt's first token "
                 "and go on (the kept tokens are run again); default: stop, truncated");
+  cmd->add_flag("--kv-unified", o.kv_unified,
+                "each slot may use the whole -c (llama-server's unified cache): every slot gets a cache of -c cells, "
+                "n_slots times the memory of -c / np each");
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
