@@ -327,7 +327,7 @@ void ServerState::handle_native_completion(const Request& req, Response& res, bo
         if (!e.tokens.empty()) j.tokens.insert(j.tokens.end(), e.tokens.begin(), e.tokens.end());
         if (e.stop) {
           j.stop = e.stop;
-          j.stop_word = e.stop_word;
+          j.stop_word = e.stop_string;
           j.error = e.error;
           j.error_setting = e.error_setting;
           j.finished = true;
