@@ -59,6 +59,20 @@ struct SequenceRequest {
   std::vector<std::string> stop;
   int top_logprobs = -1;  // < 0: no logprobs; else the chosen token's and this many alternatives
   bool ignore_eos = false;  // keep generating past end-of-generation tokens
+  // top_logprobs from the distribution the token was drawn from (after the sampler chain:
+  // penalties, logit biases, truncations, temperature) instead of the whole vocabulary's softmax.
+  bool post_sampling_probs = false;
+  // Cells left unused at the end of the context: llama-server stops one token before okapi's
+  // default (its last token needs no cell), 1 there.
+  int64_t context_reserve = 0;
+  // When the context is full: keep the first shift_keep tokens, drop shift_discard of the rest
+  // (0: half), re-run the remaining ones and go on (llama-server's --context-shift). The KV store
+  // holds rotated keys, so the kept tokens after the dropped ones are run again at their new positions.
+  bool context_shift = false;
+  int64_t shift_keep = 0;
+  int64_t shift_discard = 0;
+  bool reuse_cache = true;  // false: the prompt runs whole, its slot's cached prefix unused (cache_prompt)
+  int slot = -1;            // >= 0: only this slot runs it (waiting while it is busy)
   bool report_progress = false;  // events after each prompt chunk (a progress bar, return_progress)
   OutputConstraint constraint;
   ReasoningRules reasoning;
@@ -72,6 +86,7 @@ struct TokenLogprob {
   std::string token;  // its bytes (may be part of a UTF-8 character)
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;  // most likely first
+  std::vector<TokenId> top_ids;                     // ... their ids
 };
 
 struct SequenceEvent {
@@ -100,7 +115,10 @@ struct GenerationStats {
   int64_t decode_passes = 0;     // forward passes that decoded this sequence (one a token without drafts)
   int64_t drafted_tokens = 0;    // speculative decoding: tokens proposed by the drafter
   int64_t accepted_tokens = 0;   // ... and kept
+  int64_t draft_rounds = 0;      // ... in this many verification steps
   double draft_seconds = 0;      // ... and the time spent drafting (inside generation_seconds)
+  int64_t shifted_out = 0;       // tokens dropped by context shifts (SequenceRequest::context_shift)
+  int64_t cache_tokens = 0;      // tokens whose K/V the cache holds (after the last event)
   double acceptance_rate() const;  // accepted / drafted (0 without drafts)
   double prompt_tokens_per_second() const;  // over the prompt tokens actually run (not the reused ones)
   double generation_tokens_per_second() const;

@@ -69,6 +69,8 @@ std::shared_ptr<Job> Scheduler::submit(SequenceRequest request) {
   for (const TokenId id : request.prompt)
     if (id < 0 || id >= engine_.model().n_vocab())
       throw_error("token id {} is out of range [0, {})", id, engine_.model().n_vocab());
+  if (request.slot >= options_.n_slots)
+    throw_error_for(Setting::Slots, "slot {} does not exist: there are {}", request.slot, options_.n_slots);
   auto job = std::make_shared<Job>(std::move(request));
   {
     std::lock_guard lock(mutex_);
@@ -233,8 +235,9 @@ void Scheduler::admit_waiting() {
     // The idle slot sharing the longest prefix with the prompt; among equals, the least recently used.
     Slot* best = nullptr;
     size_t best_prefix = 0;
+    const int wanted = job->request().slot;
     for (auto& s : slots_) {
-      if (s.busy() || s.reserved) continue;
+      if (s.busy() || s.reserved || (wanted >= 0 && s.id != wanted)) continue;
       const size_t prefix = common_prefix(s.cached, job->request().prompt);
       if (!best || prefix > best_prefix || (prefix == best_prefix && s.last_used < best->last_used)) {
         best = &s;
@@ -253,7 +256,8 @@ void Scheduler::start_job(Slot& slot, std::shared_ptr<Job> job, double submitted
   // Keep at least one prompt token to run: its logits give the first generated token.
   // A store with sliding-window rings may have overwritten what an older prefix needs
   // (KvStore::kept_prefix): then the prompt runs from the start.
-  const size_t shared = std::min(common_prefix(slot.cached, request.prompt), request.prompt.size() - 1);
+  const size_t shared =
+      request.reuse_cache ? std::min(common_prefix(slot.cached, request.prompt), request.prompt.size() - 1) : 0;
   const auto keep = static_cast<size_t>(slot.kv->kept_prefix(static_cast<int64_t>(shared)));
   slot.kv->truncate(static_cast<int64_t>(keep));
   slot.cached.resize(keep);
@@ -285,6 +289,9 @@ void Scheduler::deliver(Slot& slot) {
   counters_.generated_tokens += stats.generated_tokens - slot.reported.generated_tokens;
   counters_.drafted_tokens += stats.drafted_tokens - slot.reported.drafted_tokens;
   counters_.accepted_tokens += stats.accepted_tokens - slot.reported.accepted_tokens;
+  counters_.draft_rounds += stats.draft_rounds - slot.reported.draft_rounds;
+  counters_.max_sequence_tokens =
+      std::max(counters_.max_sequence_tokens, stats.prompt_tokens + stats.generated_tokens);
   slot.reported = stats;
   std::optional<StopReason> stop;
   for (const auto& e : slot.events)
@@ -364,6 +371,7 @@ void Scheduler::step() {
 
   std::lock_guard lock(mutex_);
   ++counters_.forward_passes;
+  counters_.busy_slots_in_passes += static_cast<int64_t>(parts.size());
   const double share = seconds / static_cast<double>(tokens.size());
   counters_.prompt_seconds += share * static_cast<double>(prompt_tokens);
   counters_.generation_seconds += share * static_cast<double>(static_cast<int64_t>(tokens.size()) - prompt_tokens);

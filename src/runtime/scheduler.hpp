@@ -71,6 +71,9 @@ struct SchedulerCounters {
   int64_t forward_passes = 0;
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  int64_t draft_rounds = 0;         // verification steps that held drafts
+  int64_t busy_slots_in_passes = 0;  // sum over forward passes of the slots each held
+  int64_t max_sequence_tokens = 0;   // the longest sequence seen (prompt + generated)
   double prompt_seconds = 0;  // forward time spent on prompt tokens (shared passes split by tokens)
   double generation_seconds = 0;
   int busy_slots = 0;

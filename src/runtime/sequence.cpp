@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "runtime/engine.hpp"
@@ -27,6 +28,8 @@ Sequence::Sequence(const tokenizer::Tokenizer& tokenizer, int64_t n_vocab, Seque
     // Drafts are verified against the unconstrained distribution: not under a grammar or budget.
     drafting_.drafter = nullptr;
   }
+  // A context shift moves tokens under a draft's feet: shifting sequences decode plainly.
+  if (request_.context_shift) drafting_.drafter = nullptr;
   preserved_ = request_.preserved_tokens;
   std::sort(preserved_.begin(), preserved_.end());
   if (drafting_.drafter) {
@@ -86,6 +89,11 @@ Sequence::Inputs Sequence::next_inputs(int64_t budget) {
     for (const auto& d : drafts_) inputs_.push_back(d.id);
     in.first_position = static_cast<int32_t>(cache_.tokens.size());
     in.all_rows = true;
+  } else if (state_ == State::Replay && budget > 0) {
+    const size_t count = std::min<size_t>(replay_.size() - replay_done_, static_cast<size_t>(budget));
+    inputs_.assign(replay_.begin() + static_cast<std::ptrdiff_t>(replay_done_),
+                   replay_.begin() + static_cast<std::ptrdiff_t>(replay_done_ + count));
+    in.first_position = static_cast<int32_t>(cache_.tokens.size());
   } else if (state_ == State::Prompt && budget > 0) {
     const auto& prompt = request_.prompt;
     const size_t count = std::min<size_t>(prompt.size() - prompt_done_, static_cast<size_t>(budget));
@@ -106,10 +114,23 @@ void Sequence::accept(const float* rows, double pass_seconds, std::vector<Sequen
     verify(rows, pass_seconds, events);
     return;
   }
+  if (state_ == State::Replay) {
+    cache_.tokens.insert(cache_.tokens.end(), inputs_.begin(), inputs_.end());
+    replay_done_ += inputs_.size();
+    inputs_.clear();
+    stats_.cache_tokens = static_cast<int64_t>(cache_.tokens.size());
+    if (replay_done_ == replay_.size()) {
+      replay_.clear();
+      state_ = State::Decode;
+    }
+    return;
+  }
   if (state_ != State::Prompt || inputs_.empty()) return;
   cache_.tokens.insert(cache_.tokens.end(), inputs_.begin(), inputs_.end());
   prompt_done_ += inputs_.size();
   inputs_.clear();
+  stats_.cache_tokens = static_cast<int64_t>(cache_.tokens.size());
+  stats_.prompt_seconds = now_seconds() - started_;  // so far (final at the prompt's end)
   if (request_.report_progress) {
     SequenceEvent progress;
     progress.prompt_done = static_cast<int64_t>(prompt_done_);
@@ -145,7 +166,7 @@ void Sequence::finish_prompt(const float* row, std::vector<SequenceEvent>& event
   }
   if (!emit(id, row, events)) return;
   pending_ = id;
-  state_ = State::Decode;
+  if (state_ == State::Prompt) state_ = State::Decode;  // (a context shift may have started a replay)
 }
 
 void Sequence::verify(const float* rows, double pass_seconds, std::vector<SequenceEvent>& events) {
@@ -165,6 +186,7 @@ void Sequence::verify(const float* rows, double pass_seconds, std::vector<Sequen
   } else {
     bool going = true;
     stats_.drafted_tokens += static_cast<int64_t>(drafts.size());
+    ++stats_.draft_rounds;
     for (size_t i = 0; i < drafts.size() && going; ++i) {
       const auto dist = sampler_.distribution(std::span<const float>(row(i), n_vocab_));
       const Verdict verdict = verify_draft(dist, drafts[i], sampler_);
@@ -204,13 +226,15 @@ TokenId Sequence::choose(const float* row) {
 }
 
 bool Sequence::emit(TokenId id, const float* logits, std::vector<SequenceEvent>& events) {
+  SequenceEvent event;
+  // Before the token is accepted: its probabilities are those it was drawn with.
+  if (request_.top_logprobs >= 0) event.logprobs.push_back(logprobs_of(logits, id));
   sampler_.accept(id);
   if (gate_) gate_->accept(id);
   ++stats_.generated_tokens;
   stats_.generation_seconds = now_seconds() - prompt_end_;
-  SequenceEvent event;
+  stats_.cache_tokens = static_cast<int64_t>(cache_.tokens.size());
   event.tokens.push_back(id);
-  if (request_.top_logprobs >= 0) event.logprobs.push_back(logprobs_of(logits, id));
   if (!request_.ignore_eos && is_end_of_generation(id)) {
     events.push_back(std::move(event));
     stop(StopReason::EndOfGeneration, events);
@@ -231,11 +255,39 @@ bool Sequence::emit(TokenId id, const float* logits, std::vector<SequenceEvent>&
     stop(StopReason::TokenLimit, events);
     return false;
   }
-  // The token would run at position tokens.size(): past the context, generation ends.
-  if (static_cast<int64_t>(cache_.tokens.size()) >= cache_.kv.n_ctx()) {
-    stop(StopReason::ContextFull, events);
-    return false;
+  // The token would run at position tokens.size(): past the context (less the reserve),
+  // generation ends, or the context shifts.
+  if (static_cast<int64_t>(cache_.tokens.size()) + request_.context_reserve >= cache_.kv.n_ctx()) {
+    if (!request_.context_shift || !shift_context()) {
+      stop(StopReason::ContextFull, events);
+      return false;
+    }
   }
+  return true;
+}
+
+bool Sequence::shift_context() {
+  const auto n_ctx = cache_.kv.n_ctx();
+  const auto n_tokens = static_cast<int64_t>(cache_.tokens.size());
+  int64_t keep = request_.shift_keep < 0 ? static_cast<int64_t>(request_.prompt.size()) : request_.shift_keep;
+  keep = std::clamp<int64_t>(keep, 0, std::max<int64_t>(n_ctx - 4, 0));
+  const int64_t left = n_tokens - keep;
+  int64_t discard = request_.shift_discard > 0 ? request_.shift_discard : left / 2;
+  discard = std::clamp<int64_t>(discard, 0, std::max<int64_t>(0, left - 1));
+  if (discard <= 0) return false;
+  std::vector<TokenId> kept(cache_.tokens.begin(), cache_.tokens.begin() + keep);
+  kept.insert(kept.end(), cache_.tokens.begin() + keep + discard, cache_.tokens.end());
+  // A store with sliding-window rings may not go back as far as `keep`: the replay starts where it can.
+  const auto valid = static_cast<size_t>(cache_.kv.kept_prefix(keep));
+  cache_.kv.truncate(static_cast<int64_t>(valid));
+  cache_.tokens.resize(valid);
+  replay_.assign(kept.begin() + static_cast<std::ptrdiff_t>(valid), kept.end());
+  replay_done_ = 0;
+  stats_.shifted_out += discard;
+  stats_.cache_tokens = static_cast<int64_t>(cache_.tokens.size());
+  // A draft model's own cache no longer matches: it catches up when it drafts next.
+  if (drafting_.drafter) drafting_.drafter->reset();
+  if (!replay_.empty()) state_ = State::Replay;
   return true;
 }
 
@@ -267,6 +319,19 @@ TokenLogprob Sequence::logprobs_of(const float* logits, TokenId chosen) const {
   TokenLogprob out;
   out.id = chosen;
   out.token = tokenizer_.token_to_piece(chosen);
+  if (request_.post_sampling_probs) {
+    // The candidates the sampler drew from, most likely first; those it cut have probability 0.
+    const sample::Candidates dist = sampler_.distribution(std::span<const float>(logits, n));
+    out.logprob = -std::numeric_limits<float>::infinity();
+    for (const auto& c : dist.items)
+      if (c.id == chosen) out.logprob = std::log(c.p);
+    const auto k = std::min<size_t>(static_cast<size_t>(std::max(request_.top_logprobs, 0)), dist.items.size());
+    for (size_t i = 0; i < k && dist.items[i].p > 0.0f; ++i) {
+      out.top.emplace_back(tokenizer_.token_to_piece(dist.items[i].id), std::log(dist.items[i].p));
+      out.top_ids.push_back(dist.items[i].id);
+    }
+    return out;
+  }
   out.logprob = logprob(static_cast<size_t>(chosen));
   if (request_.top_logprobs > 0) {
     std::vector<int32_t> ids(n);
@@ -275,8 +340,10 @@ TokenLogprob Sequence::logprobs_of(const float* logits, TokenId chosen) const {
     std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
-    for (size_t i = 0; i < k; ++i)
+    for (size_t i = 0; i < k; ++i) {
       out.top.emplace_back(tokenizer_.token_to_piece(ids[i]), logprob(static_cast<size_t>(ids[i])));
+      out.top_ids.push_back(ids[i]);
+    }
   }
   return out;
 }

@@ -76,7 +76,12 @@ class Sequence {
             Setting error_setting = Setting::None);
 
  private:
-  enum class State { Prompt, Decode, Finished };
+  // Replay: after a context shift, the kept tokens behind the dropped ones run again (at their new
+  // positions) before decoding goes on.
+  enum class State { Prompt, Decode, Replay, Finished };
+  // The context is full: drops tokens as the request's context_shift says and starts the replay.
+  // False when nothing can be dropped.
+  bool shift_context();
   // After the prompt's last row: the drafter reads the prompt, the first token is sampled.
   void finish_prompt(const float* row, std::vector<SequenceEvent>& events);
   // A chosen token (sampled, or a verified draft): records it, emits its text, stops the sequence
@@ -101,6 +106,8 @@ class Sequence {
   size_t prompt_done_ = 0;  // prompt tokens whose K/V is in the cache
   TokenId pending_ = 0;     // Decode: the chosen token to run next
   std::vector<TokenId> inputs_;
+  std::vector<TokenId> replay_;  // Replay: the tokens to run again, from replay_done_ on
+  size_t replay_done_ = 0;
   std::optional<DraftLength> draft_length_;
   std::vector<DraftToken> drafts_;  // this round's, verified in its pass
   DraftRound draft_round_;          // ... and what asking for them cost

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -47,9 +48,20 @@ Sampler::Sampler(SamplerConfig config)
   config_.validate();
 }
 
-Candidates Sampler::chain(std::span<const float> logits) const {
+Candidates Sampler::biased(std::span<const float> logits) const {
   if (logits.empty()) throw_error("sampler: empty logits row");
   Candidates c = Candidates::from_logits(logits);
+  if (config_.logit_bias.empty()) return c;
+  for (const auto& [id, bias] : config_.logit_bias)
+    if (id >= 0 && static_cast<size_t>(id) < c.items.size()) c.items[static_cast<size_t>(id)].logit += bias;
+  // Every token banned: nothing is left to draw from (softmax over -inf is NaN).
+  if (std::all_of(c.items.begin(), c.items.end(), [](const Candidate& t) { return std::isinf(t.logit) && t.logit < 0; }))
+    throw_error("sampler: logit_bias bans every token");
+  return c;
+}
+
+Candidates Sampler::chain(std::span<const float> logits) const {
+  Candidates c = biased(logits);
   penalties_.apply(c);
   if (config_.greedy()) return c;
   truncate_and_scale(c);
@@ -101,8 +113,7 @@ std::optional<std::vector<Candidate>> best_allowed(std::vector<Candidate>& items
 }  // namespace
 
 TokenId Sampler::sample(std::span<const float> logits, const TokenFilter& filter) {
-  if (logits.empty()) throw_error("sampler: empty logits row");
-  Candidates c = Candidates::from_logits(logits);
+  Candidates c = biased(logits);
   penalties_.apply(c);
   // Greedy keeps one candidate, top-k k of them: those are found by checking the best ones.
   const size_t wanted = config_.greedy() ? 1 : config_.top_k > 0 ? static_cast<size_t>(config_.top_k) : 0;

@@ -15,6 +15,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sample/stages.hpp"
@@ -36,6 +37,9 @@ struct SamplerConfig {
   float min_p = 0.05f;          // 0 = off
   float temperature = 0.8f;     // <= 0: greedy
   int32_t min_keep = 0;         // candidates every truncating stage keeps at least
+  // Added to a token's logit before the chain (llama.cpp's logit-bias sampler, first in its
+  // chain); -infinity bans the token. A token may appear more than once: the biases add up.
+  std::vector<std::pair<TokenId, float>> logit_bias;
 
   bool greedy() const { return temperature <= 0.0f; }
   // Throws okapi::Error naming the field for values llama.cpp would not accept.
@@ -88,6 +92,8 @@ class Sampler {
   uint32_t seed() const { return seed_; }  // the seed in use (drawn when config.seed is random)
 
  private:
+  // The logits as candidates, with config_.logit_bias added.
+  Candidates biased(std::span<const float> logits) const;
   // The candidates after penalties and, unless greedy, the truncations and temperature.
   Candidates chain(std::span<const float> logits) const;
   // The stages after penalties on `c` (unless greedy).

@@ -2,18 +2,59 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace okapi::server {
 
 namespace {
 
-void add(std::string& out, const char* name, const char* type, const char* help, double value) {
-  out += fmt::format("# HELP okapi:{} {}\n# TYPE okapi:{} {}\nokapi:{} {}\n", name, help, name, type, name, value);
+void add_as(std::string& out, const char* prefix, const char* name, const char* type, const char* help, double value) {
+  out += fmt::format("# HELP {}:{} {}\n# TYPE {}:{} {}\n{}:{} {}\n", prefix, name, help, prefix, name, type, prefix, name,
+                     value);
 }
+
+void add(std::string& out, const char* name, const char* type, const char* help, double value) {
+  add_as(out, "okapi", name, type, help, value);
+}
+
+double rate(double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; }
 
 }  // namespace
 
-std::string prometheus_text(const runtime::SchedulerCounters& c, int n_slots) {
+std::string prometheus_text(const runtime::SchedulerCounters& c, int n_slots, const runtime::SchedulerCounters& since) {
   std::string out;
+  // llama-server's names and meanings first (what its dashboards and llama.cpp's tests read).
+  const auto llama = [&](const char* name, const char* type, const char* help, double value) {
+    add_as(out, "llamacpp", name, type, help, value);
+  };
+  llama("prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens",
+        static_cast<double>(c.prompt_tokens));
+  llama("prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache",
+        static_cast<double>(c.cached_prompt_tokens));
+  llama("prompt_seconds_total", "counter", "Total time spent processing prompts", c.prompt_seconds);
+  llama("tokens_predicted_total", "counter", "Number of generation tokens processed",
+        static_cast<double>(c.generated_tokens));
+  llama("tokens_predicted_seconds_total", "counter", "Total time spent generating tokens", c.generation_seconds);
+  llama("n_decode_total", "counter", "Total number of forward passes (each may hold several slots)",
+        static_cast<double>(c.forward_passes));
+  llama("n_tokens_max", "counter", "Largest observed sequence length (prompt + generation)",
+        static_cast<double>(c.max_sequence_tokens));
+  llama("spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated",
+        static_cast<double>(c.drafted_tokens));
+  llama("spec_decode_num_accepted_tokens_total", "counter", "Speculative: Total draft tokens accepted by the target model",
+        static_cast<double>(c.accepted_tokens));
+  llama("spec_decode_num_drafts_total", "counter", "Speculative: Total speculative decoding verification steps",
+        static_cast<double>(c.draft_rounds));
+  // Throughput gauges over the window since the previous scrape, as llama-server's.
+  llama("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s",
+        rate(static_cast<double>(c.prompt_tokens - since.prompt_tokens), c.prompt_seconds - since.prompt_seconds));
+  llama("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s",
+        rate(static_cast<double>(c.generated_tokens - since.generated_tokens),
+             c.generation_seconds - since.generation_seconds));
+  llama("requests_processing", "gauge", "Number of requests processing", static_cast<double>(c.busy_slots));
+  llama("requests_deferred", "gauge", "Number of requests deferred", static_cast<double>(c.queued));
+  llama("n_busy_slots_per_decode", "gauge", "Average number of busy slots per forward pass",
+        static_cast<double>(c.busy_slots_in_passes) / std::max(static_cast<double>(c.forward_passes), 1.0));
   add(out, "prompt_tokens_total", "counter", "Prompt tokens evaluated (reused cache not counted).",
       static_cast<double>(c.prompt_tokens));
   add(out, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.",

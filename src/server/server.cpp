@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <malloc.h>
 #include <filesystem>
@@ -127,7 +128,7 @@ void ServerState::load() {
     throw_usage_error("--pooling {} pools embeddings: give --embeddings too (or --rerank)",
                       model::pooling_name(*options_.pooling));
   const int64_t total = engine_->resolve_ctx(options_.n_ctx);
-  const int64_t per_slot = total / options_.n_slots;
+  const int64_t per_slot = options_.kv_unified ? total : total / options_.n_slots;
   if (per_slot < 1)
     throw_error_for(Setting::Slots, "a context of {} tokens cannot be shared by {} slots: each needs at least one cell",
                     total, options_.n_slots);
@@ -531,10 +532,13 @@ chat::ChatPlan ServerState::plan_chat(const Json& body, const AgentParams& agent
   return plan;
 }
 
-ServerState::StartedGeneration ServerState::start_generation(const Json& body, bool chat, const std::string& id_prefix) {
+ServerState::StartedGeneration ServerState::start_generation(const Json& body, bool chat, const std::string& id_prefix,
+                                                             const std::function<void(runtime::SequenceRequest&)>& adjust) {
   if (embeddings_mode()) refuse_generation();
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
+  // -n: the limit of a request that sets none (as llama-server's).
+  if (params.max_tokens < 0) params.max_tokens = options_.n_predict;
   const AgentParams agent = parse_agent_params(body, chat, options_.reasoning_format);
   runtime::SequenceRequest job_request;
   job_request.stop = params.stop;
@@ -552,6 +556,10 @@ ServerState::StartedGeneration ServerState::start_generation(const Json& body, b
   job_request.top_logprobs = params.top_logprobs;
   job_request.ignore_eos = params.ignore_eos;
   job_request.report_progress = params.return_progress && params.stream;
+  job_request.context_shift = options_.context_shift;
+  // llama-server keeps n_keep (0) tokens plus the BOS it added.
+  job_request.shift_keep = engine_->tokenizer().vocab().add_bos ? 1 : 0;
+  if (adjust) adjust(job_request);
   StartedGeneration started;
   try {
     started.job = scheduler_->submit(std::move(job_request));
@@ -928,7 +936,6 @@ void ServerState::build_routes() {
   add_route("POST", "/v1/chat/completions", chat);
   add_route("POST", "/chat/completions", chat);
   add_route("POST", "/v1/completions", completions);
-  add_route("POST", "/completions", completions);
   build_responses_routes();
 
   const auto embeddings_native = [this](const Request& req, Response& res) { handle_embeddings(req, res, false); };
@@ -975,6 +982,7 @@ void ServerState::build_routes() {
     send_json(res, 200, {{"prompt", render_chat(chat_input(body, agent))}});
   });
   add_anthropic_routes();
+  add_native_routes();
   add_route("GET", "/props", [this](const Request&, Response& res) {
     send_json(res, 200, sleeping() ? asleep_props_ : props());
   }, false);
@@ -982,13 +990,9 @@ void ServerState::build_routes() {
   add_route("GET", "/metrics", [this](const Request&, Response& res) {
     if (!options_.metrics)
       throw ApiError(501, "not_supported_error", "metrics are off: start the server with --metrics");
+    res.set_header("Process-Start-Time-Unix", std::to_string(process_started_at_));
     res.set_content(sleeping() ? asleep_metrics_ : metrics_text(), "text/plain; version=0.0.4");
   }, false);
-}
-
-std::string ServerState::metrics_text() const {
-  return embeddings_mode() ? prometheus_embedding_text(embedding_queue_->counters())
-                           : prometheus_text(scheduler_->counters(), options_.n_slots);
 }
 
 int serve(const ServeOptions& options) {
@@ -1006,6 +1010,9 @@ int serve(const ServeOptions& options) {
   http::ServerOptions http_options;
   http_options.host = options.host;
   http_options.port = options.port;
+  // Vertex AI tells a prediction container its port (AIP_HTTP_PORT), as llama-server reads it.
+  if (const char* mode = std::getenv("AIP_MODE"); mode && std::string_view(mode) == "PREDICTION")
+    if (const char* port = std::getenv("AIP_HTTP_PORT"); port && *port) http_options.port = std::atoi(port);
   // Workers hold only requests received whole: every slot and queued request, and a few for the
   // quick endpoints.
   http_options.worker_threads = options.http_threads > 0

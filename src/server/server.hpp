@@ -66,6 +66,14 @@ struct ServeOptions {
   int embd_normalize = 2;                 // runtime::normalize_embedding's mode for pooled vectors
   int64_t ubatch_size = 512;              // -ub: with -b, the tokens of an embeddings pass (the smaller)
   size_t embd_max_inputs = 2048;          // inputs per embeddings / rerank request
+  // llama-server's -n: the token limit of a request that sets none (-1: none).
+  int64_t n_predict = -1;
+  // llama-server's --context-shift: a generation that fills its slot's context drops the older half
+  // of what follows the prompt's first token and goes on (else it stops, truncated).
+  bool context_shift = false;
+  // llama-server's --kv-unified lets one slot use the whole -c: here each slot gets a cache of the
+  // whole -c (memory for n_slots such caches) instead of -c / np.
+  bool kv_unified = false;
   int http_threads = 0;  // 0: slots + queue + a few for the quick endpoints
   size_t max_connections = 0;  // 0: the HTTP layer's default (http_server.hpp)
   // Opt-in tools that touch the host (tools_builtin.hpp, mcp.hpp, cors_proxy.cpp); off by default.

@@ -5,8 +5,10 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -115,7 +117,10 @@ class ServerState {
     bool chat = false;
     std::shared_ptr<InFlight> in_flight;  // held until the response is written
   };
-  StartedGeneration start_generation(const Json& body, bool chat, const std::string& id_prefix);
+  // `adjust` (optional) sees the runtime request last, before it is queued (llama-server's native
+  // fields: logit biases, probabilities after sampling, context-shift settings).
+  StartedGeneration start_generation(const Json& body, bool chat, const std::string& id_prefix,
+                                     const std::function<void(runtime::SequenceRequest&)>& adjust = {});
   // The Responses API (responses_api.cpp): /v1/responses and the input_tokens counts.
   void build_responses_routes();
   void handle_responses(const Request& req, Response& res);
@@ -218,6 +223,18 @@ class ServerState {
   void add_tool_routes();
   void add_cors_proxy_routes();
   void handle_cors_proxy(const Request& req, Response& res) const;
+
+  // llama-server's native API (native_api.cpp): /completion, /completions, /infill, and with
+  // AIP_MODE=PREDICTION in the environment, Vertex AI's POST /predict.
+  void add_native_routes();
+  void handle_native_completion(const Request& req, Response& res, bool infill);
+  void handle_gcp_predict(const Request& req, Response& res) const;
+  // A route's whole response, run in this thread (a streamed one drained): /predict's instances.
+  Response run_route(const std::string& method, const std::string& path, const Request& outer, std::string body) const;
+  // The /metrics text, with the throughput gauges over the window since the previous scrape.
+  const int64_t process_started_at_ = static_cast<int64_t>(std::time(nullptr));
+  mutable std::mutex metrics_mutex_;
+  mutable runtime::SchedulerCounters scraped_;  // the counters at the previous scrape
   void apply_cors(const Request& req, Response& res) const;
 };
 

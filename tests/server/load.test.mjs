@@ -22,7 +22,7 @@ async function metrics() {
   assert.equal(res.status, 200, res.text);
   assert.match(res.headers.get('content-type') ?? '', /^text\/plain/);
   const values = parsePrometheus(res.text);
-  for (const name of values.keys()) assert.match(name, /^okapi:/, `metric ${name} is prefixed okapi:`);
+  for (const name of values.keys()) assert.match(name, /^(okapi|llamacpp):/, `metric ${name} is prefixed okapi: or llamacpp:`);
   return values;
 }
 

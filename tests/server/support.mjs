@@ -31,14 +31,15 @@ process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-// Starts `okapi serve --port 0 -m MODEL -c 1024 -np 4 -t 2 ...extraArgs` and waits for /health 200.
+// Starts `okapi serve --port 0 -m MODEL -c 1024 -np 4 -t 2 ...extraArgs` (with `env` added to the
+// environment) and waits for /health 200.
 // Returns { base, port, stderr(), stop() }. `base` is "http://127.0.0.1:PORT" (no trailing slash).
-export async function startServer(extraArgs = [], { ctx = 1024, slots = 4, readyTimeoutMs = 60_000 } = {}) {
+export async function startServer(extraArgs = [], { ctx = 1024, slots = 4, readyTimeoutMs = 60_000, env = {} } = {}) {
   if (!existsSync(OKAPI_BIN)) throw new Error(`okapi binary not found at ${OKAPI_BIN} (set OKAPI_BIN)`);
   if (!existsSync(OKAPI_MODEL)) throw new Error(`model not found at ${OKAPI_MODEL} (set OKAPI_MODEL)`);
   const args = ['serve', '-m', OKAPI_MODEL, '--host', '127.0.0.1', '--port', '0', '-c', String(ctx),
     '-np', String(slots), '-t', THREADS, ...extraArgs];
-  const child = spawn(OKAPI_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(OKAPI_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   running.add(child);
   let log = '';
   let exit = null;

@@ -249,6 +249,16 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--embd-max-inputs", args->embd_max_inputs, "inputs (or rerank documents) one request may send")
       ->capture_default_str()
       ->check(in_range(1, 1'000'000));
+  cmd->add_option("-n,--n-predict", o.n_predict,
+                  "tokens a request generates at most when it sets no limit (-1: no limit)")
+      ->capture_default_str()
+      ->check(in_range(-1, 1'000'000'000));
+  cmd->add_flag("--context-shift,!--no-context-shift", o.context_shift,
+                "when a generation fills its slot's context, drop the older half after the prompt's first token "
+                "and go on (the kept tokens are run again); default: stop, truncated");
+  cmd->add_flag("--kv-unified", o.kv_unified,
+                "each slot may use the whole -c (llama-server's unified cache): every slot gets a cache of -c cells, "
+                "n_slots times the memory of -c / np each");
   // Opt-in tools that touch the host (README: "Server tools, MCP servers and the CORS proxy").
   cmd->add_option_function<std::string>(
          "--tools", [&o](const std::string& list) { o.tools = split_list(list); },
