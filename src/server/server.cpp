@@ -645,16 +645,8 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
 }
 
 void ServerState::apply_cors(const Request& req, Response& res) const {
-  const std::string_view origin = req.header("origin");
-  if (origin.empty()) return;
-  const auto& allowed = options_.cors_origins;
-  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
-  if (any || std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
-    res.set_header("Access-Control-Allow-Origin", any ? "*" : std::string(origin));
-    res.set_header("Vary", "Origin");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-  }
+  for (auto& [name, value] : cors_headers(options_.cors, req.header("origin"), req.method == "OPTIONS"))
+    res.set_header(std::move(name), std::move(value));
 }
 
 void ServerState::health(Response& res) const {
@@ -693,8 +685,8 @@ std::string media_type(std::string_view content_type) {
 void ServerState::dispatch(const Request& req, Response& res) const {
   apply_cors(req, res);
   if (req.method == "OPTIONS") {
-    res.status = 204;
-    res.content_type.clear();
+    // A preflight needs no API key (browsers send none), as llama-server answers it: 200, no body.
+    res.set_content("", "text/html");
     return;
   }
   try {

@@ -17,6 +17,7 @@
 #include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
+#include "server/cors.hpp"
 
 namespace okapi::server {
 
@@ -30,7 +31,7 @@ struct ServeOptions {
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;  // defaults of requests that do not set a field
   std::vector<std::string> api_keys;
-  std::vector<std::string> cors_origins;  // "*" allows any origin; empty: no CORS headers
+  CorsPolicy cors;  // which browser origins may call the API (llama-server's default: any)
   bool metrics = false;
   std::string alias;  // the model id clients see (default: the file name)
   std::string chat_template_file;

@@ -8,6 +8,7 @@
 // --embeddings / --rerank serve /v1/embeddings and /v1/rerank instead of generation (as
 // llama-server's); an embedding model that does not generate text is served so without them.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common_flags.hpp"
@@ -16,6 +17,7 @@
 #include "exact_flags.hpp"
 #include "model/embedding.hpp"
 #include "runtime/default_model.hpp"
+#include "server/cors.hpp"
 #include "server/server.hpp"
 #include "verbs.hpp"
 
@@ -26,7 +28,7 @@ struct ServeArgs {
   server::ServeOptions options;
   std::string model;
   std::string api_key_file;
-  std::string cors_origins;
+  std::optional<std::string> cors_origins;
   int64_t seed = -1;
   int64_t max_queue = 64;
   bool rerank = false;
@@ -70,7 +72,8 @@ int serve(ServeArgs args) {
   o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
-  o.cors_origins = split_list(args.cors_origins);
+  // Without --cors-origins, llama-server's default (any origin; localhost only while server tools are on).
+  o.cors.origins = args.cors_origins ? split_list(*args.cors_origins) : server::default_cors_origins(false);
   if (args.seed >= 0) o.sampling.seed = static_cast<uint32_t>(args.seed);
   o.sampling.validate();
   o.max_queue = static_cast<size_t>(args.max_queue);
@@ -109,7 +112,12 @@ void register_serve(CLI::App& app, VerbResult& result) {
       ->check(non_empty());
   cmd->add_option("--api-key-file", args->api_key_file, "file of API keys, one a line")->check(non_empty());
   cmd->add_option("--cors-origins", args->cors_origins,
-                  "comma-separated origins allowed to call the API from a browser (* for any)");
+                  "comma-separated origins allowed to call the API from a browser: * any (the default), localhost "
+                  "(http(s) pages on localhost, 127.0.0.1 or [::1]), or exact origins");
+  cmd->add_option("--cors-methods", o.cors.methods, "Access-Control-Allow-Methods of a preflight")->capture_default_str();
+  cmd->add_option("--cors-headers", o.cors.headers, "Access-Control-Allow-Headers of a preflight")->capture_default_str();
+  cmd->add_flag("--cors-credentials,!--no-cors-credentials", o.cors.credentials,
+                "allow credentials (with --cors-origins *, the origin is reflected; default on, as llama-server)");
   cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
   cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
