@@ -378,6 +378,10 @@ Json ServerState::props() const {
 ChatInput ServerState::chat_input(const Json& body, const AgentParams& agent) const {
   ChatInput input = parse_chat_input(body);
   input.tools = agent.chat.tools;
+  // datetime, date_string, functions, --chat-template-kwargs, --reasoning; the request's own over them.
+  Json kwargs = template_context(options_.template_defaults, input.tools, chat_->source(), std::time(nullptr));
+  for (auto& [key, value] : input.template_kwargs.items()) kwargs[key] = std::move(value);
+  input.template_kwargs = std::move(kwargs);
   // Templates read enable_thinking (R1 distills close the block in the prompt without it): true
   // unless a reasoning budget of 0 turns thinking off, as llama-server sets it.
   const int64_t budget = agent.budget_given ? agent.reasoning_budget : options_.reasoning_budget;

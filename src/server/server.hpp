@@ -18,6 +18,7 @@
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
 #include "server/cors.hpp"
+#include "server/template_context.hpp"
 
 namespace okapi::server {
 
@@ -35,6 +36,13 @@ struct ServeOptions {
   bool metrics = false;
   std::string alias;  // the model id clients see (default: the file name)
   std::string chat_template_file;
+  // --chat-template: one of llama.cpp's built-in template names (llama3, chatml, ...) or Jinja
+  // source. jinja false (--no-jinja): only llama.cpp's built-in formats, the given or the model's
+  // template read as the one it resembles, as llama-server's legacy formatter does.
+  std::string chat_template;
+  bool jinja = true;
+  // --chat-template-kwargs and --reasoning: what every prompt's template gets unless the request says.
+  TemplateDefaults template_defaults;
   // Where reasoning goes (--reasoning-format), its token budget (-1: none; 0: thinking off) and the
   // message forced before the end marker when the budget runs out.
   chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::Auto;

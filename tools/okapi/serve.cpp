@@ -122,6 +122,24 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
+  cmd->add_option("--chat-template", o.chat_template,
+                  "one of llama.cpp's built-in chat templates (chatml, llama3, mistral-v7, gemma, command-r, ...; "
+                  "see README) or Jinja source, instead of the model's")
+      ->check(non_empty());
+  cmd->add_flag("--jinja,!--no-jinja", o.jinja,
+                "render the model's Jinja chat template (default); --no-jinja uses llama.cpp's built-in template it "
+                "resembles instead, as llama-server");
+  cmd->add_option_function<std::string>(
+      "--chat-template-kwargs",
+      [&o](const std::string& text) { o.template_defaults.kwargs = server::parse_template_kwargs_flag(text); },
+      "JSON object of extra chat template variables for every request (a request's chat_template_kwargs "
+      "override them)");
+  cmd->add_option_function<std::string>(
+         "--reasoning",
+         [&o](const std::string& mode) { o.template_defaults.reasoning = server::parse_reasoning_mode(mode); },
+         "thinking in the prompt: on, off (enable_thinking false: the template closes the thinking block) or "
+         "auto (default: on where the template supports it)")
+      ->check(CLI::IsMember({"on", "off", "auto", "true", "false", "enabled", "disabled", "1", "0", "-1"}));
   cmd->add_flag("--allow-special-in-content", o.allow_special_in_content,
                 "read control tokens (<|im_start|>, </s>, ...) inside message text too, as before; lets a user forge turns");
   cmd->add_option("--queue", args->max_queue, "requests that may wait for a slot (more: 503)")
