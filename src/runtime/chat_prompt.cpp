@@ -91,9 +91,13 @@ const char* chatml_template() {
 }
 
 ChatPrompt::ChatPrompt(const Engine& engine, const std::string& template_file, bool allow_special_in_content)
-    : ChatPrompt(engine, ChatTemplateChoice{template_file, {}, true}, allow_special_in_content) {}
+    : ChatPrompt(Chosen{}, engine, ChatTemplateChoice{template_file, {}, true}, allow_special_in_content) {}
 
-ChatPrompt::ChatPrompt(const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content)
+ChatPrompt ChatPrompt::chosen(const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content) {
+  return ChatPrompt(Chosen{}, engine, choice, allow_special_in_content);
+}
+
+ChatPrompt::ChatPrompt(Chosen, const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content)
     : tokenizer_(engine.tokenizer()),
       template_(pick_template(engine, choice, origin_)),
       allow_special_in_content_(allow_special_in_content) {

@@ -31,8 +31,9 @@ class ChatPrompt {
   // `template_file` non-empty: that file's template instead of the model's (throws okapi::Error
   // for an unreadable file and jinja::TemplateError for one that does not parse).
   explicit ChatPrompt(const Engine& engine, const std::string& template_file = {}, bool allow_special_in_content = false);
-  // Throws okapi::Error (usage) for a --chat-template that cannot be used, as above.
-  ChatPrompt(const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content);
+  // The template `choice` names; throws okapi::Error (usage) for a --chat-template that cannot be
+  // used, as above.
+  static ChatPrompt chosen(const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content);
 
   // Renders with bos_token/eos_token set to the model's. Throws jinja::TemplateRaised (the
   // template refused the conversation) or jinja::TemplateError.
@@ -56,6 +57,8 @@ class ChatPrompt {
   const std::string& eos_text() const { return eos_; }
 
  private:
+  struct Chosen {};
+  ChatPrompt(Chosen, const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content);
   const tokenizer::Tokenizer& tokenizer_;
   std::string origin_;  // before template_: pick_template() sets it while template_ is built
   jinja::ChatTemplate template_;

@@ -114,9 +114,9 @@ void ServerState::load() {
   if (per_slot < 1)
     throw_error_for(Setting::Slots, "a context of {} tokens cannot be shared by {} slots: each needs at least one cell",
                     total, options_.n_slots);
-  chat_ = std::make_unique<runtime::ChatPrompt>(
+  chat_ = std::make_unique<runtime::ChatPrompt>(runtime::ChatPrompt::chosen(
       *engine_, runtime::ChatTemplateChoice{options_.chat_template_file, options_.chat_template, options_.jinja},
-      options_.allow_special_in_content);
+      options_.allow_special_in_content));
   chat_format_ = chat::detect_format(chat_->chat_template());
   // The vocabulary's trie for grammar masks (~60 ms and ~30 MB for 152k tokens), built now so
   // that the first constrained request does not wait for it.

@@ -97,28 +97,28 @@ jinja::RenderInputs hello() {
 }
 
 TEST(BuiltinTemplates, ChatPromptPicksAsLlamaServerFlagsSay) {
-  const ChatPrompt named(stories(), ChatTemplateChoice{"", "llama3", true}, false);
+  const ChatPrompt named = ChatPrompt::chosen(stories(), ChatTemplateChoice{"", "llama3", true}, false);
   EXPECT_EQ(named.origin(), "builtin");
   EXPECT_EQ(named.chat_template().name(), "llama3");
   EXPECT_EQ(named.render(hello()), "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
                                    "<|start_header_id|>assistant<|end_header_id|>\n\n");
   // With --jinja, text that is no name is Jinja source (llama-server renders it so).
-  const ChatPrompt source(stories(), ChatTemplateChoice{"", "This is not a chat template, it is", true}, false);
+  const ChatPrompt source = ChatPrompt::chosen(stories(), ChatTemplateChoice{"", "This is not a chat template, it is", true}, false);
   EXPECT_EQ(source.origin(), "flag");
   EXPECT_EQ(source.render(hello()), "This is not a chat template, it is");
   // A mistyped name is refused rather than sent as the prompt.
-  EXPECT_THROW(ChatPrompt(stories(), ChatTemplateChoice{"", "llama5", true}, false), Error);
+  EXPECT_THROW(ChatPrompt::chosen(stories(), ChatTemplateChoice{"", "llama5", true}, false), Error);
   // --no-jinja: what the template resembles, or a refusal.
-  EXPECT_THROW(ChatPrompt(stories(), ChatTemplateChoice{"", "This is not a chat template, it is", false}, false), Error);
+  EXPECT_THROW(ChatPrompt::chosen(stories(), ChatTemplateChoice{"", "This is not a chat template, it is", false}, false), Error);
   const auto llama31 = (okapi::test::repo_dir() / "tests/data/chat/meta-llama-Llama-3.1-8B-Instruct.jinja").string();
-  const ChatPrompt legacy(stories(), ChatTemplateChoice{llama31, "", false}, false);
+  const ChatPrompt legacy = ChatPrompt::chosen(stories(), ChatTemplateChoice{llama31, "", false}, false);
   EXPECT_EQ(legacy.chat_template().name(), "llama3");
   EXPECT_EQ(legacy.render(hello()), named.render(hello()));
   // A file's path given to --chat-template is read as the file.
-  const ChatPrompt by_path(stories(), ChatTemplateChoice{"", llama31, true}, false);
+  const ChatPrompt by_path = ChatPrompt::chosen(stories(), ChatTemplateChoice{"", llama31, true}, false);
   EXPECT_EQ(by_path.origin(), "file");
   // The model has no template: ChatML, with or without --no-jinja.
-  EXPECT_EQ(ChatPrompt(stories(), ChatTemplateChoice{"", "", false}, false).render(hello()),
+  EXPECT_EQ(ChatPrompt::chosen(stories(), ChatTemplateChoice{"", "", false}, false).render(hello()),
             "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
 }
 
