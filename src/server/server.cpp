@@ -379,6 +379,9 @@ Json ServerState::props() const {
 ChatInput ServerState::chat_input(const Json& body, const AgentParams& agent) const {
   ChatInput input = parse_chat_input(body);
   input.tools = agent.chat.tools;
+  // llama.cpp's built-in formats have no place for tools (llama-server refuses them so too).
+  if (!options_.jinja && input.tools.is_array() && !input.tools.empty())
+    throw_bad_request("tools", "'tools' needs a Jinja chat template: this server was started with --no-jinja");
   // datetime, date_string, functions, --chat-template-kwargs, --reasoning; the request's own over them.
   Json kwargs = template_context(options_.template_defaults, input.tools, chat_->source(), std::time(nullptr));
   for (auto& [key, value] : input.template_kwargs.items()) kwargs[key] = std::move(value);

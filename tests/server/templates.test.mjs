@@ -31,6 +31,10 @@ describe('template flags', () => {
     assert.ok(res.json.prompt.startsWith('<|start_header_id|>system<|end_header_id|>\n\nYou are a test.<|eot_id|>'),
       res.json.prompt);
     assert.ok(!res.json.prompt.includes('Cutting Knowledge'), 'the built-in, not the Jinja template');
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }];
+    const refused = await post(base, '/v1/chat/completions', { messages, tools, max_tokens: 1 });
+    assert.equal(refused.status, 400, refused.text);
+    assert.match(refused.text, /--no-jinja/);
     for (const args of [['--chat-template', 'llama5'], ['--no-jinja', '--chat-template', 'not a template {{ x }}']]) {
       const r = spawnSync(OKAPI_BIN, ['serve', '-m', OKAPI_MODEL, '--port', '0', ...args], { encoding: 'utf8', timeout: 30_000 });
       assert.notEqual(r.status, 0, r.stderr);
