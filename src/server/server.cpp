@@ -24,6 +24,7 @@
 #include "runtime/embedder.hpp"
 #include "runtime/scheduler.hpp"
 #include "server/agent_params.hpp"
+#include "server/anthropic_api.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
 #include "server/embedding_queue.hpp"
@@ -473,22 +474,7 @@ ServerState::StartedGeneration ServerState::start_generation(const Json& body, b
     if (const auto it = input.template_kwargs.find("enable_thinking"); it != input.template_kwargs.end() && it->is_boolean())
       planned.chat.enable_thinking = it->get<bool>();
     plan = plan_request(planned, true, rendered, job_request);
-    if (plan.extra_messages.is_array() && !plan.extra_messages.empty()) {
-      // The family's instruction for tool calls goes in front, merged into a system message.
-      Json messages = Json::array();
-      Json extra = plan.extra_messages;
-      if (!input.messages.empty() && input.messages[0].value("role", "") == "system" && input.messages[0]["content"].is_string() &&
-          extra.size() == 1 && extra[0].value("role", "") == "system") {
-        Json first = input.messages[0];
-        first["content"] = first["content"].get<std::string>() + "\n\n" + extra[0].value("content", "");
-        messages.push_back(std::move(first));
-        for (size_t i = 1; i < input.messages.size(); ++i) messages.push_back(input.messages[i]);
-      } else {
-        for (auto& m : extra) messages.push_back(m);
-        for (auto& m : input.messages) messages.push_back(m);
-      }
-      input.messages = std::move(messages);
-    }
+    add_plan_messages(input, plan);
     job_request.prompt = chat_tokens(input);
     if (job_request.prompt.empty()) throw_bad_request("messages", "the rendered conversation has no tokens");
   } else {
@@ -513,6 +499,24 @@ ServerState::StartedGeneration ServerState::start_generation(const Json& body, b
   started.chat = chat;
   started.in_flight = std::make_shared<InFlight>(in_flight_);
   return started;
+}
+
+void ServerState::add_plan_messages(ChatInput& input, const chat::ChatPlan& plan) {
+  if (!plan.extra_messages.is_array() || plan.extra_messages.empty()) return;
+  // The family's instruction for tool calls goes in front, merged into a system message.
+  Json messages = Json::array();
+  const Json& extra = plan.extra_messages;
+  if (!input.messages.empty() && input.messages[0].value("role", "") == "system" && input.messages[0]["content"].is_string() &&
+      extra.size() == 1 && extra[0].value("role", "") == "system") {
+    Json first = input.messages[0];
+    first["content"] = first["content"].get<std::string>() + "\n\n" + extra[0].value("content", "");
+    messages.push_back(std::move(first));
+    for (size_t i = 1; i < input.messages.size(); ++i) messages.push_back(input.messages[i]);
+  } else {
+    for (const auto& m : extra) messages.push_back(m);
+    for (auto& m : input.messages) messages.push_back(m);
+  }
+  input.messages = std::move(messages);
 }
 
 void ServerState::cancel_when_cut(Response& res, const StartedGeneration& started) {
@@ -688,6 +692,13 @@ std::string media_type(std::string_view content_type) {
   return type;
 }
 
+// Anthropic's clients read their own error shape (a wrong key, a bad request under /v1/messages).
+void send_error_for(const Request& req, Response& res, const ApiError& e) {
+  if (!req.path.starts_with("/v1/messages")) return send_error(res, e);
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+  send_json(res, e.status(), anthropic::error_body(e.status(), e.what()));
+}
+
 }  // namespace
 
 void ServerState::dispatch(const Request& req, Response& res) const {
@@ -721,13 +732,15 @@ void ServerState::dispatch(const Request& req, Response& res) const {
                                  req.header("content-type")));
     route->handler(req, res);
   } catch (const ApiError& e) {
-    send_error(res, e);
+    send_error_for(req, res, e);
   } catch (const Error& e) {  // a library error: the server's fault, with the server flag it blames
-    send_error(res, ApiError(500, status_type(500), client_message(e)));
+    send_error_for(req, res, ApiError(500, status_type(500), client_message(e)));
   }
 }
 
 void ServerState::build_routes() {
+  add_tool_routes();
+  add_cors_proxy_routes();
   add_route("GET", "/health", [this](const Request&, Response& res) { health(res); });
   add_route("GET", "/v1/health", [this](const Request&, Response& res) { health(res); });
   add_route("GET", "/", [](const Request&, Response& res) {
@@ -804,6 +817,7 @@ void ServerState::build_routes() {
     const AgentParams agent = parse_agent_params(body, true, options_.reasoning_format);
     send_json(res, 200, {{"prompt", render_chat(chat_input(body, agent))}});
   });
+  add_anthropic_routes();
   add_route("GET", "/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
   add_route("GET", "/slots", [this](const Request&, Response& res) {
     // Embeddings mode has no slots: every request's inputs share the passes.

@@ -3,10 +3,12 @@
 //             [--chat-template-file F] [-ctk/-ctv TYPE] [--draft-model F | --lookup N | --draft-skip LIST] [--draft-max N]
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
 //             [--embeddings | --rerank] [--pooling P] [-ub N] [--embd-normalize N] [--embd-max-inputs N]
+//             [--tools LIST] [--tools-runtime R] [--mcp-servers-json J | --mcp-servers-config F] [--ui-mcp-proxy]
 // An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
 // requests in flight finish. -c is the context of all slots together, as llama-server's.
 // --embeddings / --rerank serve /v1/embeddings and /v1/rerank instead of generation (as
 // llama-server's); an embedding model that does not generate text is served so without them.
+// --tools, MCP servers and --ui-mcp-proxy (/tools, /cors-proxy) touch the host: off unless given.
 #include <memory>
 #include <optional>
 #include <string>
@@ -177,6 +179,25 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--embd-max-inputs", args->embd_max_inputs, "inputs (or rerank documents) one request may send")
       ->capture_default_str()
       ->check(in_range(1, 1'000'000));
+  // Opt-in tools that touch the host (README: "Server tools, MCP servers and the CORS proxy").
+  cmd->add_option_function<std::string>(
+         "--tools", [&o](const std::string& list) { o.tools = split_list(list); },
+         "serve /tools with these built-in tools (comma-separated, or all): read_file, file_glob_search, grep_search, "
+         "exec_shell_command, write_file, edit_file, get_info. They read, write and run anything this user may: "
+         "expose the server only to those you would give a shell")
+      ->check(non_empty());
+  cmd->add_option("--tools-runtime", o.tools_runtime,
+                  "where the tools run: docker:IMAGE / podman:IMAGE (a container the server starts), "
+                  "docker-container:ID / podman-container:ID, ssh:TARGET (default: this host)")
+      ->check(non_empty());
+  cmd->add_option("--mcp-servers-json", o.mcp_servers_json,
+                  "MCP servers to run as child processes, as JSON {\"mcpServers\": {NAME: {command, args, env, cwd, "
+                  "timeout_ms}}}; their tools join /tools as NAME_TOOL")
+      ->check(non_empty());
+  cmd->add_option("--mcp-servers-config", o.mcp_servers_config, "a file holding such an MCP servers config")
+      ->check(non_empty());
+  cmd->add_flag("--ui-mcp-proxy", o.ui_mcp_proxy,
+                "serve /cors-proxy?url=URL, which fetches any http:// URL this server can reach for the caller");
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
