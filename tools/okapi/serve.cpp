@@ -75,7 +75,8 @@ int serve(ServeArgs args) {
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
   // Without --cors-origins, llama-server's default (any origin; localhost only while server tools are on).
-  o.cors.origins = args.cors_origins ? split_list(*args.cors_origins) : server::default_cors_origins(false);
+  const bool host_tools = !o.tools.empty() || !o.mcp_servers_json.empty() || !o.mcp_servers_config.empty();
+  o.cors.origins = args.cors_origins ? split_list(*args.cors_origins) : server::default_cors_origins(host_tools);
   if (args.seed >= 0) o.sampling.seed = static_cast<uint32_t>(args.seed);
   o.sampling.validate();
   o.max_queue = static_cast<size_t>(args.max_queue);
