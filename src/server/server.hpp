@@ -34,6 +34,7 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   CorsPolicy cors;  // which browser origins may call the API (llama-server's default: any)
   bool metrics = false;
+  bool verbose = false;  // completions carry __verbose (the prompt as text, ...) unless a request says otherwise
   std::string alias;  // the model id clients see (default: the file name)
   std::string chat_template_file;
   // --chat-template: one of llama.cpp's built-in template names (llama3, chatml, ...) or Jinja

@@ -5,11 +5,15 @@
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
 //             [--embeddings | --rerank] [--pooling P] [-ub N] [--embd-normalize N] [--embd-max-inputs N]
 //             [--tools LIST] [--tools-runtime R] [--mcp-servers-json J | --mcp-servers-config F] [--ui-mcp-proxy]
+//             [--models-dir DIR] [--models-preset FILE] [--models-max N] [--no-models-autoload]
 // An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
 // requests in flight finish. -c is the context of all slots together, as llama-server's.
 // --embeddings / --rerank serve /v1/embeddings and /v1/rerank instead of generation (as
 // llama-server's); an embedding model that does not generate text is served so without them.
 // --tools, MCP servers and --ui-mcp-proxy (/tools, /cors-proxy) touch the host: off unless given.
+// Without -m, with --models-dir, --models-preset, --models-max or --[no-]models-autoload, it is a
+// router (server/router.hpp) serving every model found, each in a child `okapi serve` that gets
+// the flags given here; without -m and without those, it serves the bundled stories260K.
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +25,7 @@
 #include "model/embedding.hpp"
 #include "runtime/default_model.hpp"
 #include "server/cors.hpp"
+#include "server/router.hpp"
 #include "server/server.hpp"
 #include "verbs.hpp"
 
@@ -37,6 +42,10 @@ struct ServeArgs {
   bool rerank = false;
   std::string pooling;
   int64_t embd_max_inputs = 2048;
+  std::string models_dir;
+  std::string models_preset;
+  int models_max = 4;
+  bool models_autoload = true;
 };
 
 // One key a line; blank lines and lines starting with # are skipped.
@@ -70,14 +79,82 @@ std::vector<std::string> split_list(const std::string& list) {
   return out;
 }
 
+// Without --cors-origins, llama-server's default: any origin; localhost only while server tools are on.
+server::CorsPolicy cors_policy(const ServeArgs& args) {
+  const auto& o = args.options;
+  server::CorsPolicy policy = o.cors;
+  const bool host_tools = !o.tools.empty() || !o.mcp_servers_json.empty() || !o.mcp_servers_config.empty();
+  policy.origins = args.cors_origins ? split_list(*args.cors_origins) : server::default_cors_origins(host_tools);
+  return policy;
+}
+
+// Flags of the router itself, never passed on to its children (the router sets -m, --host,
+// --port and --alias of each, and checks API keys and CORS in front of them).
+bool router_only_flag(const std::string& name) {
+  static const char* const names[] = {"--model",         "--host",          "--port",       "--api-key",
+                                      "--api-key-file",  "--alias",         "--cors-origins", "--cors-methods",
+                                      "--cors-headers",  "--cors-credentials", "--models-dir",
+                                      "--models-preset", "--models-max",    "--models-autoload", "--help"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
+// The flag's canonical spelling: its first long name, else its short one.
+std::string canonical_name(const CLI::Option& option) {
+  if (!option.get_lnames().empty()) return "--" + option.get_lnames().front();
+  if (!option.get_snames().empty()) return "-" + option.get_snames().front();
+  return {};
+}
+
+// The router's children get every flag given on the command line but the router's own.
+server::RouterOptions router_options(ServeArgs& args, CLI::App& cmd) {
+  server::RouterOptions r;
+  const auto& o = args.options;
+  r.host = o.host;
+  r.port = o.port;
+  r.models_dir = args.models_dir;
+  r.models_preset = args.models_preset;
+  r.models_max = args.models_max;
+  r.models_autoload = args.models_autoload;
+  r.api_keys = o.api_keys;
+  if (!args.api_key_file.empty())
+    for (auto& key : read_api_keys(args.api_key_file)) r.api_keys.push_back(std::move(key));
+  r.cors = cors_policy(args);
+  r.max_body_bytes = o.max_body_bytes;
+  for (const CLI::Option* option : cmd.get_options()) {
+    if (option->count() == 0) continue;
+    const std::string name = canonical_name(*option);
+    if (name.empty() || router_only_flag(name)) continue;
+    std::vector<std::string> values;
+    if (option->get_expected_min() == 0) {  // a switch: --flag, or --flag=false when negated
+      const auto& results = option->results();
+      if (!results.empty() && (results.back() == "false" || results.back() == "0")) values.push_back("false");
+      r.child_flags.push_back({values.empty() ? name : name + "=false", {}});
+      continue;
+    }
+    r.child_flags.push_back({name, option->results()});
+  }
+  r.canonical_flag = [&cmd](const std::string& key) -> std::string {
+    std::string bare = key;
+    while (!bare.empty() && bare.front() == '-') bare.erase(0, 1);
+    if (bare.empty()) return {};
+    const CLI::Option* option = cmd.get_option_no_throw(bare.size() == 1 ? "-" + bare : "--" + bare);
+    return option ? canonical_name(*option) : std::string();
+  };
+  r.flag_takes_value = [&cmd](const std::string& flag) {
+    const CLI::Option* option = cmd.get_option_no_throw(flag);
+    return option == nullptr || option->get_expected_min() > 0;
+  };
+  return r;
+}
+
 int serve(ServeArgs args) {
   auto& o = args.options;
   o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
-  // Without --cors-origins, llama-server's default (any origin; localhost only while server tools are on).
-  const bool host_tools = !o.tools.empty() || !o.mcp_servers_json.empty() || !o.mcp_servers_config.empty();
-  o.cors.origins = args.cors_origins ? split_list(*args.cors_origins) : server::default_cors_origins(host_tools);
+  o.cors = cors_policy(args);
   if (args.seed >= 0) o.sampling.seed = static_cast<uint32_t>(args.seed);
   o.sampling.validate();
   o.max_queue = static_cast<size_t>(args.max_queue);
@@ -101,7 +178,21 @@ void register_serve(CLI::App& app, VerbResult& result) {
   auto& o = args->options;
   o.engine.threads = default_threads();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching and a chat page");
-  cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
+  cmd->add_option("-m,--model", args->model,
+                  "GGUF model (default: a router over --models-dir / --models-preset when given, else the bundled "
+                  "stories260K)");
+  cmd->add_option("--models-dir", args->models_dir,
+                  "router mode: serve every GGUF in this folder (FILE.gguf is model FILE; a folder is one model)")
+      ->check(non_empty());
+  cmd->add_option("--models-preset", args->models_preset,
+                  "router mode: INI file of models ([NAME] sections: model = FILE and okapi serve flags; [*] for all)")
+      ->check(non_empty());
+  cmd->add_option("--models-max", args->models_max,
+                  "router mode: models loaded at once, least recently used unloaded beyond (0: no limit)")
+      ->capture_default_str()
+      ->check(in_range(0, 1024));
+  cmd->add_flag("--models-autoload,!--no-models-autoload", args->models_autoload,
+                "router mode: load a model on its first request (default), or only by POST /models/load");
   cmd->add_option("--host", o.host, "address to listen on")->capture_default_str()->check(non_empty());
   cmd->add_option("--port", o.port, "port (0: any free port)")->capture_default_str()->check(in_range(0, 65535));
   cmd->add_option("--parallel", o.n_slots, "slots: requests decoded together (also -np)")
@@ -123,6 +214,9 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_flag("--cors-credentials,!--no-cors-credentials", o.cors.credentials,
                 "allow credentials (with --cors-origins *, the origin is reflected; default on, as llama-server)");
   cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
+  cmd->add_flag("--verbose,-v", o.verbose,
+                "add llama-server's __verbose debug object (the prompt as text, ...) to every completion; a "
+                "request's \"verbose\" overrides it");
   cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
@@ -208,7 +302,17 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->options.engine.exact);
     check_drafting_flags(args->options.drafting);
+    const bool router = !cmd->get_option("--models-dir")->empty() || !cmd->get_option("--models-preset")->empty() ||
+                        !cmd->get_option("--models-max")->empty() || !cmd->get_option("--models-autoload")->empty();
+    if (router && !args->model.empty())
+      throw_usage_error("-m serves one model; --models-dir, --models-preset, --models-max and --[no-]models-autoload "
+                        "are for a router over many: give one or the other");
     if (result.dry_run) return;
+    if (router) {
+      const auto options = router_options(*args, *cmd);
+      result.exit_code = server::serve_router(options);
+      return;
+    }
     result.exit_code = serve(*args);
   });
 }
