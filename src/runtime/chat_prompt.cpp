@@ -1,24 +1,77 @@
 #include "runtime/chat_prompt.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "runtime/builtin_templates.hpp"
 #include "runtime/engine.hpp"
 
 namespace okapi::runtime {
 
 namespace {
 
-jinja::ChatTemplate pick_template(const Engine& engine, const std::string& file, std::string& origin) {
-  if (!file.empty()) {
+// A --chat-template value that reads as a name (one word of name characters), not as a template.
+bool looks_like_a_name(std::string_view text) {
+  return !text.empty() && text.size() <= 64 && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+std::string builtin_list() {
+  std::string out;
+  for (const auto& name : builtin_template_names()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+jinja::ChatTemplate pick_template(const Engine& engine, const ChatTemplateChoice& choice, std::string& origin) {
+  std::string source, name;
+  if (!choice.file.empty()) {
     origin = "file";
-    return jinja::ChatTemplate::parse(read_input_file(file, "chat template file"), file);
-  }
-  const gguf::Value* in_model = engine.model().file().find("tokenizer.chat_template");
-  if (in_model && in_model->is_string() && !in_model->as_string().empty()) {
+    name = choice.file;
+    source = read_input_file(choice.file, "chat template file");
+  } else if (!choice.text.empty()) {
+    std::error_code ec;
+    if (auto builtin = builtin_template(choice.text)) {
+      origin = "builtin";
+      return jinja::ChatTemplate::parse(*builtin, choice.text);
+    } else if (std::filesystem::is_regular_file(choice.text, ec)) {
+      origin = "file";
+      name = choice.text;
+      source = read_input_file(choice.text, "chat template file");
+    } else if (looks_like_a_name(choice.text)) {
+      throw_usage_error("--chat-template: '{}' is not one of the built-in templates ({}) nor a file; give Jinja "
+                        "source or --chat-template-file",
+                        choice.text, builtin_list());
+    } else {
+      origin = "flag";
+      name = "--chat-template";
+      source = choice.text;
+    }
+  } else if (const gguf::Value* in_model = engine.model().file().find("tokenizer.chat_template");
+             in_model && in_model->is_string() && !in_model->as_string().empty()) {
     origin = "model";
-    return jinja::ChatTemplate::parse(in_model->as_string(), "tokenizer.chat_template");
+    name = "tokenizer.chat_template";
+    source = in_model->as_string();
+  } else {
+    origin = "chatml";
+    return jinja::ChatTemplate::parse(chatml_template(), "chatml");
   }
-  origin = "chatml";
-  return jinja::ChatTemplate::parse(chatml_template(), "chatml");
+  if (!choice.jinja) {
+    // llama-server without --jinja: the built-in format the template resembles (llama.cpp's
+    // llm_chat_detect_template), or a refusal for a given one; a model's unknown one stays Jinja.
+    if (const auto detected = detect_builtin_template(source)) {
+      origin = "builtin";
+      return jinja::ChatTemplate::parse(*builtin_template(*detected), *detected);
+    }
+    if (origin != "model")
+      throw_usage_error("the chat template given ({}) is not one llama.cpp's built-in formats supports, which "
+                        "--no-jinja asks for; drop --no-jinja to render it as Jinja (built-ins: {})",
+                        name, builtin_list());
+  }
+  return jinja::ChatTemplate::parse(source, name);
 }
 
 std::string token_text(const tokenizer::Vocab& vocab, tokenizer::TokenId id) {
@@ -38,8 +91,15 @@ const char* chatml_template() {
 }
 
 ChatPrompt::ChatPrompt(const Engine& engine, const std::string& template_file, bool allow_special_in_content)
+    : ChatPrompt(Chosen{}, engine, ChatTemplateChoice{template_file, {}, true}, allow_special_in_content) {}
+
+ChatPrompt ChatPrompt::chosen(const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content) {
+  return ChatPrompt(Chosen{}, engine, choice, allow_special_in_content);
+}
+
+ChatPrompt::ChatPrompt(Chosen, const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content)
     : tokenizer_(engine.tokenizer()),
-      template_(pick_template(engine, template_file, origin_)),
+      template_(pick_template(engine, choice, origin_)),
       allow_special_in_content_(allow_special_in_content) {
   const auto& vocab = tokenizer_.vocab();
   bos_ = token_text(vocab, vocab.bos);

@@ -15,11 +15,25 @@ namespace okapi::runtime {
 
 class Engine;
 
+// Which template a ChatPrompt renders with, as llama-server's flags choose it.
+struct ChatTemplateChoice {
+  std::string file;  // --chat-template-file: a Jinja template file
+  // --chat-template: a built-in name (builtin_templates.hpp), a template file's path, or Jinja
+  // source. A word that is none of these is refused (a typo would otherwise be the whole prompt).
+  std::string text;
+  // false (--no-jinja): the template (given, or the model's) renders as the llama.cpp built-in it
+  // resembles; one given that resembles none is refused, a model's that does not stays as it is.
+  bool jinja = true;
+};
+
 class ChatPrompt {
  public:
   // `template_file` non-empty: that file's template instead of the model's (throws okapi::Error
   // for an unreadable file and jinja::TemplateError for one that does not parse).
   explicit ChatPrompt(const Engine& engine, const std::string& template_file = {}, bool allow_special_in_content = false);
+  // The template `choice` names; throws okapi::Error (usage) for a --chat-template that cannot be
+  // used, as above.
+  static ChatPrompt chosen(const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content);
 
   // Renders with bos_token/eos_token set to the model's. Throws jinja::TemplateRaised (the
   // template refused the conversation) or jinja::TemplateError.
@@ -38,12 +52,15 @@ class ChatPrompt {
 
   const std::string& source() const { return template_.source(); }
   const jinja::ChatTemplate& chat_template() const { return template_; }
-  // "model" (tokenizer.chat_template), "file" or "chatml" (the fallback).
+  // "model" (tokenizer.chat_template), "file", "flag" (--chat-template's Jinja source), "builtin"
+  // (a llama.cpp built-in: name() says which) or "chatml" (the fallback).
   const std::string& origin() const { return origin_; }
   const std::string& bos_text() const { return bos_; }
   const std::string& eos_text() const { return eos_; }
 
  private:
+  struct Chosen {};
+  ChatPrompt(Chosen, const Engine& engine, const ChatTemplateChoice& choice, bool allow_special_in_content);
   const tokenizer::Tokenizer& tokenizer_;
   std::string origin_;  // before template_: pick_template() sets it while template_ is built
   jinja::ChatTemplate template_;

@@ -568,16 +568,8 @@ bool Router::authorized(const Request& req) const {
 }
 
 void Router::apply_cors(const Request& req, Response& res) const {
-  const std::string_view origin = req.header("origin");
-  if (origin.empty()) return;
-  const auto& allowed = options_.cors_origins;
-  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
-  if (any || std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
-    res.set_header("Access-Control-Allow-Origin", any ? "*" : std::string(origin));
-    res.set_header("Vary", "Origin");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-  }
+  for (auto& [name, value] : cors_headers(options_.cors, req.header("origin"), req.method == "OPTIONS"))
+    res.set_header(std::move(name), std::move(value));
 }
 
 bool Router::answer_on_loop(const Request& req, Response& res) const {
@@ -1150,9 +1142,8 @@ std::string media_type(std::string_view content_type) {
 
 void Router::dispatch(const Request& req, Response& res) {
   apply_cors(req, res);
-  if (req.method == "OPTIONS") {
-    res.status = 204;
-    res.content_type.clear();
+  if (req.method == "OPTIONS") {  // as llama-server: 200, no body, no API key asked
+    res.set_content("", "text/html");
     return;
   }
   try {

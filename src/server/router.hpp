@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "server/cors.hpp"
+
 namespace okapi::server {
 
 // A model the router can start.
@@ -56,7 +58,7 @@ struct RouterOptions {
   int models_max = 4;  // instances at once; 0: no limit
   bool models_autoload = true;
   std::vector<std::string> api_keys;
-  std::vector<std::string> cors_origins;
+  CorsPolicy cors;  // the router answers CORS in front of its children (cors.hpp)
   size_t max_body_bytes = size_t{8} << 20;
   // The okapi binary a child runs (empty: this process's executable).
   std::string executable;

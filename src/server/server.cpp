@@ -132,8 +132,9 @@ void ServerState::load() {
   if (per_slot < 1)
     throw_error_for(Setting::Slots, "a context of {} tokens cannot be shared by {} slots: each needs at least one cell",
                     total, options_.n_slots);
-  chat_ = std::make_unique<runtime::ChatPrompt>(*engine_, options_.chat_template_file,
-                                                options_.allow_special_in_content);
+  chat_ = std::make_unique<runtime::ChatPrompt>(runtime::ChatPrompt::chosen(
+      *engine_, runtime::ChatTemplateChoice{options_.chat_template_file, options_.chat_template, options_.jinja},
+      options_.allow_special_in_content));
   chat_format_ = chat::detect_format(chat_->chat_template());
   // The vocabulary's trie for grammar masks (~60 ms and ~30 MB for 152k tokens), built now so
   // that the first constrained request does not wait for it.
@@ -447,6 +448,13 @@ Json ServerState::props() const {
 ChatInput ServerState::chat_input(const Json& body, const AgentParams& agent) const {
   ChatInput input = parse_chat_input(body);
   input.tools = agent.chat.tools;
+  // llama.cpp's built-in formats have no place for tools (llama-server refuses them so too).
+  if (!options_.jinja && input.tools.is_array() && !input.tools.empty())
+    throw_bad_request("tools", "'tools' needs a Jinja chat template: this server was started with --no-jinja");
+  // datetime, date_string, functions, --chat-template-kwargs, --reasoning; the request's own over them.
+  Json kwargs = template_context(options_.template_defaults, input.tools, chat_->source(), std::time(nullptr));
+  for (auto& [key, value] : input.template_kwargs.items()) kwargs[key] = std::move(value);
+  input.template_kwargs = std::move(kwargs);
   // Templates read enable_thinking (R1 distills close the block in the prompt without it): true
   // unless a reasoning budget of 0 turns thinking off, as llama-server sets it.
   const int64_t budget = agent.budget_given ? agent.reasoning_budget : options_.reasoning_budget;
@@ -822,16 +830,8 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
 }
 
 void ServerState::apply_cors(const Request& req, Response& res) const {
-  const std::string_view origin = req.header("origin");
-  if (origin.empty()) return;
-  const auto& allowed = options_.cors_origins;
-  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
-  if (any || std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
-    res.set_header("Access-Control-Allow-Origin", any ? "*" : std::string(origin));
-    res.set_header("Vary", "Origin");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-  }
+  for (auto& [name, value] : cors_headers(options_.cors, req.header("origin"), req.method == "OPTIONS"))
+    res.set_header(std::move(name), std::move(value));
 }
 
 void ServerState::health(Response& res) const {
@@ -877,8 +877,8 @@ void send_error_for(const Request& req, Response& res, const ApiError& e) {
 void ServerState::dispatch(const Request& req, Response& res) {
   apply_cors(req, res);
   if (req.method == "OPTIONS") {
-    res.status = 204;
-    res.content_type.clear();
+    // A preflight needs no API key (browsers send none), as llama-server answers it: 200, no body.
+    res.set_content("", "text/html");
     return;
   }
   try {

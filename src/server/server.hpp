@@ -17,6 +17,8 @@
 #include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
+#include "server/cors.hpp"
+#include "server/template_context.hpp"
 
 namespace okapi::server {
 
@@ -30,7 +32,7 @@ struct ServeOptions {
   runtime::EngineOptions engine;
   sample::SamplerConfig sampling;  // defaults of requests that do not set a field
   std::vector<std::string> api_keys;
-  std::vector<std::string> cors_origins;  // "*" allows any origin; empty: no CORS headers
+  CorsPolicy cors;  // which browser origins may call the API (llama-server's default: any)
   bool metrics = false;
   // The model id clients see (default: the file name); comma-separated aliases: the first in
   // sorted order is the id, all are /v1/models' "aliases" (as llama-server's --alias).
@@ -47,6 +49,13 @@ struct ServeOptions {
   // prompt as text, ...) unless a request says otherwise.
   bool verbose = false;
   std::string chat_template_file;
+  // --chat-template: one of llama.cpp's built-in template names (llama3, chatml, ...) or Jinja
+  // source. jinja false (--no-jinja): only llama.cpp's built-in formats, the given or the model's
+  // template read as the one it resembles, as llama-server's legacy formatter does.
+  std::string chat_template;
+  bool jinja = true;
+  // --chat-template-kwargs and --reasoning: what every prompt's template gets unless the request says.
+  TemplateDefaults template_defaults;
   // Where reasoning goes (--reasoning-format), its token budget (-1: none; 0: thinking off) and the
   // message forced before the end marker when the budget runs out.
   chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::Auto;

@@ -1,6 +1,7 @@
 // okapi serve [-m MODEL] [--host H] [--port P] [-np N] [-c CTX] [-t T] [-b B] [--api-key KEY ...]
-//             [--api-key-file F] [--cors-origins LIST] [--metrics] [--alias NAME]
-//             [--chat-template-file F] [-ctk/-ctv TYPE] [--draft-model F | --lookup N | --draft-skip LIST] [--draft-max N]
+//             [--api-key-file F] [--cors-origins LIST] [--cors-methods M] [--cors-headers H]
+//             [--[no-]cors-credentials] [--metrics] [--alias NAME] [--chat-template-file F | --chat-template NAME|JINJA]
+//             [--[no-]jinja] [--chat-template-kwargs JSON] [--reasoning on|off|auto] [-ctk/-ctv TYPE] [--draft-model F | --lookup N | --draft-skip LIST] [--draft-max N]
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
 //             [--embeddings | --rerank] [--pooling P] [-ub N] [--embd-normalize N] [--embd-max-inputs N]
 //             [--tools LIST] [--tools-runtime R] [--mcp-servers-json J | --mcp-servers-config F] [--ui-mcp-proxy]
@@ -15,6 +16,7 @@
 // the flags given here; without -m and without those, it serves the bundled stories260K.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common_flags.hpp"
@@ -23,6 +25,7 @@
 #include "exact_flags.hpp"
 #include "model/embedding.hpp"
 #include "runtime/default_model.hpp"
+#include "server/cors.hpp"
 #include "server/router.hpp"
 #include "server/server.hpp"
 #include "verbs.hpp"
@@ -34,7 +37,7 @@ struct ServeArgs {
   server::ServeOptions options;
   std::string model;
   std::string api_key_file;
-  std::string cors_origins;
+  std::optional<std::string> cors_origins;
   int64_t seed = -1;
   int64_t max_queue = 64;
   bool rerank = false;
@@ -80,11 +83,21 @@ std::vector<std::string> split_list(const std::string& list) {
   return out;
 }
 
+// Without --cors-origins, llama-server's default: any origin; localhost only while server tools are on.
+server::CorsPolicy cors_policy(const ServeArgs& args) {
+  const auto& o = args.options;
+  server::CorsPolicy policy = o.cors;
+  const bool host_tools = !o.tools.empty() || !o.mcp_servers_json.empty() || !o.mcp_servers_config.empty();
+  policy.origins = args.cors_origins ? split_list(*args.cors_origins) : server::default_cors_origins(host_tools);
+  return policy;
+}
+
 // Flags of the router itself, never passed on to its children (the router sets -m, --host,
 // --port and --alias of each, and checks API keys and CORS in front of them).
 bool router_only_flag(const std::string& name) {
   static const char* const names[] = {"--model",         "--host",          "--port",       "--api-key",
-                                      "--api-key-file",  "--alias",         "--cors-origins", "--models-dir",
+                                      "--api-key-file",  "--alias",         "--cors-origins", "--cors-methods",
+                                      "--cors-headers",  "--cors-credentials", "--models-dir",
                                       "--models-preset", "--models-max",    "--models-autoload", "--help"};
   for (const char* n : names)
     if (name == n) return true;
@@ -111,7 +124,7 @@ server::RouterOptions router_options(ServeArgs& args, CLI::App& cmd) {
   r.api_keys = o.api_keys;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) r.api_keys.push_back(std::move(key));
-  r.cors_origins = split_list(args.cors_origins);
+  r.cors = cors_policy(args);
   r.max_body_bytes = o.max_body_bytes;
   for (const CLI::Option* option : cmd.get_options()) {
     if (option->count() == 0) continue;
@@ -145,7 +158,7 @@ int serve(ServeArgs args) {
   o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
-  o.cors_origins = split_list(args.cors_origins);
+  o.cors = cors_policy(args);
   o.tags = split_list(args.tags);
   if (!o.slot_save_path.empty()) {
     std::error_code ec;
@@ -204,7 +217,12 @@ void register_serve(CLI::App& app, VerbResult& result) {
       ->check(non_empty());
   cmd->add_option("--api-key-file", args->api_key_file, "file of API keys, one a line")->check(non_empty());
   cmd->add_option("--cors-origins", args->cors_origins,
-                  "comma-separated origins allowed to call the API from a browser (* for any)");
+                  "comma-separated origins allowed to call the API from a browser: * any (the default), localhost "
+                  "(http(s) pages on localhost, 127.0.0.1 or [::1]), or exact origins");
+  cmd->add_option("--cors-methods", o.cors.methods, "Access-Control-Allow-Methods of a preflight")->capture_default_str();
+  cmd->add_option("--cors-headers", o.cors.headers, "Access-Control-Allow-Headers of a preflight")->capture_default_str();
+  cmd->add_flag("--cors-credentials,!--no-cors-credentials", o.cors.credentials,
+                "allow credentials (with --cors-origins *, the origin is reflected; default on, as llama-server)");
   cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
   cmd->add_flag("--verbose,-v", o.verbose,
                 "log each request (method, path, status, time) on stderr and add llama-server's __verbose debug "
@@ -212,6 +230,24 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
+  cmd->add_option("--chat-template", o.chat_template,
+                  "one of llama.cpp's built-in chat templates (chatml, llama3, mistral-v7, gemma, command-r, ...; "
+                  "see README) or Jinja source, instead of the model's")
+      ->check(non_empty());
+  cmd->add_flag("--jinja,!--no-jinja", o.jinja,
+                "render the model's Jinja chat template (default); --no-jinja uses llama.cpp's built-in template it "
+                "resembles instead, as llama-server");
+  cmd->add_option_function<std::string>(
+      "--chat-template-kwargs",
+      [&o](const std::string& text) { o.template_defaults.kwargs = server::parse_template_kwargs_flag(text); },
+      "JSON object of extra chat template variables for every request (a request's chat_template_kwargs "
+      "override them)");
+  cmd->add_option_function<std::string>(
+         "--reasoning",
+         [&o](const std::string& mode) { o.template_defaults.reasoning = server::parse_reasoning_mode(mode); },
+         "thinking in the prompt: on, off (enable_thinking false: the template closes the thinking block) or "
+         "auto (default: on where the template supports it)")
+      ->check(CLI::IsMember({"on", "off", "auto", "true", "false", "enabled", "disabled", "1", "0", "-1"}));
   cmd->add_flag("--allow-special-in-content", o.allow_special_in_content,
                 "read control tokens (<|im_start|>, </s>, ...) inside message text too, as before; lets a user forge turns");
   cmd->add_option("--queue", args->max_queue, "requests that may wait for a slot (more: 503)")
