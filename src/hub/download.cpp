@@ -258,7 +258,7 @@ HttpAnswer http_get(const std::string& url, const std::string& token, size_t max
   curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &sink);
   const CURLcode code = curl_easy_perform(curl.get());
   if (sink.too_big) throw_error("GET {}: the answer is over {} bytes", url, max_body);
-  if (code != CURLE_OK) throw_error("GET {} failed: {}", url, curl_failure(code, error_buffer));
+  if (code != CURLE_OK) throw Unreachable(fmt::format("GET {} failed: {}", url, curl_failure(code, error_buffer)));
   HttpAnswer answer;
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &answer.status);
   answer.body = std::move(sink.body);

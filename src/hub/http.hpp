@@ -7,7 +7,15 @@
 #include <map>
 #include <string>
 
+#include "core/error.hpp"
+
 namespace okapi::hub::detail {
+
+// No HTTP answer at all (no route, refused, timed out): the cache may still serve.
+class Unreachable : public Error {
+ public:
+  using Error::Error;
+};
 
 struct HttpAnswer {
   long status = 0;
@@ -16,7 +24,7 @@ struct HttpAnswer {
 };
 
 // GET `url` with "Accept: application/json" (and the token): the answer, whatever its status. A
-// body over `max_body` bytes, or no answer at all, is an okapi::Error.
+// body over `max_body` bytes is an okapi::Error, no answer at all an Unreachable.
 HttpAnswer http_get(const std::string& url, const std::string& token, size_t max_body);
 
 // What a download must come out as.

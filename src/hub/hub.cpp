@@ -446,7 +446,17 @@ fs::path resolve_hf_model(const std::string& spec, const std::string& hf_file, c
     }
     return folder / chosen.front().path;
   }
-  const RepoListing listing = fetch_listing(parsed.repo, options);
+  RepoListing listing;
+  try {
+    listing = fetch_listing(parsed.repo, options);
+  } catch (const detail::Unreachable& e) {
+    // As llama.cpp: with the hub out of reach, a model already in the cache still runs.
+    const std::vector<RepoFile> files = cached_files(folder);
+    if (files.empty()) throw;
+    const fs::path path = folder / choose_model_files(parsed.repo, files, parsed.quant, hf_file).front().path;
+    warn(fmt::format("{}; using the cached {}", e.what(), path.string()));
+    return path;
+  }
   const std::vector<RepoFile> chosen = choose_model_files(parsed.repo, listing.files, parsed.quant, hf_file);
   const std::string endpoint = resolved_endpoint(options);
   for (const RepoFile& file : chosen) {

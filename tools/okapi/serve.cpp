@@ -25,6 +25,7 @@ namespace {
 struct ServeArgs {
   server::ServeOptions options;
   std::string model;
+  ModelSourceFlags source;  // --hf-repo / --model-url when -m is not given
   std::string api_key_file;
   std::string cors_origins;
   int64_t seed = -1;
@@ -67,6 +68,7 @@ std::vector<std::string> split_list(const std::string& list) {
 
 int serve(ServeArgs args) {
   auto& o = args.options;
+  args.model = resolve_model_source(args.model, args.source, false);
   o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
@@ -94,7 +96,7 @@ void register_serve(CLI::App& app, VerbResult& result) {
   auto& o = args->options;
   o.engine.threads = default_threads();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching and a chat page");
-  cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
+  add_model_source_flags(cmd, args->source, cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)"));
   cmd->add_option("--host", o.host, "address to listen on")->capture_default_str()->check(non_empty());
   cmd->add_option("--port", o.port, "port (0: any free port)")->capture_default_str()->check(in_range(0, 65535));
   cmd->add_option("--parallel", o.n_slots, "slots: requests decoded together (also -np)")
