@@ -278,9 +278,9 @@ void register_bench(CLI::App& app, VerbResult& result) {
   output->excludes(json);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->exact);
-    require_model_source(args->model, args->source);
+    require_model_source("bench", args->model, args->source);
     if (result.dry_run) return;
-    args->model = resolve_model_source(args->model, args->source, true);
+    args->model = resolve_model_source(args->model, args->source);
     result.exit_code = run(*args);
   });
 }

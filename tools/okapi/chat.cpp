@@ -88,7 +88,7 @@ bool looks_like_command(const std::string& line) {
 int chat(ChatArgs args) {
   if (args.seed >= 0) args.sampling.seed = static_cast<uint32_t>(args.seed);
   args.sampling.validate();
-  args.model = resolve_model_source(args.model, args.source, false);
+  args.model = resolve_model_source(args.model, args.source);
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
   const auto engine = runtime::Engine::load(model_path, args.engine);

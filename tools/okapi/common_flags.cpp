@@ -224,20 +224,19 @@ void add_model_source_flags(CLI::App* cmd, ModelSourceFlags& flags, CLI::Option*
   }
 }
 
-std::string resolve_model_source(const std::string& model, const ModelSourceFlags& flags, bool required) {
+std::string resolve_model_source(const std::string& model, const ModelSourceFlags& flags) {
   if (!model.empty()) return model;
   hub::HubOptions options;
   options.offline = flags.offline;
   options.token = flags.hf_token.empty() ? hub::default_token() : flags.hf_token;
   if (!flags.hf_repo.empty()) return hub::resolve_hf_model(flags.hf_repo, flags.hf_file, options).string();
   if (!flags.model_url.empty()) return hub::resolve_model_url(flags.model_url, options).string();
-  if (required) require_model_source(model, flags);
   return {};
 }
 
-void require_model_source(const std::string& model, const ModelSourceFlags& flags) {
+void require_model_source(std::string_view verb, const std::string& model, const ModelSourceFlags& flags) {
   if (model.empty() && flags.hf_repo.empty() && flags.model_url.empty())
-    throw_usage_error("no model: pass -m FILE, --hf-repo USER/REPO[:QUANT] or --model-url URL");
+    throw_usage_error("{}: no model: pass -m FILE, --hf-repo USER/REPO[:QUANT] or --model-url URL", verb);
 }
 
 std::string process_escapes(std::string_view text) {

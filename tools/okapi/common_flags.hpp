@@ -75,11 +75,11 @@ struct ModelSourceFlags {
 // `model` is the verb's -m option: it excludes --hf-repo and --model-url.
 void add_model_source_flags(CLI::App* cmd, ModelSourceFlags& flags, CLI::Option* model);
 // The model file to load: `model` (-m) when given, else the --hf-repo or --model-url download (or
-// its cached copy), else "" (the verb's default), which is a usage error when `required`.
-std::string resolve_model_source(const std::string& model, const ModelSourceFlags& flags, bool required);
+// its cached copy), else "" (the verb's default).
+std::string resolve_model_source(const std::string& model, const ModelSourceFlags& flags);
 // The usage error of a verb that needs a model, given none of -m, --hf-repo and --model-url
 // (checked while parsing, before resolve_model_source downloads anything).
-void require_model_source(const std::string& model, const ModelSourceFlags& flags);
+void require_model_source(std::string_view verb, const std::string& model, const ModelSourceFlags& flags);
 
 // The default of every -t: one thread per core, as llama.cpp.
 int default_threads();

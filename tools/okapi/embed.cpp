@@ -210,7 +210,7 @@ std::string readable_text(const Result& r, const std::vector<std::string>& texts
 }
 
 int run(EmbedArgs args) {
-  args.model = resolve_model_source(args.model, args.source, true);
+  args.model = resolve_model_source(args.model, args.source);
   if (!args.output.empty()) {
     std::vector<NamedPath> inputs{{args.model, "-m"}};
     if (!args.file.empty()) inputs.push_back({args.file, "-f"});
@@ -345,7 +345,7 @@ void register_embed(CLI::App& app, VerbResult& result) {
       throw_usage_error("embed: no input; give the texts with -p TEXT (repeatable) or -f FILE");
     args->normalize_given = normalize->count() > 0;
     if (args->json) args->format = "json";
-    require_model_source(args->model, args->source);
+    require_model_source("embed", args->model, args->source);
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });

@@ -56,7 +56,7 @@ void print_kl(const eval::PerplexityResult& r) {
 }
 
 int run(PerplexityArgs args) {
-  args.model = resolve_model_source(args.model, args.source, true);
+  args.model = resolve_model_source(args.model, args.source);
   check_output_path({args.save_logits, "--save-logits"},
                     {{args.model, "-m"}, {args.text_file, "-f"}, {args.kl_divergence, "--kl-divergence"}});
   args.options.save_logits = args.save_logits;
@@ -113,7 +113,7 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
                       ->check(non_empty());
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
-    require_model_source(args->model, args->source);
+    require_model_source("perplexity", args->model, args->source);
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });

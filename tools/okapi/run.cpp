@@ -97,7 +97,7 @@ int run(RunArgs args) {
   if (!args.prompt_file.empty()) args.prompt = read_input_file(args.prompt_file, "prompt file");
   if (args.escape) args.prompt = process_escapes(args.prompt);
   const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
-  args.model = resolve_model_source(args.model, args.source, false);
+  args.model = resolve_model_source(args.model, args.source);
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
   runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");

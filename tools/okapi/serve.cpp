@@ -68,7 +68,7 @@ std::vector<std::string> split_list(const std::string& list) {
 
 int serve(ServeArgs args) {
   auto& o = args.options;
-  args.model = resolve_model_source(args.model, args.source, false);
+  args.model = resolve_model_source(args.model, args.source);
   o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
