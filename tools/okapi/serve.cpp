@@ -69,6 +69,8 @@ std::vector<std::string> split_list(const std::string& list) {
 int serve(ServeArgs args) {
   auto& o = args.options;
   args.model = resolve_model_source(args.model, args.source);
+  // As llama-server: a model from the hub is named by its repo spec (USER/REPO[:QUANT]).
+  if (o.alias.empty() && !args.source.hf_repo.empty()) o.alias = args.source.hf_repo;
   o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
@@ -113,7 +115,7 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--cors-origins", args->cors_origins,
                   "comma-separated origins allowed to call the API from a browser (* for any)");
   cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
-  cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
+  cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name, or the --hf-repo)")->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
   cmd->add_flag("--allow-special-in-content", o.allow_special_in_content,
