@@ -52,14 +52,15 @@ std::string ChatPrompt::render(jinja::RenderInputs inputs) const {
   return template_.render(inputs);
 }
 
-std::vector<tokenizer::TokenId> ChatPrompt::tokens(jinja::RenderInputs inputs) const {
+std::vector<tokenizer::TokenId> ChatPrompt::tokens(jinja::RenderInputs inputs, const std::string& continuation) const {
   inputs.bos_token = bos_;
   inputs.eos_token = eos_;
-  if (allow_special_in_content_) return tokenize(template_.render(inputs));
+  if (allow_special_in_content_) return tokenize(template_.render(inputs) + continuation);
   const std::vector<jinja::PromptSpan> spans = template_.render_spans(inputs);
   std::vector<tokenizer::TextPiece> pieces;
-  pieces.reserve(spans.size());
+  pieces.reserve(spans.size() + 1);
   for (const auto& span : spans) pieces.push_back(tokenizer::TextPiece{span.text, !span.user});
+  if (!continuation.empty()) pieces.push_back(tokenizer::TextPiece{continuation, false});
   tokenizer::EncodeOptions options;
   options.parse_special = true;
   // The template usually writes the BOS text itself; the vocabulary's automatic BOS would double

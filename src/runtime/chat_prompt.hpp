@@ -31,7 +31,9 @@ class ChatPrompt {
   // template's own text only (everywhere with allow_special_in_content), BOS as tokenize() adds it.
   // For a conversation without control-token text in it, the same tokens as tokenize(render(inputs)).
   // Throws as render() does.
-  std::vector<tokenizer::TokenId> tokens(jinja::RenderInputs inputs) const;
+  // `continuation`: text after the rendered prompt, read as message text (an assistant message the
+  // model continues, written after the generation prompt).
+  std::vector<tokenizer::TokenId> tokens(jinja::RenderInputs inputs, const std::string& continuation = {}) const;
   bool allow_special_in_content() const { return allow_special_in_content_; }
 
   const std::string& source() const { return template_.source(); }

@@ -79,6 +79,7 @@ struct SequenceEvent {
   std::vector<TokenId> tokens;         // the tokens chosen since the previous event
   std::vector<TokenLogprob> logprobs;  // the tokens sampled since the previous event
   std::optional<StopReason> stop;      // set on the last event
+  std::string stop_string;             // stop == StopString: the stop string that ended it
   std::string error;                   // stop == Error
   Setting error_setting = Setting::None;  // ... the setting the error blames (core/error.hpp)
   // report_progress: prompt tokens whose K/V the cache holds, of prompt_total (-1: not a progress event).

@@ -198,6 +198,12 @@ void Scheduler::start_job(Slot& slot, std::shared_ptr<Job> job, double submitted
                         drafting, slot.id, submitted, token_index);
   slot.reported = {};
   slot.reported.cached_tokens = static_cast<int64_t>(keep);
+  if (request.report_progress) {  // the first report: what the cache already holds
+    SequenceEvent progress;
+    progress.prompt_done = static_cast<int64_t>(keep);
+    progress.prompt_total = static_cast<int64_t>(request.prompt.size());
+    slot.events.push_back(std::move(progress));
+  }
   slot.job->push(slot.events, slot.sequence->stats());
   counters_.cached_prompt_tokens += static_cast<int64_t>(keep);
 }

@@ -249,6 +249,7 @@ void Sequence::stop(StopReason reason, std::vector<SequenceEvent>& events, const
     last.text += stops_.flush();
   }
   last.stop = reason;
+  if (reason == StopReason::StopString) last.stop_string = stops_.matched_stop();
   last.error = error;
   last.error_setting = error_setting;
   if (prompt_end_ > 0) stats_.generation_seconds = now_seconds() - prompt_end_;

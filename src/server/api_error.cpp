@@ -56,6 +56,10 @@ nlohmann::ordered_json error_body(int status, const std::string& type, const std
   return body;
 }
 
-nlohmann::ordered_json ApiError::body() const { return error_body(status_, type_, what(), param_, code_); }
+nlohmann::ordered_json ApiError::body() const {
+  nlohmann::ordered_json body = error_body(status_, type_, what(), param_, code_);
+  for (const auto& [key, value] : extra_.items()) body["error"][key] = value;
+  return body;
+}
 
 }  // namespace okapi::server

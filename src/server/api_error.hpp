@@ -21,11 +21,17 @@ class ApiError : public std::runtime_error {
   const std::string& type() const { return type_; }
   const std::string& param() const { return param_; }
   const std::string& code() const { return code_; }
+  // A further field of the error object (llama-server's n_prompt_tokens / n_ctx).
+  ApiError& with(const std::string& key, nlohmann::ordered_json value) {
+    extra_[key] = std::move(value);
+    return *this;
+  }
   nlohmann::ordered_json body() const;
 
  private:
   int status_;
   std::string type_, param_, code_;
+  nlohmann::ordered_json extra_ = nlohmann::ordered_json::object();
 };
 
 // 400 invalid_request_error naming the offending parameter.

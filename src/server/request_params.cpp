@@ -49,6 +49,64 @@ size_t nesting_depth(std::string_view text, size_t limit) {
   return deepest;
 }
 
+std::string joined_text_parts(const Json& parts, const std::string& where, std::string_view separator) {
+  std::string text;
+  bool first = true;
+  for (const auto& part : parts) {
+    const auto type = part.is_object() ? part.find("type") : part.end();
+    if (!part.is_object() || type == part.end() || *type != "text" || !part.contains("text") || !part["text"].is_string())
+      throw_bad_request(where + ".content", "'{}.content' parts must be {{\"type\": \"text\", \"text\": ...}}", where);
+    if (!first) text += separator;
+    text += part["text"].get<std::string>();
+    first = false;
+  }
+  return text;
+}
+
+// continue_final_message and the prefill (a conversation ending with the assistant's message), as
+// llama-server reads them: the final message leaves `messages` for `continuation`.
+void take_continuation(const Json& body, ChatInput& in) {
+  bool continue_final = false;
+  if (const Json* given = field(body, "continue_final_message")) {
+    if (given->is_boolean())
+      continue_final = given->get<bool>();
+    else if (given->is_string() && given->get<std::string>() == "content")
+      continue_final = true;
+    else
+      throw_bad_request("continue_final_message", "'continue_final_message' must be true, false or \"content\"");
+  }
+  Json& messages = in.messages;
+  const auto role_at = [&](size_t from_end) {
+    return messages.size() >= from_end ? messages[messages.size() - from_end].value("role", "") : std::string();
+  };
+  if (!continue_final && role_at(1) == "assistant") {
+    if (role_at(2) == "assistant")
+      throw_bad_request("messages", "Cannot have 2 or more assistant messages at the end of the list.");
+    continue_final = true;
+    in.add_generation_prompt = false;
+  }
+  if (!continue_final) return;
+  if (in.add_generation_prompt)
+    throw_bad_request("continue_final_message",
+                      "Cannot set both add_generation_prompt and continue_final_message to true.");
+  if (role_at(1) != "assistant")
+    throw_bad_request("continue_final_message", "continue_final_message needs a final message of role 'assistant'");
+  const Json& last = messages.back();
+  if (const auto calls = last.find("tool_calls"); calls != last.end() && calls->is_array() && !calls->empty())
+    throw_bad_request("messages", "Cannot continue an assistant message that contains tool calls.");
+  // Text parts of the continued message join with a blank line, as llama.cpp's render_content.
+  const std::string where = fmt::format("messages[{}]", messages.size() - 1);
+  const Json& raw_last = body["messages"].back();  // before its parts were joined
+  const auto content = raw_last.find("content");
+  if (content != raw_last.end() && content->is_array())
+    in.continuation = joined_text_parts(*content, where, "\n\n");
+  else if (content != raw_last.end() && content->is_string())
+    in.continuation = content->get<std::string>();
+  messages.erase(messages.size() - 1);
+  // The messages before it end with the generation prompt that opens the assistant's turn.
+  in.add_generation_prompt = true;
+}
+
 }  // namespace
 
 Json parse_body(std::string_view text) {
@@ -116,7 +174,9 @@ GenerationParams parse_generation_params(const Json& body, bool chat, const samp
   const int64_t seed = integer_field(body, "seed", -1, std::numeric_limits<int64_t>::min(),
                                      std::numeric_limits<int64_t>::max());
   // OpenAI seeds are any integer; the sampler's RNG takes 32 bits (-1: a random seed, as llama.cpp).
-  s.seed = seed == -1 ? sample::kRandomSeed : static_cast<uint32_t>(static_cast<uint64_t>(seed) & 0xFFFFFFFFu);
+  // Without one, the server's (-s), as llama-server.
+  if (field(body, "seed"))
+    s.seed = seed == -1 ? sample::kRandomSeed : static_cast<uint32_t>(static_cast<uint64_t>(seed) & 0xFFFFFFFFu);
   try {
     s.validate();
   } catch (const std::exception& e) {
@@ -160,6 +220,9 @@ GenerationParams parse_generation_params(const Json& body, bool chat, const samp
     p.top_logprobs = static_cast<int>(integer_field(body, "logprobs", -1, 0, kMaxTopLogprobs));
   }
   p.ignore_eos = bool_field(body, "ignore_eos", false);
+  p.timings_per_token = bool_field(body, "timings_per_token", false);
+  p.return_progress = bool_field(body, "return_progress", false);
+  if (field(body, "verbose")) p.verbose = bool_field(body, "verbose", false);
   string_field(body, "model", "");  // any model name is served by the one model; only its type is checked
   string_field(body, "user", "");
   return p;
@@ -186,16 +249,7 @@ ChatInput parse_chat_input(const Json& body, bool require_messages) {
       const auto content = m.find("content");
       if (content != m.end() && content->is_array()) {
         // Text parts are joined (as llama-server does); other kinds of content are not supported.
-        std::string text;
-        for (const auto& part : *content) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part["text"].is_string())
-            throw_bad_request(where + ".content", "'{}.content' parts must be {{\"type\": \"text\", \"text\": ...}}",
-                              where);
-          if (!text.empty()) text += "\n";
-          text += part["text"].get<std::string>();
-        }
-        message["content"] = text;
+        message["content"] = joined_text_parts(*content, where, "\n");
       } else if (content != m.end() && !content->is_string() && !content->is_null()) {
         throw_bad_request(where + ".content", "'{}.content' must be a string, null or an array of text parts", where);
       }
@@ -207,6 +261,7 @@ ChatInput parse_chat_input(const Json& body, bool require_messages) {
     in.tools = *tools;
   }
   in.add_generation_prompt = bool_field(body, "add_generation_prompt", true);
+  take_continuation(body, in);
   if (const Json* kwargs = field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) throw_bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     in.template_kwargs = *kwargs;

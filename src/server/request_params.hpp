@@ -3,6 +3,7 @@
 // and llama-server ignore them.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,11 @@ struct GenerationParams {
   bool include_usage = false;  // stream_options.include_usage
   int top_logprobs = -1;       // < 0: no logprobs
   bool ignore_eos = false;
+  // llama-server's telemetry: `timings` on every streamed chunk, prompt_progress chunks while the
+  // prompt runs (streams only), and the `__verbose` debug object (null: the server's --verbose).
+  bool timings_per_token = false;
+  bool return_progress = false;
+  std::optional<bool> verbose;
 };
 
 // The fields chat and text completions share. `chat`: logprobs is a boolean with top_logprobs
@@ -41,11 +47,17 @@ struct ChatInput {
   Json tools;     // null when absent
   bool add_generation_prompt = true;
   Json template_kwargs = Json::object();  // chat_template_kwargs
+  // The final assistant message the model continues (continue_final_message, or a conversation that
+  // ends with the assistant's message: a prefill), taken out of `messages`: its text follows the
+  // prompt of the messages before it with the generation prompt. Empty: none.
+  std::string continuation;
 };
 
 // messages (a non-empty array of objects with a string role; content a string, null, or an array of
 // {"type": "text", "text": ...} parts, joined), tools (array), add_generation_prompt (bool),
-// chat_template_kwargs (object).
+// continue_final_message (bool or "content"), chat_template_kwargs (object). As llama-server: a
+// final assistant message is continued (two at the end are a 400), and continue_final_message with
+// add_generation_prompt is a 400.
 ChatInput parse_chat_input(const Json& body, bool require_messages = true);
 
 // Field readers: absent -> fallback; wrong type or out of range -> 400 naming `key`.

@@ -22,11 +22,13 @@ Json header_json(const ResponseHeader& h, const char* object) {
   j["object"] = object;
   j["created"] = h.created;
   j["model"] = h.model;
-  j["system_fingerprint"] = "okapi";
+  j["system_fingerprint"] = system_fingerprint();
   return j;
 }
 
 }  // namespace
+
+std::string system_fingerprint() { return "b0-okapi"; }
 
 const char* finish_reason_name(runtime::StopReason reason) {
   switch (reason) {
@@ -169,6 +171,42 @@ Json completion_response(const ResponseHeader& h, const std::string& text, const
   j["usage"] = usage_json(stats);
   j["timings"] = timings_json(stats);
   return j;
+}
+
+Json verbose_json(const std::string& prompt, const std::string& content, runtime::StopReason stop,
+                  const GenerationStats& stats, const std::string& model) {
+  const char* stop_type = "none";
+  switch (stop) {
+    case runtime::StopReason::EndOfGeneration: stop_type = "eos"; break;
+    case runtime::StopReason::StopString: stop_type = "word"; break;
+    case runtime::StopReason::TokenLimit:
+    case runtime::StopReason::ContextFull: stop_type = "limit"; break;
+    default: break;
+  }
+  Json v;
+  v["index"] = 0;
+  v["content"] = content;
+  v["id_slot"] = stats.slot;
+  v["stop"] = true;
+  v["model"] = model;
+  v["tokens_predicted"] = stats.generated_tokens;
+  v["tokens_evaluated"] = stats.prompt_tokens;
+  v["prompt"] = prompt;
+  v["has_new_line"] = content.find('\n') != std::string::npos;
+  v["truncated"] = false;
+  v["stop_type"] = stop_type;
+  v["tokens_cached"] = stats.prompt_tokens + stats.generated_tokens;
+  v["timings"] = timings_json(stats);
+  return v;
+}
+
+Json prompt_progress_json(const runtime::SequenceEvent& event, int64_t cached_tokens, double elapsed) {
+  Json p;
+  p["total"] = event.prompt_total;
+  p["cache"] = cached_tokens;
+  p["processed"] = event.prompt_done;
+  p["time_ms"] = static_cast<int64_t>(elapsed * 1e3);
+  return p;
 }
 
 std::string to_text(const Json& json) { return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }

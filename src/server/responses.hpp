@@ -26,6 +26,10 @@ struct ResponseHeader {
   std::string model;
 };
 
+// The system_fingerprint of every response: llama-server's build string shape, "b<build>-<commit>"
+// (clients and llama.cpp's tests read the leading "b").
+std::string system_fingerprint();
+
 // A random id with `prefix` ("chatcmpl-", "cmpl-").
 std::string make_response_id(const std::string& prefix);
 
@@ -50,6 +54,13 @@ Json chat_response(const ResponseHeader& h, const Json& message, const Json& log
                    const GenerationStats& stats);
 Json completion_response(const ResponseHeader& h, const std::string& text, const Json& logprobs,
                          const char* finish_reason, const GenerationStats& stats);
+
+// llama-server's __verbose object (a request's "verbose", or --verbose): `prompt` is the prompt's
+// tokens as text (control tokens written out), `content` the output's text.
+Json verbose_json(const std::string& prompt, const std::string& content, runtime::StopReason stop,
+                  const GenerationStats& stats, const std::string& model);
+// A return_progress report: {total, cache, processed, time_ms} (`elapsed`: seconds since the request came).
+Json prompt_progress_json(const runtime::SequenceEvent& event, int64_t cached_tokens, double elapsed);
 
 // JSON text with invalid UTF-8 (a token's partial character) replaced by U+FFFD.
 std::string to_text(const Json& json);

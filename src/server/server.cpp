@@ -24,6 +24,7 @@
 #include "runtime/embedder.hpp"
 #include "runtime/scheduler.hpp"
 #include "server/agent_params.hpp"
+#include "server/anthropic_api.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
 #include "server/embedding_queue.hpp"
@@ -261,11 +262,15 @@ void ServerState::handle_rerank(const Request& req, Response& res) {
                    });
 }
 
-void ServerState::throw_context_exceeded(bool chat, const std::string& tokens) const {
-  throw ApiError(400, "invalid_request_error",
-                 fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} tokens.",
-                             scheduler_->options().n_ctx_per_slot, chat ? "messages" : "prompt", tokens),
-                 chat ? "messages" : "prompt", "context_length_exceeded");
+void ServerState::throw_context_exceeded(bool chat, int64_t n_tokens, bool at_least) const {
+  const int64_t n_ctx = scheduler_->options().n_ctx_per_slot;
+  // llama-server's type and fields (n_prompt_tokens, n_ctx), with OpenAI's code.
+  throw ApiError(400, "exceed_context_size_error",
+                 fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {}{} tokens.",
+                             n_ctx, chat ? "messages" : "prompt", at_least ? "at least " : "", n_tokens),
+                 chat ? "messages" : "prompt", "context_length_exceeded")
+      .with("n_prompt_tokens", n_tokens)
+      .with("n_ctx", n_ctx);
 }
 
 void ServerState::refuse_far_beyond_context(size_t prompt_bytes, bool chat) const {
@@ -273,7 +278,7 @@ void ServerState::refuse_far_beyond_context(size_t prompt_bytes, bool chat) cons
   if (per_token == 0) return;
   const size_t at_least = prompt_bytes / per_token;
   if (static_cast<int64_t>(at_least) >= scheduler_->options().n_ctx_per_slot)
-    throw_context_exceeded(chat, fmt::format("at least {}", at_least));
+    throw_context_exceeded(chat, static_cast<int64_t>(at_least), true);
 }
 
 std::vector<TokenId> ServerState::completion_prompt(const Json& body) const {
@@ -328,11 +333,11 @@ auto rendering(F&& f) {
 }  // namespace
 
 std::string ServerState::render_chat(const ChatInput& input) const {
-  return rendering([&] { return chat_->render(render_inputs(input)); });
+  return rendering([&] { return chat_->render(render_inputs(input)) + input.continuation; });
 }
 
 std::vector<TokenId> ServerState::chat_tokens(const ChatInput& input) const {
-  return rendering([&] { return chat_->tokens(render_inputs(input)); });
+  return rendering([&] { return chat_->tokens(render_inputs(input), input.continuation); });
 }
 
 Json ServerState::props() const {
@@ -447,52 +452,43 @@ chat::ChatPlan ServerState::plan_request(const AgentParams& agent, bool chat, co
   return plan;
 }
 
+chat::ChatPlan ServerState::plan_chat(const Json& body, const AgentParams& agent, runtime::SequenceRequest& job) const {
+  const size_t body_bytes = body.contains("messages") ? to_text(body["messages"]).size() : 0;
+  ChatInput input = chat_input(body, agent);
+  std::string rendered = render_chat(input);
+  // A large conversation is refused before it is tokenized when it cannot fit.
+  if (body_bytes > kPrecheckBodyBytes) refuse_far_beyond_context(rendered.size(), true);
+  AgentParams planned = agent;
+  if (const auto it = input.template_kwargs.find("enable_thinking"); it != input.template_kwargs.end() && it->is_boolean())
+    planned.chat.enable_thinking = it->get<bool>();
+  chat::ChatPlan plan = plan_request(planned, true, rendered, job);
+  add_plan_messages(input, plan);
+  job.prompt = chat_tokens(input);
+  if (job.prompt.empty()) throw_bad_request("messages", "the rendered conversation has no tokens");
+  return plan;
+}
+
 ServerState::StartedGeneration ServerState::start_generation(const Json& body, bool chat, const std::string& id_prefix) {
   if (embeddings_mode()) refuse_generation();
   if (draining()) throw ApiError(503, "unavailable_error", "the server is shutting down");
-  const size_t body_bytes = body.is_object() && body.contains("messages") ? to_text(body["messages"]).size() : 0;
   GenerationParams params = parse_generation_params(body, chat, options_.sampling);
   const AgentParams agent = parse_agent_params(body, chat, options_.reasoning_format);
   runtime::SequenceRequest job_request;
   job_request.stop = params.stop;
   chat::ChatPlan plan;
   if (chat) {
-    ChatInput input = chat_input(body, agent);
-    std::string rendered = render_chat(input);
-    // A large conversation is refused before it is tokenized when it cannot fit.
-    if (body_bytes > kPrecheckBodyBytes) refuse_far_beyond_context(rendered.size(), true);
-    AgentParams planned = agent;
-    if (const auto it = input.template_kwargs.find("enable_thinking"); it != input.template_kwargs.end() && it->is_boolean())
-      planned.chat.enable_thinking = it->get<bool>();
-    plan = plan_request(planned, true, rendered, job_request);
-    if (plan.extra_messages.is_array() && !plan.extra_messages.empty()) {
-      // The family's instruction for tool calls goes in front, merged into a system message.
-      Json messages = Json::array();
-      Json extra = plan.extra_messages;
-      if (!input.messages.empty() && input.messages[0].value("role", "") == "system" && input.messages[0]["content"].is_string() &&
-          extra.size() == 1 && extra[0].value("role", "") == "system") {
-        Json first = input.messages[0];
-        first["content"] = first["content"].get<std::string>() + "\n\n" + extra[0].value("content", "");
-        messages.push_back(std::move(first));
-        for (size_t i = 1; i < input.messages.size(); ++i) messages.push_back(input.messages[i]);
-      } else {
-        for (auto& m : extra) messages.push_back(m);
-        for (auto& m : input.messages) messages.push_back(m);
-      }
-      input.messages = std::move(messages);
-    }
-    job_request.prompt = chat_tokens(input);
-    if (job_request.prompt.empty()) throw_bad_request("messages", "the rendered conversation has no tokens");
+    plan = plan_chat(body, agent, job_request);
   } else {
     plan = plan_request(agent, false, std::string(), job_request);
     job_request.prompt = completion_prompt(body);
   }
   if (static_cast<int64_t>(job_request.prompt.size()) >= scheduler_->options().n_ctx_per_slot)
-    throw_context_exceeded(chat, fmt::format("{}", job_request.prompt.size()));
+    throw_context_exceeded(chat, static_cast<int64_t>(job_request.prompt.size()), false);
   job_request.sampling = params.sampling;
   job_request.max_tokens = params.max_tokens;
   job_request.top_logprobs = params.top_logprobs;
   job_request.ignore_eos = params.ignore_eos;
+  job_request.report_progress = params.return_progress && params.stream;
   StartedGeneration started;
   try {
     started.job = scheduler_->submit(std::move(job_request));
@@ -505,6 +501,24 @@ ServerState::StartedGeneration ServerState::start_generation(const Json& body, b
   started.chat = chat;
   started.in_flight = std::make_shared<InFlight>(in_flight_);
   return started;
+}
+
+void ServerState::add_plan_messages(ChatInput& input, const chat::ChatPlan& plan) {
+  if (!plan.extra_messages.is_array() || plan.extra_messages.empty()) return;
+  // The family's instruction for tool calls goes in front, merged into a system message.
+  Json messages = Json::array();
+  const Json& extra = plan.extra_messages;
+  if (!input.messages.empty() && input.messages[0].value("role", "") == "system" && input.messages[0]["content"].is_string() &&
+      extra.size() == 1 && extra[0].value("role", "") == "system") {
+    Json first = input.messages[0];
+    first["content"] = first["content"].get<std::string>() + "\n\n" + extra[0].value("content", "");
+    messages.push_back(std::move(first));
+    for (size_t i = 1; i < input.messages.size(); ++i) messages.push_back(input.messages[i]);
+  } else {
+    for (const auto& m : extra) messages.push_back(m);
+    for (auto& m : input.messages) messages.push_back(m);
+  }
+  input.messages = std::move(messages);
 }
 
 void ServerState::cancel_when_cut(Response& res, const StartedGeneration& started) {
@@ -525,25 +539,50 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
     explicit Progress(chat::ParseOptions options) : parser(std::move(options)) {}
     bool sent_role = false;
     bool done = false;
-    std::string text;  // non-streaming: the whole text
+    std::string text;  // the whole text
     std::vector<TokenLogprob> logprobs;
     size_t text_offset = 0;
     // Chat: the output read as an assistant message (reasoning, content, tool calls) as it streams.
     chat::StreamParser parser;
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   };
   auto progress = std::make_shared<Progress>(plan.parse);
   const bool stream = params.stream;
   const bool include_usage = params.include_usage;
   const bool want_logprobs = params.top_logprobs >= 0;
-  auto provider = [job, header, progress, chat, stream, include_usage, want_logprobs](http::StreamSink& sink) {
+  const bool timings_per_token = params.timings_per_token;
+  // llama-server's __verbose debug object: the prompt as text, the output, the stop.
+  std::shared_ptr<const std::string> verbose_prompt;
+  if (params.verbose.value_or(options_.verbose))
+    verbose_prompt = std::make_shared<const std::string>(engine_->tokenizer().decode(job->request().prompt, true));
+  auto provider = [job, header, progress, chat, stream, include_usage, want_logprobs, timings_per_token,
+                   verbose_prompt](http::StreamSink& sink) {
     if (progress->done) return true;
-    std::vector<runtime::SequenceEvent> events;
-    job->take_events(events, std::chrono::milliseconds(100));
     const auto write = [&](const Json& j) {
       const std::string line = "data: " + to_text(j) + "\n\n";
       return sink.write(line);
     };
+    if (stream && chat && !progress->sent_role) {
+      // The first chunk names the role, with null content (as OpenAI and llama-server), before any text.
+      progress->sent_role = true;
+      if (!write(chat_chunk(header, {{"role", "assistant"}, {"content", nullptr}}, Json(), nullptr))) return false;
+    }
+    std::vector<runtime::SequenceEvent> events;
+    job->take_events(events, std::chrono::milliseconds(100));
+    const auto add_verbose = [&](Json& body_json, const runtime::StopReason stop) {
+      if (verbose_prompt) body_json["__verbose"] = verbose_json(*verbose_prompt, progress->text, stop, job->stats(), header.model);
+    };
     for (auto& event : events) {
+      if (event.prompt_done >= 0) {
+        // return_progress: the prompt's progress, in a chunk of its own (llama-server's shape).
+        if (!stream) continue;
+        Json chunk = chat ? chat_chunk(header, {{"role", "assistant"}, {"content", nullptr}}, Json(), nullptr)
+                          : completion_chunk(header, "", Json(), nullptr);
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - progress->started).count();
+        chunk["prompt_progress"] = prompt_progress_json(event, job->stats().cached_tokens, elapsed);
+        if (!write(chunk)) return false;
+        continue;
+      }
       const char* finish = nullptr;
       if (event.stop) {
         if (*event.stop == runtime::StopReason::Error) {
@@ -560,8 +599,8 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
         }
         finish = finish_reason_name(*event.stop);
       }
+      progress->text += event.text;
       if (!stream) {
-        progress->text += event.text;
         for (auto& lp : event.logprobs) progress->logprobs.push_back(std::move(lp));
         if (event.stop) {
           const runtime::GenerationStats stats = job->stats();
@@ -578,6 +617,7 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
           } else {
             body_json = completion_response(header, progress->text, logprobs, finish, stats);
           }
+          add_verbose(body_json, *event.stop);
           const std::string text = to_text(body_json);
           if (!sink.write(text)) return false;
           progress->done = true;
@@ -590,36 +630,33 @@ void ServerState::handle_generation(const Request& req, Response& res, bool chat
         logprobs = chat ? chat_logprobs_json(event.logprobs) : completion_logprobs_json(event.logprobs, progress->text_offset);
       }
       progress->text_offset += event.text.size();
+      // timings_per_token: every chunk with text carries the timings so far.
+      const auto with_timings = [&](Json chunk) {
+        if (timings_per_token) chunk["timings"] = timings_json(job->stats());
+        return chunk;
+      };
       if (chat) {
         std::vector<Json> deltas = progress->parser.push(event.text);
         if (finish) {
           for (auto& d : progress->parser.finish()) deltas.push_back(std::move(d));
           if (!progress->parser.message().tool_calls.empty() && std::string_view(finish) == "stop") finish = "tool_calls";
         }
-        if (!progress->sent_role) {
-          // The first chunk names the role (with empty content, as OpenAI's first chunk).
-          Json first = {{"role", "assistant"}, {"content", ""}};
-          if (!deltas.empty() && deltas.front().contains("content")) {
-            first["content"] = deltas.front()["content"];
-            deltas.erase(deltas.begin());
-          }
-          deltas.insert(deltas.begin(), std::move(first));
-          progress->sent_role = true;
-        }
         if (deltas.empty() && !logprobs.is_null()) deltas.push_back(Json::object());
         for (size_t i = 0; i < deltas.size(); ++i)
-          if (!write(chat_chunk(header, deltas[i], i == 0 ? logprobs : Json(), nullptr))) return false;
+          if (!write(with_timings(chat_chunk(header, deltas[i], i == 0 ? logprobs : Json(), nullptr)))) return false;
         if (finish) {
           Json last = chat_chunk(header, Json::object(), Json(), finish);
           last["timings"] = timings_json(job->stats());
+          add_verbose(last, *event.stop);
           if (!write(last)) return false;
         }
       } else {
         if (!event.text.empty() || !logprobs.is_null())
-          if (!write(completion_chunk(header, event.text, logprobs, nullptr))) return false;
+          if (!write(with_timings(completion_chunk(header, event.text, logprobs, nullptr)))) return false;
         if (finish) {
           Json last = completion_chunk(header, "", Json(), finish);
           last["timings"] = timings_json(job->stats());
+          add_verbose(last, *event.stop);
           if (!write(last)) return false;
         }
       }
@@ -688,6 +725,13 @@ std::string media_type(std::string_view content_type) {
   return type;
 }
 
+// Anthropic's clients read their own error shape (a wrong key, a bad request under /v1/messages).
+void send_error_for(const Request& req, Response& res, const ApiError& e) {
+  if (!req.path.starts_with("/v1/messages")) return send_error(res, e);
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+  send_json(res, e.status(), anthropic::error_body(e.status(), e.what()));
+}
+
 }  // namespace
 
 void ServerState::dispatch(const Request& req, Response& res) const {
@@ -721,13 +765,15 @@ void ServerState::dispatch(const Request& req, Response& res) const {
                                  req.header("content-type")));
     route->handler(req, res);
   } catch (const ApiError& e) {
-    send_error(res, e);
+    send_error_for(req, res, e);
   } catch (const Error& e) {  // a library error: the server's fault, with the server flag it blames
-    send_error(res, ApiError(500, status_type(500), client_message(e)));
+    send_error_for(req, res, ApiError(500, status_type(500), client_message(e)));
   }
 }
 
 void ServerState::build_routes() {
+  add_tool_routes();
+  add_cors_proxy_routes();
   add_route("GET", "/health", [this](const Request&, Response& res) { health(res); });
   add_route("GET", "/v1/health", [this](const Request&, Response& res) { health(res); });
   add_route("GET", "/", [](const Request&, Response& res) {
@@ -760,6 +806,7 @@ void ServerState::build_routes() {
   add_route("POST", "/chat/completions", chat);
   add_route("POST", "/v1/completions", completions);
   add_route("POST", "/completions", completions);
+  build_responses_routes();
 
   const auto embeddings_native = [this](const Request& req, Response& res) { handle_embeddings(req, res, false); };
   add_route("POST", "/v1/embeddings", [this](const Request& req, Response& res) { handle_embeddings(req, res, true); });
@@ -804,6 +851,7 @@ void ServerState::build_routes() {
     const AgentParams agent = parse_agent_params(body, true, options_.reasoning_format);
     send_json(res, 200, {{"prompt", render_chat(chat_input(body, agent))}});
   });
+  add_anthropic_routes();
   add_route("GET", "/props", [this](const Request&, Response& res) { send_json(res, 200, props()); });
   add_route("GET", "/slots", [this](const Request&, Response& res) {
     // Embeddings mode has no slots: every request's inputs share the passes.

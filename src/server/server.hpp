@@ -32,6 +32,7 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::vector<std::string> cors_origins;  // "*" allows any origin; empty: no CORS headers
   bool metrics = false;
+  bool verbose = false;  // completions carry __verbose (the prompt as text, ...) unless a request says otherwise
   std::string alias;  // the model id clients see (default: the file name)
   std::string chat_template_file;
   // Where reasoning goes (--reasoning-format), its token budget (-1: none; 0: thinking off) and the
@@ -55,6 +56,12 @@ struct ServeOptions {
   size_t embd_max_inputs = 2048;          // inputs per embeddings / rerank request
   int http_threads = 0;  // 0: slots + queue + a few for the quick endpoints
   size_t max_connections = 0;  // 0: the HTTP layer's default (http_server.hpp)
+  // Opt-in tools that touch the host (tools_builtin.hpp, mcp.hpp, cors_proxy.cpp); off by default.
+  std::vector<std::string> tools;     // --tools: built-in tool names or "all"
+  std::string tools_runtime;          // --tools-runtime: where the tools run ("": the host)
+  std::string mcp_servers_json;       // --mcp-servers-json: an inline MCP servers config
+  std::string mcp_servers_config;     // --mcp-servers-config: a file of one
+  bool ui_mcp_proxy = false;          // --ui-mcp-proxy: /cors-proxy
   // Called once the socket listens (before the model is loaded), with the port.
   std::function<void(int port)> on_listening;
 };

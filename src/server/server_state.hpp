@@ -21,9 +21,12 @@
 #include "server/embedding_queue.hpp"
 #include "server/embeddings.hpp"
 #include "server/http_server.hpp"
+#include "server/mcp.hpp"
 #include "server/request_params.hpp"
 #include "server/responses.hpp"
+#include "server/responses_api.hpp"
 #include "server/server.hpp"
+#include "server/tools_builtin.hpp"
 
 namespace okapi::server {
 
@@ -51,6 +54,8 @@ class ServerState {
   int64_t in_flight() const { return in_flight_.load(); }
   // Frees the model after the HTTP server has stopped.
   void unload() {
+    tools_.reset();
+    mcp_.reset();
     embedding_queue_.reset();
     embedder_.reset();
     scheduler_.reset();
@@ -98,11 +103,26 @@ class ServerState {
     std::shared_ptr<InFlight> in_flight;  // held until the response is written
   };
   StartedGeneration start_generation(const Json& body, bool chat, const std::string& id_prefix);
+  // The Responses API (responses_api.cpp): /v1/responses and the input_tokens counts.
+  void build_responses_routes();
+  void handle_responses(const Request& req, Response& res);
+  void handle_input_tokens(const Request& req, Response& res, bool responses);
+  // A Responses request read, with the conversation of its previous_response_id.
+  ResponsesRequest responses_request(const Json& body);
+  ResponseStore response_store_{kStoredResponses, kStoredResponseBytes};
   // Ties a streamed response to its job: a stream that ends early (client gone) cancels it.
   static void cancel_when_cut(Response& res, const StartedGeneration& started);
+  // A plan's extra messages (the Generic family's tool instruction), merged in front of the
+  // conversation as start_generation renders it.
+  static void add_plan_messages(ChatInput& input, const chat::ChatPlan& plan);
+  // Anthropic's Messages API (anthropic_routes.cpp): /v1/messages and /v1/messages/count_tokens.
+  void add_anthropic_routes();
+  void handle_anthropic_messages(const Request& req, Response& res);
+  void handle_anthropic_count_tokens(const Request& req, Response& res);
   std::vector<TokenId> completion_prompt(const Json& body) const;
-  // 400 context_length_exceeded; `tokens` says how many ("1234", "at least 5000").
-  [[noreturn]] void throw_context_exceeded(bool chat, const std::string& tokens) const;
+  // 400 exceed_context_size_error (code context_length_exceeded): the prompt has `n_tokens` tokens
+  // (`at_least`: at least that many).
+  [[noreturn]] void throw_context_exceeded(bool chat, int64_t n_tokens, bool at_least) const;
   // Text of `prompt_bytes` bytes has at least bytes / max_bytes_per_token tokens: a prompt that
   // cannot fit is refused before tokenizing it (an 8 MiB prompt took seconds and ~200 MB).
   void refuse_far_beyond_context(size_t prompt_bytes, bool chat) const;
@@ -116,6 +136,9 @@ class ServerState {
   // preserved tokens and stops. `rendered`: the chat prompt (empty for text completions).
   chat::ChatPlan plan_request(const AgentParams& agent, bool chat, const std::string& rendered,
                               runtime::SequenceRequest& job) const;
+  // A chat request's prompt: its conversation rendered, planned (plan_request) and tokenized into
+  // `job.prompt`.
+  chat::ChatPlan plan_chat(const Json& body, const AgentParams& agent, runtime::SequenceRequest& job) const;
 
   const ServeOptions& options_;
   std::unique_ptr<runtime::Engine> engine_;
@@ -148,6 +171,13 @@ class ServerState {
     routes_.push_back({std::move(method), std::move(path), std::move(handler)});
   }
   void health(Response& res) const;
+  // Opt-in host tools: /tools (tools_builtin.cpp: --tools, MCP servers) and /cors-proxy
+  // (cors_proxy.cpp: --ui-mcp-proxy); 403 without their flags.
+  std::unique_ptr<McpManager> mcp_;
+  std::unique_ptr<ServerTools> tools_;  // after mcp_: its MCP tools call it
+  void add_tool_routes();
+  void add_cors_proxy_routes();
+  void handle_cors_proxy(const Request& req, Response& res) const;
   void apply_cors(const Request& req, Response& res) const;
 };
 

@@ -359,7 +359,7 @@ void add_drafting_flags(CLI::App* cmd, runtime::DrafterOptions& drafting) {
                                   "speculative decoding with prompt lookup: draft what followed the longest earlier "
                                   "match of the last N tokens")
                       ->check(in_range(1, 64));
-  auto* draft_model = cmd->add_option("--draft-model", drafting.draft_model,
+  auto* draft_model = cmd->add_option("--draft-model,--model-draft", drafting.draft_model,
                                       "speculative decoding with a draft model of the same vocabulary (also -md; a "
                                       "smaller model, or one made by okapi compress)")
                           ->check(non_empty());
@@ -370,13 +370,13 @@ void add_drafting_flags(CLI::App* cmd, runtime::DrafterOptions& drafting) {
   lookup->excludes(draft_model)->excludes(draft_skip);
   draft_model->excludes(lookup)->excludes(draft_skip);
   draft_skip->excludes(lookup)->excludes(draft_model);
-  cmd->add_option("--draft-max,--draft", drafting.draft_max, "most tokens drafted a round")
+  cmd->add_option("--draft-max,--draft,--spec-draft-n-max,--draft-n", drafting.draft_max, "most tokens drafted a round")
       ->capture_default_str()
       ->check(in_range(1, 256));
-  cmd->add_option("--draft-min", drafting.draft_min, "fewest drafted tokens worth verifying (fewer: decode plainly)")
+  cmd->add_option("--draft-min,--spec-draft-n-min,--draft-n-min", drafting.draft_min, "fewest drafted tokens worth verifying (fewer: decode plainly)")
       ->capture_default_str()
       ->check(in_range(0, 256));
-  cmd->add_option("--draft-p-min", drafting.p_min,
+  cmd->add_option("--draft-p-min,--spec-draft-p-min", drafting.p_min,
                   "a model drafter stops when its pick's probability is below this")
       ->capture_default_str()
       ->check(in_range(0, 1));

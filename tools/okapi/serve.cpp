@@ -3,10 +3,16 @@
 //             [--chat-template-file F] [-ctk/-ctv TYPE] [--draft-model F | --lookup N | --draft-skip LIST] [--draft-max N]
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
 //             [--embeddings | --rerank] [--pooling P] [-ub N] [--embd-normalize N] [--embd-max-inputs N]
+//             [--tools LIST] [--tools-runtime R] [--mcp-servers-json J | --mcp-servers-config F] [--ui-mcp-proxy]
+//             [--models-dir DIR] [--models-preset FILE] [--models-max N] [--no-models-autoload]
 // An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
 // requests in flight finish. -c is the context of all slots together, as llama-server's.
 // --embeddings / --rerank serve /v1/embeddings and /v1/rerank instead of generation (as
 // llama-server's); an embedding model that does not generate text is served so without them.
+// --tools, MCP servers and --ui-mcp-proxy (/tools, /cors-proxy) touch the host: off unless given.
+// Without -m, with --models-dir, --models-preset, --models-max or --[no-]models-autoload, it is a
+// router (server/router.hpp) serving every model found, each in a child `okapi serve` that gets
+// the flags given here; without -m and without those, it serves the bundled stories260K.
 #include <memory>
 #include <string>
 
@@ -16,6 +22,7 @@
 #include "exact_flags.hpp"
 #include "model/embedding.hpp"
 #include "runtime/default_model.hpp"
+#include "server/router.hpp"
 #include "server/server.hpp"
 #include "verbs.hpp"
 
@@ -33,6 +40,10 @@ struct ServeArgs {
   bool rerank = false;
   std::string pooling;
   int64_t embd_max_inputs = 2048;
+  std::string models_dir;
+  std::string models_preset;
+  int models_max = 4;
+  bool models_autoload = true;
 };
 
 // One key a line; blank lines and lines starting with # are skipped.
@@ -64,6 +75,66 @@ std::vector<std::string> split_list(const std::string& list) {
     begin = end + 1;
   }
   return out;
+}
+
+// Flags of the router itself, never passed on to its children (the router sets -m, --host,
+// --port and --alias of each, and checks API keys and CORS in front of them).
+bool router_only_flag(const std::string& name) {
+  static const char* const names[] = {"--model",         "--host",          "--port",       "--api-key",
+                                      "--api-key-file",  "--alias",         "--cors-origins", "--models-dir",
+                                      "--models-preset", "--models-max",    "--models-autoload", "--help"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
+// The flag's canonical spelling: its first long name, else its short one.
+std::string canonical_name(const CLI::Option& option) {
+  if (!option.get_lnames().empty()) return "--" + option.get_lnames().front();
+  if (!option.get_snames().empty()) return "-" + option.get_snames().front();
+  return {};
+}
+
+// The router's children get every flag given on the command line but the router's own.
+server::RouterOptions router_options(ServeArgs& args, CLI::App& cmd) {
+  server::RouterOptions r;
+  const auto& o = args.options;
+  r.host = o.host;
+  r.port = o.port;
+  r.models_dir = args.models_dir;
+  r.models_preset = args.models_preset;
+  r.models_max = args.models_max;
+  r.models_autoload = args.models_autoload;
+  r.api_keys = o.api_keys;
+  if (!args.api_key_file.empty())
+    for (auto& key : read_api_keys(args.api_key_file)) r.api_keys.push_back(std::move(key));
+  r.cors_origins = split_list(args.cors_origins);
+  r.max_body_bytes = o.max_body_bytes;
+  for (const CLI::Option* option : cmd.get_options()) {
+    if (option->count() == 0) continue;
+    const std::string name = canonical_name(*option);
+    if (name.empty() || router_only_flag(name)) continue;
+    std::vector<std::string> values;
+    if (option->get_expected_min() == 0) {  // a switch: --flag, or --flag=false when negated
+      const auto& results = option->results();
+      if (!results.empty() && (results.back() == "false" || results.back() == "0")) values.push_back("false");
+      r.child_flags.push_back({values.empty() ? name : name + "=false", {}});
+      continue;
+    }
+    r.child_flags.push_back({name, option->results()});
+  }
+  r.canonical_flag = [&cmd](const std::string& key) -> std::string {
+    std::string bare = key;
+    while (!bare.empty() && bare.front() == '-') bare.erase(0, 1);
+    if (bare.empty()) return {};
+    const CLI::Option* option = cmd.get_option_no_throw(bare.size() == 1 ? "-" + bare : "--" + bare);
+    return option ? canonical_name(*option) : std::string();
+  };
+  r.flag_takes_value = [&cmd](const std::string& flag) {
+    const CLI::Option* option = cmd.get_option_no_throw(flag);
+    return option == nullptr || option->get_expected_min() > 0;
+  };
+  return r;
 }
 
 int serve(ServeArgs args) {
@@ -98,7 +169,23 @@ void register_serve(CLI::App& app, VerbResult& result) {
   auto& o = args->options;
   o.engine.threads = default_threads();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching and a chat page");
-  add_model_source_flags(cmd, args->source, cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)"));
+  add_model_source_flags(
+      cmd, args->source,
+      cmd->add_option("-m,--model", args->model,
+                      "GGUF model (default: a router over --models-dir / --models-preset when given, else the bundled "
+                      "stories260K)"));
+  cmd->add_option("--models-dir", args->models_dir,
+                  "router mode: serve every GGUF in this folder (FILE.gguf is model FILE; a folder is one model)")
+      ->check(non_empty());
+  cmd->add_option("--models-preset", args->models_preset,
+                  "router mode: INI file of models ([NAME] sections: model = FILE and okapi serve flags; [*] for all)")
+      ->check(non_empty());
+  cmd->add_option("--models-max", args->models_max,
+                  "router mode: models loaded at once, least recently used unloaded beyond (0: no limit)")
+      ->capture_default_str()
+      ->check(in_range(0, 1024));
+  cmd->add_flag("--models-autoload,!--no-models-autoload", args->models_autoload,
+                "router mode: load a model on its first request (default), or only by POST /models/load");
   cmd->add_option("--host", o.host, "address to listen on")->capture_default_str()->check(non_empty());
   cmd->add_option("--port", o.port, "port (0: any free port)")->capture_default_str()->check(in_range(0, 65535));
   cmd->add_option("--parallel", o.n_slots, "slots: requests decoded together (also -np)")
@@ -115,7 +202,11 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--cors-origins", args->cors_origins,
                   "comma-separated origins allowed to call the API from a browser (* for any)");
   cmd->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
-  cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name, or the --hf-repo)")->check(non_empty());
+  cmd->add_flag("--verbose,-v", o.verbose,
+                "add llama-server's __verbose debug object (the prompt as text, ...) to every completion; a "
+                "request's \"verbose\" overrides it");
+  cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name, or the --hf-repo)")
+      ->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
   cmd->add_flag("--allow-special-in-content", o.allow_special_in_content,
@@ -155,6 +246,25 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_option("--embd-max-inputs", args->embd_max_inputs, "inputs (or rerank documents) one request may send")
       ->capture_default_str()
       ->check(in_range(1, 1'000'000));
+  // Opt-in tools that touch the host (README: "Server tools, MCP servers and the CORS proxy").
+  cmd->add_option_function<std::string>(
+         "--tools", [&o](const std::string& list) { o.tools = split_list(list); },
+         "serve /tools with these built-in tools (comma-separated, or all): read_file, file_glob_search, grep_search, "
+         "exec_shell_command, write_file, edit_file, get_info. They read, write and run anything this user may: "
+         "expose the server only to those you would give a shell")
+      ->check(non_empty());
+  cmd->add_option("--tools-runtime", o.tools_runtime,
+                  "where the tools run: docker:IMAGE / podman:IMAGE (a container the server starts), "
+                  "docker-container:ID / podman-container:ID, ssh:TARGET (default: this host)")
+      ->check(non_empty());
+  cmd->add_option("--mcp-servers-json", o.mcp_servers_json,
+                  "MCP servers to run as child processes, as JSON {\"mcpServers\": {NAME: {command, args, env, cwd, "
+                  "timeout_ms}}}; their tools join /tools as NAME_TOOL")
+      ->check(non_empty());
+  cmd->add_option("--mcp-servers-config", o.mcp_servers_config, "a file holding such an MCP servers config")
+      ->check(non_empty());
+  cmd->add_flag("--ui-mcp-proxy", o.ui_mcp_proxy,
+                "serve /cors-proxy?url=URL, which fetches any http:// URL this server can reach for the caller");
   add_drafting_flags(cmd, o.drafting);  // in every slot; a draft model gets a cache per slot
   add_sampling_flags(cmd, o.sampling);
   add_seed_flag(cmd, args->seed);
@@ -163,7 +273,17 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->options.engine.exact);
     check_drafting_flags(args->options.drafting);
+    const bool router = !cmd->get_option("--models-dir")->empty() || !cmd->get_option("--models-preset")->empty() ||
+                        !cmd->get_option("--models-max")->empty() || !cmd->get_option("--models-autoload")->empty();
+    if (router && (!args->model.empty() || !args->source.hf_repo.empty() || !args->source.model_url.empty()))
+      throw_usage_error("-m (or --hf-repo, --model-url) serves one model; --models-dir, --models-preset, --models-max and --[no-]models-autoload "
+                        "are for a router over many: give one or the other");
     if (result.dry_run) return;
+    if (router) {
+      const auto options = router_options(*args, *cmd);
+      result.exit_code = server::serve_router(options);
+      return;
+    }
     result.exit_code = serve(*args);
   });
 }
