@@ -3,11 +3,12 @@
 # A file may include headers of its own folder and of every folder its folder reaches through
 # these links; cmake/check_layers.cmake fails the build otherwise. A folder that does not exist
 # (yet) is skipped. Third-party libraries are named by the one folder that uses them.
-set(OKAPI_LAYERS core format kernels exact kv tokenizer sample grammar jinja chat quantize model backend runtime compress eval
+set(OKAPI_LAYERS core format hub kernels exact kv tokenizer sample grammar jinja chat quantize model backend runtime compress eval
                  train server synth)
 
 set(OKAPI_LAYER_DEPS_core)
 set(OKAPI_LAYER_DEPS_format core)
+set(OKAPI_LAYER_DEPS_hub core)
 set(OKAPI_LAYER_DEPS_kernels core)
 set(OKAPI_LAYER_DEPS_exact core)
 set(OKAPI_LAYER_DEPS_kv core exact kernels)

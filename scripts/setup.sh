@@ -9,6 +9,7 @@ packages=(
   clang libclang-rt-14-dev
   python3-jinja2 python3-jsonschema
   libcpp-httplib-dev
+  libcurl4-openssl-dev
   chromium
 )
 # okapi serve's client tests run on Node (tests/server): Debian's nodejs and npm unless a node is

@@ -32,6 +32,7 @@ namespace {
 
 struct BenchArgs {
   std::string model;
+  ModelSourceFlags source;  // --hf-repo / --model-url when -m is not given
   std::vector<int64_t> n_prompt{512};
   std::vector<int64_t> n_gen{128};
   std::vector<int64_t> n_depth{0};
@@ -248,7 +249,7 @@ int run(const BenchArgs& args) {
 void register_bench(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "prefill / decode throughput (llama-bench style table)");
-  cmd->add_option("-m,--model", args->model, "GGUF model")->required()->check(non_empty());
+  add_model_source_flags(cmd, args->source, cmd->add_option("-m,--model", args->model, "GGUF model")->check(non_empty()));
   // List flags: comma-separated, and a repeated flag adds to the list (as llama-bench).
   const auto list = CLI::MultiOptionPolicy::TakeAll;
   cmd->add_option("-p,--n-prompt", args->n_prompt, "prefill lengths, comma-separated (0: none)")->delimiter(',')
@@ -277,7 +278,9 @@ void register_bench(CLI::App& app, VerbResult& result) {
   output->excludes(json);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->exact);
+    require_model_source("bench", args->model, args->source);
     if (result.dry_run) return;
+    args->model = resolve_model_source(args->model, args->source);
     result.exit_code = run(*args);
   });
 }

@@ -28,6 +28,7 @@ namespace {
 
 struct ChatArgs {
   std::string model;
+  ModelSourceFlags source;  // --hf-repo / --model-url when -m is not given
   std::string system;
   std::string template_file;
   int64_t n_predict = -1;
@@ -87,6 +88,7 @@ bool looks_like_command(const std::string& line) {
 int chat(ChatArgs args) {
   if (args.seed >= 0) args.sampling.seed = static_cast<uint32_t>(args.seed);
   args.sampling.validate();
+  args.model = resolve_model_source(args.model, args.source);
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
   const auto engine = runtime::Engine::load(model_path, args.engine);
@@ -170,7 +172,7 @@ void register_chat(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<ChatArgs>();
   args->engine.threads = default_threads();
   auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal, through the model's chat template");
-  cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
+  add_model_source_flags(cmd, args->source, cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)"));
   cmd->add_option("--system", args->system, "system message at the start of the conversation");
   cmd->add_option("--chat-template-file", args->template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());

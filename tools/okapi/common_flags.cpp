@@ -20,6 +20,7 @@
 
 #include "cli_app.hpp"
 #include "core/error.hpp"
+#include "hub/hub.hpp"
 #include "runtime/drafters.hpp"
 
 namespace okapi::cli {
@@ -130,6 +131,18 @@ bool contains(const std::vector<std::string_view>& list, std::string_view item) 
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
+// llama.cpp's multi-letter single-dash spellings of the model-source flags (CLI11 would read -hf
+// as -h f): the long name, or "" when `arg` is not one of them for `verb`.
+std::string_view model_source_spelling(std::string_view verb, std::string_view arg) {
+  static const std::vector<std::string_view> verbs{"run", "chat", "serve", "bench", "perplexity", "embed"};
+  if (!contains(verbs, verb)) return {};
+  if (arg == "-hf" || arg == "-hfr") return "--hf-repo";
+  if (arg == "-hff") return "--hf-file";
+  if (arg == "-hft") return "--hf-token";
+  if (arg == "-mu") return "--model-url";
+  return {};
+}
+
 int habit_usage_error(const std::string& message) {
   std::fprintf(stderr, "okapi: error: %s\n", message.c_str());
   return kExitUsage;
@@ -150,6 +163,10 @@ int accept_llama_habits(std::vector<std::string>& args) {
     }
     if (verb == "bench" && arg == "-pg") {  // llama-bench's only spelling
       kept.push_back("--pg");
+      continue;
+    }
+    if (const std::string_view long_name = model_source_spelling(verb, arg); !long_name.empty()) {
+      kept.emplace_back(long_name);
       continue;
     }
     // "--flash-attn=on": the name, and the value given with it.
@@ -184,6 +201,42 @@ int accept_llama_habits(std::vector<std::string>& args) {
   }
   args = std::move(kept);
   return 0;
+}
+
+void add_model_source_flags(CLI::App* cmd, ModelSourceFlags& flags, CLI::Option* model) {
+  auto* repo = cmd->add_option("--hf-repo", flags.hf_repo,
+                               "Hugging Face repo USER/REPO[:QUANT] to download the model from into the cache "
+                               "(also -hf, -hfr; QUANT case-insensitive, default Q4_K_M, else Q8_0, else the first GGUF)")
+                   ->check(non_empty());
+  cmd->add_option("--hf-file", flags.hf_file, "the repo's GGUF file to use, instead of a QUANT (also -hff)")
+      ->check(non_empty())
+      ->needs(repo);
+  cmd->add_option("--hf-token", flags.hf_token, "Hugging Face access token (also -hft; default: $HF_TOKEN)");
+  auto* url = cmd->add_option("--model-url", flags.model_url, "download the GGUF from this URL into the cache (also -mu)")
+                  ->check(non_empty());
+  cmd->add_flag("--offline", flags.offline,
+                "use the cache only, no network: a --hf-repo or --model-url not downloaded yet is an error");
+  repo->excludes(url);
+  if (model != nullptr) {
+    model->excludes(repo)->excludes(url);
+    repo->excludes(model);
+    url->excludes(model);
+  }
+}
+
+std::string resolve_model_source(const std::string& model, const ModelSourceFlags& flags) {
+  if (!model.empty()) return model;
+  hub::HubOptions options;
+  options.offline = flags.offline;
+  options.token = flags.hf_token.empty() ? hub::default_token() : flags.hf_token;
+  if (!flags.hf_repo.empty()) return hub::resolve_hf_model(flags.hf_repo, flags.hf_file, options).string();
+  if (!flags.model_url.empty()) return hub::resolve_model_url(flags.model_url, options).string();
+  return {};
+}
+
+void require_model_source(std::string_view verb, const std::string& model, const ModelSourceFlags& flags) {
+  if (model.empty() && flags.hf_repo.empty() && flags.model_url.empty())
+    throw_usage_error("{}: no model: pass -m FILE, --hf-repo USER/REPO[:QUANT] or --model-url URL", verb);
 }
 
 std::string process_escapes(std::string_view text) {

@@ -65,6 +65,22 @@ void add_grammar_flags(CLI::App* cmd, GrammarFlags& flags);
 // expressed is an okapi::Error naming the flag, the line and column or the keyword.
 std::shared_ptr<const grammar::Grammar> load_grammar(const GrammarFlags& flags);
 
+// Where the model comes from besides -m (run, chat, serve, bench, perplexity, embed), as llama.cpp
+// takes it: --hf-repo USER/REPO[:QUANT] (-hf, -hfr), --hf-file FILE (-hff), --hf-token TOKEN (-hft;
+// default: HF_TOKEN), --model-url URL (-mu) and --offline (src/hub/hub.hpp does the work).
+struct ModelSourceFlags {
+  std::string hf_repo, hf_file, hf_token, model_url;
+  bool offline = false;
+};
+// `model` is the verb's -m option: it excludes --hf-repo and --model-url.
+void add_model_source_flags(CLI::App* cmd, ModelSourceFlags& flags, CLI::Option* model);
+// The model file to load: `model` (-m) when given, else the --hf-repo or --model-url download (or
+// its cached copy), else "" (the verb's default).
+std::string resolve_model_source(const std::string& model, const ModelSourceFlags& flags);
+// The usage error of a verb that needs a model, given none of -m, --hf-repo and --model-url
+// (checked while parsing, before resolve_model_source downloads anything).
+void require_model_source(std::string_view verb, const std::string& model, const ModelSourceFlags& flags);
+
 // The default of every -t: one thread per core, as llama.cpp.
 int default_threads();
 
@@ -78,7 +94,8 @@ inline constexpr int kMaxThreads = 512;
 //   on the CPU) and -fa [on|off|auto] (attention is always tiled) in run, chat, serve, bench,
 //   perplexity and logits; -no-cnv in run; -cnv and -i in chat (which always converses);
 // - -cnv and -i in run, and -no-cnv in chat, are usage errors that name the verb to use;
-// - llama-bench's -pg becomes bench's --pg.
+// - llama-bench's -pg becomes bench's --pg;
+// - llama.cpp's -hf / -hfr, -hff, -hft and -mu become --hf-repo, --hf-file, --hf-token and --model-url.
 // Returns 0 to go on, or the exit code (2) after printing the usage error.
 int accept_llama_habits(std::vector<std::string>& args);
 

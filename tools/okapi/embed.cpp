@@ -31,6 +31,7 @@ namespace {
 
 struct EmbedArgs {
   std::string model;
+  ModelSourceFlags source;  // --hf-repo / --model-url when -m is not given
   std::vector<std::string> prompts;
   std::string file;
   std::string pooling;  // empty: the file's pooling_type
@@ -209,6 +210,7 @@ std::string readable_text(const Result& r, const std::vector<std::string>& texts
 }
 
 int run(EmbedArgs args) {
+  args.model = resolve_model_source(args.model, args.source);
   if (!args.output.empty()) {
     std::vector<NamedPath> inputs{{args.model, "-m"}};
     if (!args.file.empty()) inputs.push_back({args.file, "-f"});
@@ -302,7 +304,7 @@ int run(EmbedArgs args) {
 void register_embed(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<EmbedArgs>();
   auto* cmd = app.add_subcommand("embed", "one embedding vector per input, as llama-embedding computes them");
-  cmd->add_option("-m,--model", args->model, "GGUF embedding model")->required()->check(non_empty());
+  add_model_source_flags(cmd, args->source, cmd->add_option("-m,--model", args->model, "GGUF embedding model")->check(non_empty()));
   auto* prompt = cmd->add_option("-p,--prompt", args->prompts,
                                  "input text (repeatable; each is also split on --embd-separator)")
                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -343,6 +345,7 @@ void register_embed(CLI::App& app, VerbResult& result) {
       throw_usage_error("embed: no input; give the texts with -p TEXT (repeatable) or -f FILE");
     args->normalize_given = normalize->count() > 0;
     if (args->json) args->format = "json";
+    require_model_source("embed", args->model, args->source);
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });

@@ -25,6 +25,7 @@ namespace {
 
 struct PerplexityArgs {
   std::string model;
+  ModelSourceFlags source;  // --hf-repo / --model-url when -m is not given
   std::string text_file;
   eval::PerplexityOptions options;
   // llama-perplexity's default cache types.
@@ -55,6 +56,7 @@ void print_kl(const eval::PerplexityResult& r) {
 }
 
 int run(PerplexityArgs args) {
+  args.model = resolve_model_source(args.model, args.source);
   check_output_path({args.save_logits, "--save-logits"},
                     {{args.model, "-m"}, {args.text_file, "-f"}, {args.kl_divergence, "--kl-divergence"}});
   args.options.save_logits = args.save_logits;
@@ -96,7 +98,7 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<PerplexityArgs>();
   auto& o = args->options;
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text, as llama-perplexity computes it");
-  cmd->add_option("-m,--model", args->model, "GGUF model")->required()->check(non_empty());
+  add_model_source_flags(cmd, args->source, cmd->add_option("-m,--model", args->model, "GGUF model")->check(non_empty()));
   cmd->add_option("-f,--file", args->text_file, "text file")->required()->check(non_empty());
   add_ctx_flag(cmd, o.n_ctx, "tokens per chunk (0: the model's trained context; default: that, at most 4096)");
   cmd->add_option("--chunks", o.n_chunks, "chunks to evaluate (-1: all)")->capture_default_str()
@@ -111,6 +113,7 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
                       ->check(non_empty());
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
+    require_model_source("perplexity", args->model, args->source);
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });

@@ -33,6 +33,7 @@ constexpr int kInterruptedExitCode = 130;  // the shell's code for "ended by SIG
 
 struct RunArgs {
   std::string model;
+  ModelSourceFlags source;  // --hf-repo / --model-url when -m is not given
   std::string prompt = "Once upon a time";
   std::string prompt_file;
   int64_t n_predict = 256;
@@ -96,6 +97,7 @@ int run(RunArgs args) {
   if (!args.prompt_file.empty()) args.prompt = read_input_file(args.prompt_file, "prompt file");
   if (args.escape) args.prompt = process_escapes(args.prompt);
   const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
+  args.model = resolve_model_source(args.model, args.source);
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   const auto engine = runtime::Engine::load(model_path, args.engine);
   runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
@@ -192,7 +194,7 @@ void register_run(CLI::App& app, VerbResult& result) {
   auto args = std::make_shared<RunArgs>();
   args->engine.threads = default_threads();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt (streams to stdout, timings to stderr)");
-  cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)");
+  add_model_source_flags(cmd, args->source, cmd->add_option("-m,--model", args->model, "GGUF model (default: the bundled stories260K)"));
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text")->capture_default_str();
   auto* prompt_file = cmd->add_option("-f,--file", args->prompt_file, "read the prompt from a file (any size)")
                           ->check(non_empty());

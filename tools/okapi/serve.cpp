@@ -36,6 +36,7 @@ namespace {
 struct ServeArgs {
   server::ServeOptions options;
   std::string model;
+  ModelSourceFlags source;  // --hf-repo / --model-url when -m is not given
   std::string api_key_file;
   std::optional<std::string> cors_origins;
   int64_t seed = -1;
@@ -155,6 +156,9 @@ server::RouterOptions router_options(ServeArgs& args, CLI::App& cmd) {
 
 int serve(ServeArgs args) {
   auto& o = args.options;
+  args.model = resolve_model_source(args.model, args.source);
+  // As llama-server: a model from the hub is named by its repo spec (USER/REPO[:QUANT]).
+  if (o.alias.empty() && !args.source.hf_repo.empty()) o.alias = args.source.hf_repo;
   o.model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
   if (!args.api_key_file.empty())
     for (auto& key : read_api_keys(args.api_key_file)) o.api_keys.push_back(std::move(key));
@@ -188,9 +192,11 @@ void register_serve(CLI::App& app, VerbResult& result) {
   auto& o = args->options;
   o.engine.threads = default_threads();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching and a chat page");
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF model (default: a router over --models-dir / --models-preset when given, else the bundled "
-                  "stories260K)");
+  add_model_source_flags(
+      cmd, args->source,
+      cmd->add_option("-m,--model", args->model,
+                      "GGUF model (default: a router over --models-dir / --models-preset when given, else the bundled "
+                      "stories260K)"));
   cmd->add_option("--models-dir", args->models_dir,
                   "router mode: serve every GGUF in this folder (FILE.gguf is model FILE; a folder is one model)")
       ->check(non_empty());
@@ -227,7 +233,8 @@ void register_serve(CLI::App& app, VerbResult& result) {
   cmd->add_flag("--verbose,-v", o.verbose,
                 "log each request (method, path, status, time) on stderr and add llama-server's __verbose debug "
                 "object (the prompt as text, ...) to every completion; a request's \"verbose\" overrides it");
-  cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name)")->check(non_empty());
+  cmd->add_option("--alias,-a", o.alias, "the model id clients see (default: the file name, or the --hf-repo)")
+      ->check(non_empty());
   cmd->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's")
       ->check(non_empty());
   cmd->add_option("--chat-template", o.chat_template,
@@ -329,7 +336,6 @@ void register_serve(CLI::App& app, VerbResult& result) {
   // llama-server's flags with nothing to do here: accepted so its command lines work unchanged.
   cmd->add_flag("--cont-batching", args->no_effect, "(no effect: okapi always batches the slots together; also -cb)");
   cmd->add_flag("--no-mmproj", args->no_effect, "(no effect: okapi serves no multimodal projector)");
-  cmd->add_flag("--offline", args->no_effect, "(no effect: okapi serve never downloads)");
   cmd->add_flag("--no-cache-idle-slots", args->no_effect,
                 "(no effect: idle slots keep their prompt's KV cache for the next request with the same prefix)");
   cmd->add_option("--cache-ram", args->cache_ram_mib,
@@ -345,8 +351,8 @@ void register_serve(CLI::App& app, VerbResult& result) {
     check_drafting_flags(args->options.drafting);
     const bool router = !cmd->get_option("--models-dir")->empty() || !cmd->get_option("--models-preset")->empty() ||
                         !cmd->get_option("--models-max")->empty() || !cmd->get_option("--models-autoload")->empty();
-    if (router && !args->model.empty())
-      throw_usage_error("-m serves one model; --models-dir, --models-preset, --models-max and --[no-]models-autoload "
+    if (router && (!args->model.empty() || !args->source.hf_repo.empty() || !args->source.model_url.empty()))
+      throw_usage_error("-m (or --hf-repo, --model-url) serves one model; --models-dir, --models-preset, --models-max and --[no-]models-autoload "
                         "are for a router over many: give one or the other");
     if (result.dry_run) return;
     if (router) {
