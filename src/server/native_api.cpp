@@ -524,10 +524,48 @@ void ServerState::handle_gcp_predict(const Request& req, Response& res) const {
   send_json(res, 200, {{"predictions", std::move(predictions)}});
 }
 
+namespace {
+
+// The totals of a scheduler that was unloaded (sleep) and of the one running now: the series are
+// the server's, not one scheduler's. Gauges of the moment are the running one's.
+runtime::SchedulerCounters carried(const runtime::SchedulerCounters& base, const runtime::SchedulerCounters& now) {
+  runtime::SchedulerCounters c = now;
+  c.prompt_tokens += base.prompt_tokens;
+  c.cached_prompt_tokens += base.cached_prompt_tokens;
+  c.generated_tokens += base.generated_tokens;
+  c.requests_finished += base.requests_finished;
+  c.requests_cancelled += base.requests_cancelled;
+  c.forward_passes += base.forward_passes;
+  c.drafted_tokens += base.drafted_tokens;
+  c.accepted_tokens += base.accepted_tokens;
+  c.draft_rounds += base.draft_rounds;
+  c.busy_slots_in_passes += base.busy_slots_in_passes;
+  c.max_sequence_tokens = std::max(c.max_sequence_tokens, base.max_sequence_tokens);
+  c.prompt_seconds += base.prompt_seconds;
+  c.generation_seconds += base.generation_seconds;
+  return c;
+}
+
+}  // namespace
+
+runtime::SchedulerCounters ServerState::server_counters() const {
+  if (!scheduler_) return retired_counters_;
+  return carried(retired_counters_, scheduler_->counters());
+}
+
+void ServerState::retire_counters() {
+  if (!scheduler_) return;
+  std::lock_guard lock(metrics_mutex_);
+  // The gauges stay as they were, so that a sleeping server answers what it last measured.
+  retired_counters_ = carried(retired_counters_, scheduler_->counters());
+}
+
 std::string ServerState::metrics_text() const {
   if (embeddings_mode()) return prometheus_embedding_text(embedding_queue_->counters());
   std::lock_guard lock(metrics_mutex_);
-  const runtime::SchedulerCounters now = scheduler_->counters();
+  // While asleep the scheduler is gone: the totals stay, and the throughput window is empty after
+  // the first scrape (nothing runs), as llama-server's.
+  const runtime::SchedulerCounters now = server_counters();
   std::string text = prometheus_text(now, options_.n_slots, scraped_);
   scraped_ = now;
   return text;

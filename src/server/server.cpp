@@ -991,7 +991,7 @@ void ServerState::build_routes() {
     if (!options_.metrics)
       throw ApiError(501, "not_supported_error", "metrics are off: start the server with --metrics");
     res.set_header("Process-Start-Time-Unix", std::to_string(process_started_at_));
-    res.set_content(sleeping() ? asleep_metrics_ : metrics_text(), "text/plain; version=0.0.4");
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
   }, false);
 }
 

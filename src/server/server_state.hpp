@@ -208,7 +208,6 @@ class ServerState {
   std::atomic<int64_t> handlers_running_{0};
   std::atomic<int64_t> last_activity_ms_{0};  // steady clock, when a handler last ended
   Json asleep_props_, asleep_models_;  // answered while asleep (under model_mutex_)
-  std::string asleep_metrics_;
   std::thread sleep_watch_;
   std::atomic<bool> sleep_watch_stop_{false};
   // Runs a route's handler holding model_mutex_ shared (waking the model first when it wakes it).
@@ -235,6 +234,11 @@ class ServerState {
   const int64_t process_started_at_ = static_cast<int64_t>(std::time(nullptr));
   mutable std::mutex metrics_mutex_;
   mutable runtime::SchedulerCounters scraped_;  // the counters at the previous scrape
+  // Counters of schedulers unloaded by sleep, so that /metrics' totals are the server's.
+  runtime::SchedulerCounters retired_counters_;
+  runtime::SchedulerCounters server_counters() const;
+  // Before the scheduler is unloaded: its counters join retired_counters_.
+  void retire_counters();
   void apply_cors(const Request& req, Response& res) const;
 };
 

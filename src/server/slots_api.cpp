@@ -186,7 +186,7 @@ void ServerState::fall_asleep() {
   asleep_props_ = props();
   asleep_props_["is_sleeping"] = true;
   asleep_models_ = models_json();
-  if (options_.metrics) asleep_metrics_ = metrics_text();
+  retire_counters();
   sleeping_.store(true);
   unload();
   malloc_trim(0);  // hand the freed heap back to the system, not only to malloc

@@ -336,6 +336,8 @@ void register_serve(CLI::App& app, VerbResult& result) {
   // llama-server's flags with nothing to do here: accepted so its command lines work unchanged.
   cmd->add_flag("--cont-batching", args->no_effect, "(no effect: okapi always batches the slots together; also -cb)");
   cmd->add_flag("--no-mmproj", args->no_effect, "(no effect: okapi serves no multimodal projector)");
+  cmd->add_flag("--backend-sampling,--backend_sampling", args->no_effect,
+                "(no effect: okapi samples on the CPU beside the model; a request's backend_sampling is ignored)");
   cmd->add_flag("--no-cache-idle-slots", args->no_effect,
                 "(no effect: idle slots keep their prompt's KV cache for the next request with the same prefix)");
   cmd->add_option("--cache-ram", args->cache_ram_mib,
