@@ -26,6 +26,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "server/api_error.hpp"
+#include "server/api_key.hpp"
 #include "server/http_client.hpp"
 #include "server/http_server.hpp"
 #include "server/request_params.hpp"
@@ -558,14 +559,7 @@ std::shared_ptr<Instance> Router::find(const std::string& id) const {
   return nullptr;
 }
 
-bool Router::authorized(const Request& req) const {
-  if (options_.api_keys.empty()) return true;
-  std::string key;
-  const std::string_view auth = req.header("authorization");
-  if (auth.substr(0, 7) == "Bearer ") key = std::string(auth.substr(7));
-  if (key.empty()) key = std::string(req.header("x-api-key"));
-  return std::find(options_.api_keys.begin(), options_.api_keys.end(), key) != options_.api_keys.end();
-}
+bool Router::authorized(const Request& req) const { return api_key_accepted(req, options_.api_keys); }
 
 void Router::apply_cors(const Request& req, Response& res) const {
   for (auto& [name, value] : cors_headers(options_.cors, req.header("origin"), req.method == "OPTIONS"))

@@ -27,6 +27,7 @@
 #include "server/agent_params.hpp"
 #include "server/anthropic_api.hpp"
 #include "server/api_error.hpp"
+#include "server/api_key.hpp"
 #include "server/build_info.hpp"
 #include "server/chat_page.hpp"
 #include "server/embedding_queue.hpp"
@@ -162,14 +163,7 @@ std::string ServerState::serving() const {
                      options_.embeddings ? "" : ": this model does not generate text");
 }
 
-bool ServerState::authorized(const Request& req) const {
-  if (options_.api_keys.empty()) return true;
-  std::string key;
-  const std::string_view auth = req.header("authorization");
-  if (auth.substr(0, 7) == "Bearer ") key = std::string(auth.substr(7));
-  if (key.empty()) key = std::string(req.header("x-api-key"));
-  return std::find(options_.api_keys.begin(), options_.api_keys.end(), key) != options_.api_keys.end();
-}
+bool ServerState::authorized(const Request& req) const { return api_key_accepted(req, options_.api_keys); }
 
 void ServerState::load_embeddings() {
   const model::Model& model = engine_->model();
