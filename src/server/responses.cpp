@@ -1,5 +1,7 @@
 #include "server/responses.hpp"
 
+#include "server/build_info.hpp"
+
 #include <random>
 
 #include <fmt/format.h>
@@ -28,7 +30,7 @@ Json header_json(const ResponseHeader& h, const char* object) {
 
 }  // namespace
 
-std::string system_fingerprint() { return "b0-okapi"; }
+std::string system_fingerprint() { return std::string(build_info()); }
 
 const char* finish_reason_name(runtime::StopReason reason) {
   switch (reason) {

@@ -27,6 +27,7 @@
 #include "core/input_file.hpp"
 #include "server/api_error.hpp"
 #include "server/api_key.hpp"
+#include "server/build_info.hpp"
 #include "server/http_client.hpp"
 #include "server/http_server.hpp"
 #include "server/request_params.hpp"
@@ -1010,7 +1011,7 @@ Json Router::router_props() const {
           {"model_path", "none"},
           {"default_generation_settings", {{"params", Json::object()}, {"n_ctx", 0}}},
           // llama-server's form is b<build>-<commit>; okapi has no build number.
-          {"build_info", "b0-okapi"}};
+          {"build_info", std::string(build_info())}};
 }
 
 Json Router::list_models() {
