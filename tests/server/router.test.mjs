@@ -27,9 +27,9 @@ const running = new Set();
 process.on('exit', () => { for (const c of running) c.kill('SIGKILL'); });
 
 // Starts `okapi serve ARGS --port 0` (no -m) and waits for its "listening" line.
-async function startRouter(args) {
+async function startRouter(args, env = {}) {
   const child = spawn(OKAPI_BIN, ['serve', '--host', '127.0.0.1', '--port', '0', '-t', '1', ...args],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   running.add(child);
   let log = '';
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => { running.delete(child); resolve({ code, signal }); }));
@@ -334,5 +334,29 @@ describe('router over a preset with --no-models-autoload', () => {
     const ok = await post(r.base, '/v1/completions', { model: 'tiny', prompt: 'Once', max_tokens: 2 });
     assert.equal(ok.status, 200, ok.text);
     assert.equal((await get(r.base, '/props')).json.models_autoload, false);
+  });
+});
+
+describe('router over the download cache (-hf models)', () => {
+  let r;
+  const cache = path.join(dir, 'cache');
+  before(async () => {
+    // The layout okapi's -hf downloads leave (src/hub): hf/OWNER/REPO/FILE.
+    const repo = path.join(cache, 'hf', 'ggml-org', 'test-model-stories260K');
+    mkdirSync(repo, { recursive: true });
+    copyFileSync(OKAPI_MODEL, path.join(repo, 'stories260K-F32.gguf'));
+    r = await startRouter(['--models-max', '1', '-np', '1', '-c', '256'], { OKAPI_CACHE: cache });
+  });
+  after(async () => { await r?.stop(); });
+
+  test('cached models are listed as owner/repo:QUANT and load on first use', async () => {
+    const list = await models(r.base);
+    const id = 'ggml-org/test-model-stories260K:F32';
+    assert.deepEqual(Object.keys(list), [id]);
+    assert.equal(list[id].source, 'cache');
+    const res = await post(r.base, '/v1/completions', { model: id, prompt: 'Once', max_tokens: 2 });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.model, id);
+    assert.equal((await models(r.base))[id].status.value, 'loaded');
   });
 });

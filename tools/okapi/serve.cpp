@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "exact_flags.hpp"
+#include "hub/hub.hpp"
 #include "model/embedding.hpp"
 #include "runtime/default_model.hpp"
 #include "server/cors.hpp"
@@ -150,6 +151,24 @@ server::RouterOptions router_options(ServeArgs& args, CLI::App& cmd) {
   r.flag_takes_value = [&cmd](const std::string& flag) {
     const CLI::Option* option = cmd.get_option_no_throw(flag);
     return option == nullptr || option->get_expected_min() > 0;
+  };
+  // Models downloaded with -hf / -mu are the router's too ("owner/repo:QUANT"), and a preset's
+  // hf-repo is fetched into that cache (from the cache only with --offline).
+  r.list_cache = [] {
+    std::vector<server::RouterModel> models;
+    for (const auto& cached : hub::list_cached_models()) {
+      server::RouterModel m;
+      m.id = cached.quant.empty() ? cached.repo : cached.repo + ":" + cached.quant;
+      m.path = cached.path.string();
+      models.push_back(std::move(m));
+    }
+    return models;
+  };
+  r.resolve_hf = [source = args.source](const std::string& hf_repo) {
+    hub::HubOptions hub_options;
+    hub_options.offline = source.offline;
+    hub_options.token = source.hf_token.empty() ? hub::default_token() : source.hf_token;
+    return hub::resolve_hf_model(hf_repo, "", hub_options).string();
   };
   return r;
 }
