@@ -1224,11 +1224,7 @@ int serve_router(const RouterOptions& options) {
   http::Application app;
   app.dispatch = [&router](const Request& req, Response& res) { router.dispatch(req, res); };
   app.answer_on_loop = [&router](const Request& req, Response& res) { return router.answer_on_loop(req, res); };
-  app.error_response = [](int status, const std::string& message) {
-    Response res;
-    send_json(res, status, error_body(status, status_type(status), message));
-    return res;
-  };
+  app.error_response = json_error_response;
   http::Server http(http_options, std::move(app));
   const int port = http.bind();
   std::thread listener([&http] { http.run(); });

@@ -66,6 +66,12 @@ void send_error(Response& res, const ApiError& e) {
   send_json(res, e.status(), e.body());
 }
 
+Response json_error_response(int status, const std::string& message) {
+  Response res;
+  send_json(res, status, error_body(status, status_type(status), message));
+  return res;
+}
+
 const char* status_type(int status) {
   switch (status) {
     case 401: return "authentication_error";
@@ -1017,11 +1023,7 @@ int serve(const ServeOptions& options) {
   http::Application app;
   app.dispatch = [&state](const Request& req, Response& res) { state.dispatch(req, res); };
   app.answer_on_loop = [&state](const Request& req, Response& res) { return state.answer_on_loop(req, res); };
-  app.error_response = [](int status, const std::string& message) {
-    Response res;
-    send_json(res, status, error_body(status, status_type(status), message));
-    return res;
-  };
+  app.error_response = json_error_response;
   http::Server http(http_options, std::move(app));
   const int port = http.bind();
   std::thread listener([&http] { http.run(); });

@@ -41,6 +41,8 @@ void send_json(Response& res, int status, const Json& body);
 void send_error(Response& res, const ApiError& e);
 // The error type a status gets in the OpenAI shape ("authentication_error", "server_error", ...).
 const char* status_type(int status);
+// The HTTP layer's own errors (408, 413, ...) in the OpenAI shape (http::Application::error_response).
+Response json_error_response(int status, const std::string& message);
 
 // Everything a running server shares between its handler threads.
 class ServerState {
