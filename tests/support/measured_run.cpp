@@ -11,7 +11,9 @@
 
 namespace okapi::test {
 
-MeasuredRun run_okapi_measured(const std::vector<std::string>& args) {
+namespace {
+
+MeasuredRun run_child(const std::vector<std::string>& args) {
   MeasuredRun result;
   const std::string binary = cli_path().string();
   std::vector<char*> argv;
@@ -52,6 +54,19 @@ MeasuredRun run_okapi_measured(const std::vector<std::string>& args) {
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.peak_rss_kb = usage.ru_maxrss;
+  return result;
+}
+
+}  // namespace
+
+int64_t okapi_startup_rss_kb() {
+  static const int64_t startup = run_child({"--version"}).peak_rss_kb;
+  return startup;
+}
+
+MeasuredRun run_okapi_measured(const std::vector<std::string>& args) {
+  MeasuredRun result = run_child(args);
+  result.work_rss_kb = result.peak_rss_kb - okapi_startup_rss_kb();
   return result;
 }
 
