@@ -69,7 +69,10 @@ std::vector<McpServerConfig> parse_mcp_config(std::string_view text, const std::
   const auto list = config.find("mcpServers");
   if (list == config.end()) return servers;
   if (!list->is_object()) throw_error("{}: \"mcpServers\" must be an object of servers by name", source);
-  for (const auto& [name, entry] : list->items()) {
+  for (const auto& item : list->items()) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& name = item.key();
+    const Json& entry = item.value();
     if (!entry.is_object()) throw_error("{}: MCP server '{}' must be an object", source, name);
     if (name.empty()) throw_error("{}: an MCP server needs a non-empty name", source);
     McpServerConfig server;
