@@ -14,10 +14,9 @@ import OpenAI from 'openai';
 import { OpenAIEmbeddings } from '@langchain/openai';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { OKAPI_BIN, get, post, repoRoot, sleep, startServer } from './support.mjs';
+import { OKAPI_BIN, freePort, get, post, repoRoot, sleep, startServer } from './support.mjs';
 
 const SHARED = path.resolve(repoRoot, process.env.OKAPI_SHARED || path.join('..', 'shared'));
 const VOCAB = path.join(SHARED, 'vocab', 'ggml-vocab-bert-bge.gguf');
@@ -370,17 +369,6 @@ describe('mode in /props, /v1/models, /health', { skip }, () => {
 
 // llama-server on the same files, one at a time. Its flash attention (on by default) rounds
 // through f16 on CPUs, which moves rerank scores by ~1e-3: off, it computes in f32 as okapi does.
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
 async function withLlamaServer(args, fn) {
   const port = await freePort();
   const child = spawn(LLAMA_SERVER, ['--host', '127.0.0.1', '--port', String(port), '-t', '2', '-np', '1',

@@ -8,9 +8,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { OKAPI_MODEL, get, post, repoRoot, sleep, sseData, startServer } from './support.mjs';
+import { OKAPI_MODEL, freePort, get, post, repoRoot, sleep, sseData, startServer } from './support.mjs';
 
 const SHARED = path.resolve(repoRoot, process.env.OKAPI_SHARED || path.join('..', 'shared'));
 const LLAMA_SERVER = path.join(SHARED, 'peers', 'llama-server');
@@ -180,17 +179,6 @@ describe('Vertex AI /predict', () => {
     }
   });
 });
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 describe('side by side with llama-server', { skip: peersSkip }, () => {
   let peer;

@@ -7,6 +7,7 @@
 // OKAPI_TEST_THREADS  -t for the server (default 2)
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -252,4 +253,16 @@ export function errorOf(res) {
     throw new Error(`not an OpenAI error body (status ${res.status}): ${res.text}`);
   }
   return e;
+}
+
+// A port nothing listens on now (for a peer server the tests start themselves).
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
 }
