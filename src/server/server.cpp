@@ -525,11 +525,11 @@ chat::ChatPlan ServerState::plan_request(const AgentParams& agent, bool chat, co
 }
 
 chat::ChatPlan ServerState::plan_chat(const Json& body, const AgentParams& agent, runtime::SequenceRequest& job) const {
-  const size_t body_bytes = body.contains("messages") ? to_text(body["messages"]).size() : 0;
   ChatInput input = chat_input(body, agent);
   std::string rendered = render_chat(input);
-  // A large conversation is refused before it is tokenized when it cannot fit.
-  if (body_bytes > kPrecheckBodyBytes) refuse_far_beyond_context(rendered.size(), true);
+  // A large conversation is refused before it is tokenized when it cannot fit (a smaller one gets
+  // the exact count below). The rendered size, not the messages serialized again to measure them.
+  if (rendered.size() > kPrecheckPromptBytes) refuse_far_beyond_context(rendered.size(), true);
   AgentParams planned = agent;
   if (const auto it = input.template_kwargs.find("enable_thinking"); it != input.template_kwargs.end() && it->is_boolean())
     planned.chat.enable_thinking = it->get<bool>();

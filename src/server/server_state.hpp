@@ -146,7 +146,7 @@ class ServerState {
   // Text of `prompt_bytes` bytes has at least bytes / max_bytes_per_token tokens: a prompt that
   // cannot fit is refused before tokenizing it (an 8 MiB prompt took seconds and ~200 MB).
   void refuse_far_beyond_context(size_t prompt_bytes, bool chat) const;
-  static constexpr size_t kPrecheckBodyBytes = 64 * 1024;
+  static constexpr size_t kPrecheckPromptBytes = 64 * 1024;
   // The prompt a conversation renders to; a template's raise_exception or failure is a 400.
   std::string render_chat(const ChatInput& input) const;
   // Its tokens: control tokens only from the template's own text (unless allow_special_in_content).
