@@ -3,10 +3,11 @@
 # A file may include headers of its own folder and of every folder its folder reaches through
 # these links; cmake/check_layers.cmake fails the build otherwise. A folder that does not exist
 # (yet) is skipped. Third-party libraries are named by the one folder that uses them.
-set(OKAPI_LAYERS core format hub kernels exact kv tokenizer sample grammar jinja chat quantize model backend runtime compress eval
+set(OKAPI_LAYERS core dist format hub kernels exact kv tokenizer sample grammar jinja chat quantize model backend runtime compress eval
                  train server synth)
 
 set(OKAPI_LAYER_DEPS_core)
+set(OKAPI_LAYER_DEPS_dist core)
 set(OKAPI_LAYER_DEPS_format core)
 set(OKAPI_LAYER_DEPS_hub core)
 set(OKAPI_LAYER_DEPS_kernels core)
@@ -20,10 +21,10 @@ set(OKAPI_LAYER_DEPS_chat core jinja grammar)
 set(OKAPI_LAYER_DEPS_quantize core format kernels)
 set(OKAPI_LAYER_DEPS_model core format exact kernels kv)
 set(OKAPI_LAYER_DEPS_backend model)
-set(OKAPI_LAYER_DEPS_runtime model backend tokenizer sample grammar jinja chat)
+set(OKAPI_LAYER_DEPS_runtime model backend tokenizer sample grammar jinja chat dist)
 set(OKAPI_LAYER_DEPS_compress model backend tokenizer)
 set(OKAPI_LAYER_DEPS_eval runtime compress quantize)
-set(OKAPI_LAYER_DEPS_train runtime)
+set(OKAPI_LAYER_DEPS_train runtime dist)
 set(OKAPI_LAYER_DEPS_server runtime)
 set(OKAPI_LAYER_DEPS_synth format kernels quantize)
 

@@ -13,6 +13,7 @@
 
 #include "common_flags.hpp"
 #include "core/error.hpp"
+#include "dist/communicator.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -249,6 +250,9 @@ int run_command_line(const std::vector<std::string>& arguments, const CliMode& m
   set_warning_handler(print_warning);
   if (const int code = accept_llama_habits(args); code != 0) return code;
   const Outcome outcome = run_verb(args, mode);
+  // One rank of an MPI job that failed has printed why; the job stops with it, or the other ranks
+  // would wait for it forever.
+  if (outcome.exit_code != 0) dist::abort_job_if_distributed(outcome.exit_code);
   // A verb that failed has said why; one that succeeded has not yet checked its stdout (run,
   // tokenize and bench print and flush without looking): a full disk or a closed pipe is an error.
   const bool check = outcome.exit_code == 0 || outcome.stdout_failed;
