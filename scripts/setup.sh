@@ -11,6 +11,7 @@ packages=(
   libcpp-httplib-dev
   libcurl4-openssl-dev
   libopenmpi-dev openmpi-bin haproxy
+  lld
   chromium
 )
 # okapi serve's client tests run on Node (tests/server): Debian's nodejs and npm unless a node is

@@ -13,7 +13,7 @@ struct MeasuredRun {
   std::string output;      // stdout and stderr interleaved
   int64_t peak_rss_kb = 0;  // the child's maximum resident set size, KiB
   // peak_rss_kb less what `okapi --version` peaks at: the memory the run's work took. The memory
-  // tests bound this, since the binary's own pages differ by build (an -O0 ASan binary maps
+  // tests bound this, since the binary's own pages differ by build (an ASan binary maps
   // ~320 MB of code and data, most of it touched at startup; a Release one ~18 MB).
   int64_t work_rss_kb = 0;
 };
