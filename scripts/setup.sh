@@ -10,6 +10,7 @@ packages=(
   python3-jinja2 python3-jsonschema
   libcpp-httplib-dev
   libcurl4-openssl-dev
+  haproxy
   chromium
 )
 # okapi serve's client tests run on Node (tests/server): Debian's nodejs and npm unless a node is
