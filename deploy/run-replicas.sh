@@ -162,6 +162,22 @@ wait_healthy() {
   done
 }
 
+# HAProxy's stats (CSV) say replica i is UP, i.e. it gets requests again.
+haproxy_sees_up() {
+  local line
+  { exec 4<> "/dev/tcp/127.0.0.1/$stats_port"; } 2> /dev/null || return 1
+  printf 'GET /;csv HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&4
+  while IFS= read -r -t 5 line <&4; do
+    if [[ $line == "replicas,r$1,"* ]]; then
+      exec 4>&- 4<&-
+      [[ $line == *,UP,* ]]
+      return
+    fi
+  done
+  exec 4>&- 4<&-
+  return 1
+}
+
 stop_all() {
   stopping=1
   trap '' INT TERM HUP
@@ -203,6 +219,12 @@ rolling_restart() {
     [ "$stopping" = 0 ] || return 0
     start_replica "$i"
     wait_healthy "$i" || return 1
+    # The next one goes only once HAProxy sends requests to this one again.
+    local deadline=$((SECONDS + 30))
+    until haproxy_sees_up "$i"; do
+      [ $SECONDS -lt $deadline ] || { say "HAProxy does not see replica $i up within 30 s"; return 1; }
+      sleep 0.2
+    done
   done
   say "rolling restart done"
 }
