@@ -526,14 +526,16 @@ class SocketWriter final : public StreamSink {
     }
     return true;
   }
+  // The response head, sent with the first bytes of the body (or with its end) instead of at once.
+  void hold_head(std::string head) { held_head_ = std::move(head); }
   bool write(std::string_view data) override {
     if (failed_ || done_) return false;
     if (data.empty()) return true;
-    bool ok = true;
+    bool ok = send_held_head();
     if (chunked_) {
-      ok = send_all(fmt::format("{:x}\r\n", data.size())) && send_all(data) && send_all("\r\n");
+      ok = ok && send_all(fmt::format("{:x}\r\n", data.size())) && send_all(data) && send_all("\r\n");
     } else {
-      ok = send_all(data);
+      ok = ok && send_all(data);
     }
     failed_ = !ok;
     return ok;
@@ -541,7 +543,7 @@ class SocketWriter final : public StreamSink {
   void done() override {
     if (done_ || failed_) return;
     done_ = true;
-    if (chunked_ && !send_all("0\r\n\r\n")) failed_ = true;
+    if (!send_held_head() || (chunked_ && !send_all("0\r\n\r\n"))) failed_ = true;
   }
   bool is_done() const { return done_; }
   bool failed() const { return failed_; }
@@ -560,8 +562,16 @@ class SocketWriter final : public StreamSink {
   std::chrono::milliseconds timeout_;
   bool chunked_;
   const std::atomic<bool>& stopping_;
+  std::string held_head_;
   bool failed_ = false;
   bool done_ = false;
+
+  bool send_held_head() {
+    if (held_head_.empty()) return true;
+    const std::string head = std::move(held_head_);
+    held_head_.clear();
+    return send_all(head);
+  }
 };
 
 }  // namespace
@@ -594,7 +604,15 @@ bool Server::write_response(Connection& c, const Request& request, Response& res
   if (!chunked) response.close_connection = true;
   const bool keep = request.keep_alive && !response.close_connection;
   SocketWriter writer(c.fd, options_.write_timeout, chunked, stopping_);
-  bool ok = writer.send_all(head_of(response, chunked, std::string::npos, keep, http10));
+  std::string head = head_of(response, chunked, std::string::npos, keep, http10);
+  bool ok = true;
+  // An event stream's client wants the head at once. Any other streamed body (a generation's whole
+  // JSON, written when it is done) sends its head with its first bytes: until then nothing of the
+  // response has left, so a load balancer may still retry the request elsewhere if this process dies.
+  if (response.content_type.starts_with("text/event-stream"))
+    ok = writer.send_all(head);
+  else
+    writer.hold_head(std::move(head));
   while (ok && !writer.is_done()) {
     if (stopping_.load() || writer.client_gone()) {
       ok = false;

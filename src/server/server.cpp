@@ -838,7 +838,7 @@ void ServerState::health(Response& res) const {
   if (!ready()) {
     res.set_header("Retry-After", "1");
     send_json(res, 503, error_body(503, "unavailable_error", "Loading model"));
-  } else if (draining()) {
+  } else if (draining() || stop_announced()) {
     // A load balancer stops sending here while the requests in flight finish.
     res.set_header("Retry-After", "1");
     send_json(res, 503, error_body(503, "unavailable_error", "the server is shutting down"));
@@ -1052,6 +1052,16 @@ int serve(const ServeOptions& options) {
   state.start_sleep_watch();
 
   while (g_signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Behind a load balancer: /health says 503 at once, but requests are still taken until its health
+  // check has seen that (else the ones it sends meanwhile are refused). A second signal ends the wait.
+  if (options.drain_delay_seconds > 0) {
+    std::fprintf(stderr, "okapi: stopping in %g s: /health says 503, requests are still served (--drain-delay)\n",
+                 options.drain_delay_seconds);
+    state.announce_stop();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.drain_delay_seconds);
+    while (std::chrono::steady_clock::now() < until && g_signals.load() < 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   // Drain: /health says 503, new generations are refused, those in flight finish (a second signal
   // cuts them short).
   std::fprintf(stderr, "okapi: stopping: finishing %lld requests in flight\n",

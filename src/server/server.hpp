@@ -45,6 +45,10 @@ struct ServeOptions {
   // After this many seconds without a request that needs the model, unload it (free its memory)
   // until the next one (< 0: never).
   int64_t sleep_idle_seconds = -1;
+  // After SIGTERM, /health says 503 at once but requests are still served for this long before
+  // the drain (new requests refused, those in flight finish): a load balancer's health check takes
+  // the server out first, so none it sends is refused (0: drain at once).
+  double drain_delay_seconds = 0;
   // --verbose: log each request on stderr, and completions carry llama-server's __verbose (the
   // prompt as text, ...) unless a request says otherwise.
   bool verbose = false;
@@ -95,8 +99,8 @@ struct ServeOptions {
   std::function<void(int port)> on_listening;
 };
 
-// Runs until SIGTERM or SIGINT, then stops taking requests, lets those in flight finish and
-// returns 0. Throws okapi::Error when the address cannot be bound or the model cannot be loaded.
+// Runs until SIGTERM or SIGINT, then (after drain_delay_seconds) stops taking requests, lets
+// those in flight finish and returns 0; a second signal cuts either wait short. Throws okapi::Error when the address cannot be bound or the model cannot be loaded.
 int serve(const ServeOptions& options);
 
 }  // namespace okapi::server

@@ -59,6 +59,10 @@ class ServerState {
   std::string serving() const;
   void start_draining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
+  // The stop is announced (--drain-delay): /health says 503 so a load balancer takes this server
+  // out, while requests are still served until the drain starts.
+  void announce_stop() { stop_announced_.store(true); }
+  bool stop_announced() const { return stop_announced_.load(); }
   // Requests whose response is still being written (streams included).
   int64_t in_flight() const { return in_flight_.load(); }
   // Frees the model after the HTTP server has stopped.
@@ -186,6 +190,7 @@ class ServerState {
   int64_t loaded_at_ = 0;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
+  std::atomic<bool> stop_announced_{false};
   std::atomic<int64_t> in_flight_{0};
 
   struct Route {

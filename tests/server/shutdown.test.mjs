@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { dropFetchConnections, sleep, within, sseData, startServer, streamRequest } from './support.mjs';
+import { dropFetchConnections, post, sleep, within, sseData, startServer, streamRequest } from './support.mjs';
 
 test('SIGTERM drains the requests in flight and exits 0', { timeout: 30_000 }, async () => {
   const server = await startServer([], { ctx: 512, slots: 1 });
@@ -77,6 +77,61 @@ test('an idle keep-alive connection does not hold up SIGTERM', { timeout: 30_000
     assert.ok(Date.now() - started < 5000);
   } finally {
     socket.destroy();
+    server.signal('SIGKILL');
+  }
+});
+
+// --drain-delay: after SIGTERM /health says 503 at once (a balancer takes the server out) while
+// requests are still served for the delay; then the usual drain; a second signal cuts it short.
+test('--drain-delay: /health 503 at once, requests still served until the delay ends', { timeout: 30_000 }, async () => {
+  const server = await startServer(['--drain-delay', '2'], { ctx: 512, slots: 1 });
+  try {
+    const body = { prompt: 'Once upon a time', max_tokens: 4, temperature: 0 };
+    const signalledAt = Date.now();
+    server.signal('SIGTERM');
+    for (let i = 0; i < 100 && !server.stderr().includes('stopping in'); i++) await sleep(10);
+    assert.match(server.stderr(), /stopping in 2 s/);
+    const health = await fetch(`${server.base}/health`);
+    await health.text();
+    assert.equal(health.status, 503, '/health during the delay');
+    // Within the delay a generation is still served, more than once.
+    for (let i = 0; i < 3; i++) {
+      const res = await post(server.base, '/v1/completions', body);
+      assert.equal(res.status, 200, `a request ${Date.now() - signalledAt} ms after SIGTERM: ${res.text}`);
+    }
+    assert.ok(Date.now() - signalledAt < 1800, 'the requests above ran inside the delay');
+    // After it: refused (503) or the socket is closed, and the process exits 0.
+    await sleep(Math.max(0, 2300 - (Date.now() - signalledAt)));
+    try {
+      const late = await post(server.base, '/v1/completions', body);
+      assert.equal(late.status, 503, `a request after the delay: ${late.status}`);
+    } catch (e) {
+      if (!(e instanceof TypeError)) throw e;  // fetch failed: connection refused, fine
+    }
+    await dropFetchConnections();
+    const exit = await within(server.exited, 10_000);
+    assert.ok(exit, 'exited after the delay');
+    assert.equal(exit.code, 0, `exit ${JSON.stringify(exit)}\n${server.stderr()}`);
+    assert.ok(Date.now() - signalledAt >= 2000, 'not before the delay ended');
+  } finally {
+    server.signal('SIGKILL');
+  }
+});
+
+test('--drain-delay: a second SIGTERM cuts the delay short', { timeout: 30_000 }, async () => {
+  const server = await startServer(['--drain-delay', '60'], { ctx: 512, slots: 1 });
+  try {
+    server.signal('SIGTERM');
+    for (let i = 0; i < 100 && !server.stderr().includes('stopping in'); i++) await sleep(10);
+    assert.match(server.stderr(), /stopping in 60 s/);
+    const secondAt = Date.now();
+    server.signal('SIGTERM');
+    await dropFetchConnections();
+    const exit = await within(server.exited, 10_000);
+    assert.ok(exit, 'exited within 10 s of the second SIGTERM, not after the 60 s delay');
+    assert.equal(exit.code, 0, `exit ${JSON.stringify(exit)}\n${server.stderr()}`);
+    assert.ok(Date.now() - secondAt < 10_000);
+  } finally {
     server.signal('SIGKILL');
   }
 });

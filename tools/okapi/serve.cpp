@@ -5,7 +5,7 @@
 //             [--draft-min N] [--draft-p-min P] [sampling defaults]
 //             [--embeddings | --rerank] [--pooling P] [-ub N] [--embd-normalize N] [--embd-max-inputs N]
 //             [--tools LIST] [--tools-runtime R] [--mcp-servers-json J | --mcp-servers-config F] [--ui-mcp-proxy]
-//             [--models-dir DIR] [--models-preset FILE] [--models-max N] [--no-models-autoload]
+//             [--models-dir DIR] [--models-preset FILE] [--models-max N] [--no-models-autoload] [--drain-delay S]
 // An OpenAI-compatible HTTP server (src/server/server.hpp) until SIGTERM or Ctrl-C, which let the
 // requests in flight finish. -c is the context of all slots together, as llama-server's.
 // --embeddings / --rerank serve /v1/embeddings and /v1/rerank instead of generation (as
@@ -352,6 +352,12 @@ void register_serve(CLI::App& app, VerbResult& result) {
                   "again (-1: never)")
       ->capture_default_str()
       ->check(in_range(-1, 2147483647.0));
+  cmd->add_option("--drain-delay", o.drain_delay_seconds,
+                  "seconds between SIGTERM and the drain: /health says 503 at once (a load balancer's health check "
+                  "takes the server out) while requests are still served; then new ones are refused and those in "
+                  "flight finish. A second signal cuts it short (0: drain at once)")
+      ->capture_default_str()
+      ->check(in_range(0, 86400));
   // llama-server's flags with nothing to do here: accepted so its command lines work unchanged.
   cmd->add_flag("--cont-batching", args->no_effect, "(no effect: okapi always batches the slots together; also -cb)");
   cmd->add_flag("--no-mmproj", args->no_effect, "(no effect: okapi serves no multimodal projector)");
