@@ -440,7 +440,7 @@ TrainResult Trainer::run() {
     const bool last = step_ == hyper_.steps;
     // Rank 0 decides (mpirun forwards Ctrl-C to every rank, not always at the same step).
     bool interrupted = runtime::interrupt_requested();
-    if (options_.comm != nullptr) interrupted = options_.comm->broadcast_value<uint8_t>(0, interrupted ? 1 : 0) != 0;
+    if (options_.comm != nullptr) interrupted = options_.comm->broadcast_value<uint8_t>(0, static_cast<uint8_t>(interrupted)) != 0;
     const bool stop = !last && options_.stop_after > 0 && step_ - r.first_step + 1 >= options_.stop_after;
     if (((options_.eval_every > 0 && step_ % options_.eval_every == 0) || last) && leader()) {
       const double e0 = runtime::now_seconds();
