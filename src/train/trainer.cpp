@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <system_error>
@@ -414,6 +415,9 @@ std::filesystem::path Trainer::save() {
 
 TrainResult Trainer::run() {
   runtime::install_interrupt_handler();
+  // mpirun kills the job on Ctrl-C (SIGTERM, SIGKILL a second later) but forwards SIGUSR1: the
+  // way to stop every rank after a step with a checkpoint.
+  if (options_.comm != nullptr) runtime::also_interrupt_on(SIGUSR1);
   TrainResult r;
   r.first_step = step_ + 1;
   r.last_step = step_;

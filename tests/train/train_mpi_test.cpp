@@ -3,6 +3,7 @@
 // global batch, bit for bit; a run stopped by -np 2 resumes at -np 1 to the bits of the
 // uninterrupted run. accum 3 over 2 ranks is an uneven split (2 + 1 micro-batches), so the
 // exchange carries more than one tree node from a rank.
+// SIGUSR1 (which mpirun forwards) stops every rank after the same step with a checkpoint.
 // Skipped (failed under OKAPI_REQUIRE_GOLDEN) without mpirun on PATH or without MPI in this build.
 // Under the sanitizers Open MPI's own allocations at exit are not okapi's: leak detection is off
 // for the MPI processes (ASAN_OPTIONS detect_leaks=0), and the run is 8 steps instead of 20.
@@ -125,6 +126,33 @@ TEST(TrainMpi, TwoRanksGiveTheBitsOfOneProcessAndResumeAtOne) {
   EXPECT_EQ(curve(split / "train.csv"), want);
   expect_same_state(one, split);
   EXPECT_EQ(test::read_file(dir / "split.gguf"), test::read_file(dir / "one.gguf"));
+  fs::remove_all(dir);
+}
+
+// mpirun kills the job on SIGINT but forwards SIGUSR1: every rank stops after the same step,
+// rank 0 saves a checkpoint, the job exits 130, and one process resumes it.
+TEST(TrainMpi, Sigusr1StopsEveryRankWithACheckpoint) {
+  REQUIRE_MPI();
+  const fs::path dir = test::make_temp_dir("train-mpi-stop");
+  const fs::path text = make_text(dir), run = dir / "run";
+  std::string env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                    "OMPI_MCA_btl_vader_single_copy_mechanism=none ";
+  if (test::sanitized_run()) env += "ASAN_OPTIONS=detect_leaks=0 ";
+  const std::string csv = test::shell_quote((run / "train.csv").string());
+  // Waits (at most 60 s) for two logged steps, then signals mpirun.
+  const auto r = test::run_command(
+      env + "mpirun --oversubscribe --mca btl self,vader -np 2 " + test::shell_quote(test::cli_path().string()) + " " +
+      "train --data " + text.string() + " --tokenizer " + (test::repo_dir() / "models" / "tok512.bin").string() +
+      " --config stories260K --steps 1000000 --batch 2 --seq 32 --accum 2 --eval-every 0 -t 1 -q --out " +
+      run.string() + " & p=$!; for i in $(seq 600); do [ -f " + csv + " ] && [ $(wc -l < " + csv +
+      ") -ge 3 ] && break; sleep 0.1; done; kill -USR1 $p; wait $p; echo exit=$?");
+  EXPECT_NE(r.output.find("exit=130"), std::string::npos) << r.output;
+  const auto checkpoints = list_checkpoints(run);
+  ASSERT_EQ(checkpoints.size(), 1u) << r.output;
+  const int64_t step = load_checkpoint(checkpoints.back()).meta.step;
+  EXPECT_GE(step, 2);
+  const auto resumed = test::run_cli("train --resume " + run.string() + " -q --steps " + std::to_string(step + 2));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   fs::remove_all(dir);
 }
 
