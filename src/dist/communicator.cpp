@@ -34,6 +34,20 @@ int launched_world_size() {
   return 1;
 }
 
+void check_launch_supported(int launched_processes, bool with_mpi) {
+  if (launched_processes > 1 && !with_mpi) {
+    throw Error(fmt::format("started as one of {} processes (mpirun), but this okapi was built without MPI: install "
+                            "Open MPI (libopenmpi-dev) and rebuild okapi, or run it without mpirun",
+                            launched_processes));
+  }
+}
+
+Communicator* join_launched_world() {
+  const int launched = launched_world_size();
+  check_launch_supported(launched, built_with_mpi());
+  return launched > 1 ? &Communicator::world() : nullptr;
+}
+
 #ifdef OKAPI_HAVE_MPI
 
 namespace {
@@ -218,6 +232,37 @@ std::vector<std::vector<std::byte>> Communicator::all_gather(std::span<const std
   return out;
 }
 
+void Communicator::all_gather_into(std::span<const std::byte> data, std::span<const size_t> counts,
+                                   std::span<std::byte> all) {
+  size_t total = 0;
+  for (const size_t c : counts) total += c;
+  if (counts.size() != static_cast<size_t>(size_) || total != all.size() ||
+      data.size() != counts[static_cast<size_t>(rank_)])
+    throw Error(fmt::format("MPI all_gather_into: {} bytes from rank {} and {} in all do not match the counts",
+                            data.size(), rank_, all.size()));
+  if (total <= kMaxPiece) {  // one call: MPI's counts and displacements are int
+    std::vector<int> sizes(counts.size()), offsets(counts.size());
+    size_t offset = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      sizes[r] = static_cast<int>(counts[r]);
+      offsets[r] = static_cast<int>(offset);
+      offset += counts[r];
+    }
+    check(MPI_Allgatherv(data.data(), sizes[static_cast<size_t>(rank_)], MPI_BYTE, all.data(), sizes.data(),
+                         offsets.data(), MPI_BYTE, MPI_COMM_WORLD),
+          "all_gather", -1);
+    return;
+  }
+  // Larger: each rank broadcasts its part in turn (broadcast() goes in pieces).
+  size_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const std::span<std::byte> part = all.subspan(offset, counts[r]);
+    if (static_cast<int>(r) == rank_) std::memcpy(part.data(), data.data(), data.size());
+    if (!part.empty()) broadcast(static_cast<int>(r), part);
+    offset += counts[r];
+  }
+}
+
 void Communicator::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
@@ -256,6 +301,9 @@ Request Communicator::isend(int, int, std::span<const std::byte>) { no_mpi(); }
 Request Communicator::irecv(int, int, std::span<std::byte>) { no_mpi(); }
 void Communicator::broadcast(int, std::span<std::byte>) { no_mpi(); }
 std::vector<std::vector<std::byte>> Communicator::all_gather(std::span<const std::byte>) { no_mpi(); }
+void Communicator::all_gather_into(std::span<const std::byte>, std::span<const size_t>, std::span<std::byte>) {
+  no_mpi();
+}
 void Communicator::abort(int code) { std::_Exit(code); }
 void abort_job_if_distributed(int) {}
 

@@ -17,6 +17,9 @@ bool built_with_mpi();
 // OMPI_COMM_WORLD_SIZE, PMIx / Hydra's PMI_SIZE): 1 when not started by mpirun. Works in a build
 // without MPI, so that `mpirun -np 2 okapi ...` of such a build is refused rather than run twice.
 int launched_world_size();
+// Throws the "built without MPI" error when a launcher started several processes but this build
+// has no MPI (each would otherwise run the whole job alone); returns otherwise.
+void check_launch_supported(int launched_processes, bool with_mpi);
 
 // A message in flight (isend/irecv); wait() before reusing its buffer. Movable, not copyable;
 // destroying one that was not waited for waits for it.
@@ -64,6 +67,10 @@ class Communicator {
   void broadcast(int root, std::span<std::byte> data);
   // Every rank's bytes (sizes may differ) to every rank, in rank order.
   std::vector<std::vector<std::byte>> all_gather(std::span<const std::byte> data);
+  // Every rank's bytes into `all`, in rank order, rank r's counts[r] bytes long (counts, the same
+  // on every rank, sum to all.size(); data.size() == counts[rank()]). No sizes are exchanged and
+  // nothing is copied after: for large messages (gradients) whose sizes every rank can compute.
+  void all_gather_into(std::span<const std::byte> data, std::span<const size_t> counts, std::span<std::byte> all);
   // Stops every process of the job with `code` (MPI_Abort): what a failing rank does so that the
   // others do not wait forever for it.
   [[noreturn]] void abort(int code);
@@ -77,6 +84,12 @@ class Communicator {
   void recv_values(int source, int tag, std::span<T> values) {
     recv(source, tag, std::as_writable_bytes(values));
   }
+  // root's value on every rank.
+  template <typename T>
+  T broadcast_value(int root, T value) {
+    broadcast(root, std::as_writable_bytes(std::span<T>(&value, 1)));
+    return value;
+  }
 
  private:
   Communicator(int rank, int size) : rank_(rank), size_(size) {}
@@ -88,5 +101,9 @@ class Communicator {
 // `code` (after the caller printed its error), so a failure on one rank never leaves the others
 // blocked. Otherwise returns.
 void abort_job_if_distributed(int code);
+
+// The world when a launcher started this process as one of several (initializing MPI), nullptr
+// when it runs alone; throws when it was launched as several but this build has no MPI.
+Communicator* join_launched_world();
 
 }  // namespace okapi::dist

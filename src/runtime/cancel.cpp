@@ -12,7 +12,17 @@ extern "C" void on_sigint(int) {
   g_interrupted = 1;
 }
 
+extern "C" void on_forwarded_stop_signal(int) { g_interrupted = 1; }
+
 }  // namespace
+
+void also_interrupt_on(int signal) {
+  struct sigaction action {};
+  action.sa_handler = on_forwarded_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;
+  sigaction(signal, &action, nullptr);
+}
 
 void install_interrupt_handler() {
   struct sigaction action {};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <system_error>
@@ -15,6 +16,7 @@
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
 #include "sample/sampler.hpp"
+#include "train/grad_tree.hpp"
 #include "train/init_from.hpp"
 #include "train/optimizer.hpp"
 #include "train/train_log.hpp"
@@ -114,13 +116,18 @@ struct Trainer::Runtime {
         transformer(config, &pool),
         adam(transformer.layout(), AdamWConfig{hyper.beta1, hyper.beta2, hyper.adam_eps, hyper.weight_decay, false}),
         sampler(data.train, hyper.seq, hyper.seed ^ kSamplerSeedSalt),
-        tokens(static_cast<size_t>(hyper.batch * hyper.seq)),
-        targets(tokens.size()) {}
+        tree(transformer.layout().total()),
+        tokens(static_cast<size_t>(hyper.batch * hyper.seq * hyper.accum)),
+        targets(tokens.size()),
+        leaf_losses(static_cast<size_t>(hyper.accum)) {}
   ThreadPool pool;
   Transformer transformer;
   AdamW adam;
   WindowSampler sampler;
-  std::vector<int32_t> tokens, targets;
+  GradientTree tree;
+  std::vector<int32_t> tokens, targets;  // every micro-batch of a step, [accum][batch][seq]
+  std::vector<float> leaf_losses;        // each micro-batch's mean loss
+  std::vector<float> sent, gathered;     // the gradient exchange between ranks
   std::unique_ptr<TrainLog> log;
   bool tty = ::isatty(STDERR_FILENO) != 0;
 };
@@ -130,6 +137,7 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
   if (options_.threads < 1)
     throw_error_for(Setting::TrainThreads, "the thread count must be at least 1, not {}", options_.threads);
   if (options_.cache_dir.empty()) options_.cache_dir = options_.out_dir / "cache";
+  if (options_.comm != nullptr && options_.comm->size() == 1) options_.comm = nullptr;  // alone
   if (resume_from) {
     const CheckpointMeta& m = resume_from->meta;
     if (options_.data_files.empty()) options_.data_files.assign(m.data_files.begin(), m.data_files.end());
@@ -172,6 +180,13 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
                 tokenizer_->vocab_size(), source ? "to fine-tune has" : "was trained with", config_.vocab_size);
   }
   check_hyper(hyper_, config_);
+  if (hyper_.accum < ranks()) {
+    throw_error_for(Setting::Accumulation,
+                    "{} ranks need at least {} micro-batches per step (each computes a share of them), not {}; "
+                    "the global batch is batch x accum sequences{}",
+                    ranks(), ranks(), hyper_.accum,
+                    resume_from ? " (fixed by the checkpoint: resume with fewer ranks)" : "");
+  }
   if (resume_from && resume_from->meta.tokenizer_sha256 != tokenizer_->file_sha256) {
     throw_error("tokenizer '{}' is not the one the checkpoint was trained with (sha256 {} vs {})",
                 options_.tokenizer.string(), tokenizer_->file_sha256, resume_from->meta.tokenizer_sha256);
@@ -179,7 +194,10 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
   std::error_code ec;
   std::filesystem::create_directories(options_.out_dir, ec);
   if (ec) throw_error("cannot create '{}': {}", options_.out_dir.string(), ec.message());
+  // Rank 0 tokenizes first; the others then read its token cache when they share the directory.
+  if (!leader()) options_.comm->barrier();
   data_ = build_dataset(options_.data_files, *tokenizer_, options_.cache_dir, hyper_.held_out_fraction, hyper_.seq);
+  if (leader() && options_.comm != nullptr) options_.comm->barrier();
   if (resume_from && resume_from->meta.data_sha256 != data_.sha256) {
     throw_error_for(Setting::TrainData,
                     "the training data do not hold the tokens the checkpoint was trained on (sha256 {} vs {})",
@@ -206,8 +224,10 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
   }
   const std::string title = fmt::format("okapi train: {}{} (seed {})", config_.name, config_.ternary ? " ternary" : "",
                                         hyper_.seed);
-  rt_->log = std::make_unique<TrainLog>(options_.out_dir / "train.csv", options_.out_dir / "loss.svg", title,
-                                        resume_from ? step_ : -1);
+  if (leader()) {
+    rt_->log = std::make_unique<TrainLog>(options_.out_dir / "train.csv", options_.out_dir / "loss.svg", title,
+                                          resume_from ? step_ : -1);
+  }
   report(fmt::format("train: {}{}: dim {}, hidden {}, {} layers, {} heads / {} kv, vocab {}, {} parameters", config_.name,
                      config_.ternary ? " (ternary)" : "", config_.dim, config_.hidden_dim, config_.n_layers,
                      config_.n_heads, config_.n_kv_heads, config_.vocab_size, n));
@@ -224,29 +244,108 @@ Trainer::Trainer(const TrainOptions& options, const Checkpoint* resume_from) : o
   report(fmt::format("train: {} steps of {} x {} tokens x {} accum, lr {:g} (warmup {}, cosine to {:g}), seed {}{}",
                      hyper_.steps, hyper_.batch, hyper_.seq, hyper_.accum, hyper_.lr, hyper_.warmup, hyper_.lr_min,
                      hyper_.seed, resume_from ? fmt::format(", resuming after step {}", step_) : std::string()));
+  if (options_.comm != nullptr) {
+    const LeafRange mine = rank_leaves(hyper_.accum, 0, ranks());
+    report(fmt::format("train: {} ranks x {} thread{} (data parallel: {}{} micro-batches each per step; {:.2f} MB "
+                       "exchanged per rank per step)",
+                       ranks(), options_.threads, options_.threads == 1 ? "" : "s",
+                       hyper_.accum % ranks() == 0 ? "" : "up to ", mine.size(),
+                       static_cast<double>(exchange_bytes_per_rank(0)) / 1e6));
+  } else {
+    report(fmt::format("train: 1 process x {} thread{}", options_.threads, options_.threads == 1 ? "" : "s"));
+  }
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::report(const std::string& line) const {
-  if (options_.quiet) return;
+  if (options_.quiet || !leader()) return;
   std::fprintf(stderr, "%s%s\n", rt_ && rt_->tty ? "\r\033[2K" : "", line.c_str());
 }
 
+size_t Trainer::exchange_bytes_per_rank(int rank) const {
+  if (ranks() == 1) return 0;
+  const LeafRange leaves = rank_leaves(hyper_.accum, rank, ranks());
+  const size_t nodes = covering_nodes(hyper_.accum, leaves).size();
+  return (nodes * grads_.size() + static_cast<size_t>(leaves.size())) * sizeof(float);
+}
+
 float Trainer::train_step(float lr, float* grad_norm) {
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
-  const float scale = 1.0f / static_cast<float>(hyper_.accum);
-  float loss_sum = 0;
-  for (int64_t a = 0; a < hyper_.accum; ++a) {
-    rt_->sampler.next_batch(hyper_.batch, rt_->tokens, rt_->targets);
-    loss_sum += rt_->transformer.forward_backward(params_, rt_->tokens, rt_->targets, hyper_.batch, hyper_.seq, scale,
-                                                  grads_);
+  // Every rank draws every micro-batch's windows (in order), so the sampler's state is the same
+  // on all of them and in a checkpoint written by any number of ranks.
+  const auto window = static_cast<size_t>(hyper_.batch * hyper_.seq);
+  for (size_t a = 0; a < static_cast<size_t>(hyper_.accum); ++a) {
+    rt_->sampler.next_batch(hyper_.batch, std::span<int32_t>(rt_->tokens).subspan(a * window, window),
+                            std::span<int32_t>(rt_->targets).subspan(a * window, window));
   }
+  const float scale = 1.0f / static_cast<float>(hyper_.accum);
+  // Each micro-batch's gradient starts from zero (a leaf of the fixed tree), never added into
+  // another's: that is what makes the sum independent of who computes which leaf.
+  const GradientTree::LeafFn leaf = [&](int64_t a, std::span<float> out) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    const size_t offset = static_cast<size_t>(a) * window;
+    rt_->leaf_losses[static_cast<size_t>(a)] = rt_->transformer.forward_backward(
+        params_, std::span<const int32_t>(rt_->tokens).subspan(offset, window),
+        std::span<const int32_t>(rt_->targets).subspan(offset, window), hyper_.batch, hyper_.seq, scale, out);
+  };
+  if (ranks() == 1) {
+    rt_->tree.sum({0, hyper_.accum}, {}, leaf, grads_);
+  } else {
+    exchange_gradients(leaf);
+  }
+  float loss_sum = 0;
+  for (const float loss : rt_->leaf_losses) loss_sum += loss;  // in micro-batch order, as one process
   *grad_norm = clip_global_norm(grads_, hyper_.grad_clip);
   rt_->adam.step(params_, grads_, lr, step_ + 1);
   ++step_;
   tokens_seen_ += static_cast<uint64_t>(hyper_.batch * hyper_.seq * hyper_.accum);
   return loss_sum * scale;
+}
+
+void Trainer::exchange_gradients(const GradientTree::LeafFn& leaf) {
+  dist::Communicator& comm = *options_.comm;
+  const size_t width = grads_.size();
+  const int64_t leaves = hyper_.accum;
+  // Rank r sends the sums of the largest tree nodes inside its leaves, then its leaves' losses.
+  std::vector<LeafRange> ranges;
+  std::vector<std::vector<LeafRange>> nodes;
+  std::vector<size_t> byte_counts;
+  for (int r = 0; r < comm.size(); ++r) {
+    ranges.push_back(rank_leaves(leaves, r, comm.size()));
+    nodes.push_back(covering_nodes(leaves, ranges.back()));
+    byte_counts.push_back((nodes.back().size() * width + static_cast<size_t>(ranges.back().size())) * sizeof(float));
+  }
+  const auto me = static_cast<size_t>(comm.rank());
+  std::vector<float>& sent = rt_->sent;
+  sent.resize(byte_counts[me] / sizeof(float));
+  for (size_t k = 0; k < nodes[me].size(); ++k)
+    rt_->tree.sum(nodes[me][k], {}, leaf, std::span<float>(sent).subspan(k * width, width));
+  std::copy(rt_->leaf_losses.begin() + ranges[me].begin, rt_->leaf_losses.begin() + ranges[me].end,
+            sent.begin() + static_cast<std::ptrdiff_t>(nodes[me].size() * width));
+  size_t total = 0;
+  for (const size_t c : byte_counts) total += c;
+  std::vector<float>& gathered = rt_->gathered;
+  gathered.resize(total / sizeof(float));
+  comm.all_gather_into(std::as_bytes(std::span<const float>(sent)), byte_counts,
+                       std::as_writable_bytes(std::span<float>(gathered)));
+  std::vector<KnownNode> known;
+  size_t offset = 0;
+  for (size_t r = 0; r < byte_counts.size(); ++r) {
+    for (const LeafRange& node : nodes[r]) {
+      known.push_back({node, gathered.data() + offset});
+      offset += width;
+    }
+    const auto n_losses = static_cast<size_t>(ranges[r].size());
+    std::copy(gathered.begin() + static_cast<std::ptrdiff_t>(offset),
+              gathered.begin() + static_cast<std::ptrdiff_t>(offset + n_losses),
+              rt_->leaf_losses.begin() + ranges[r].begin);
+    offset += n_losses;
+  }
+  // The known nodes cover every leaf: completing the tree computes none.
+  const GradientTree::LeafFn none = [](int64_t a, std::span<float>) {
+    throw_error("internal error: micro-batch {} was not exchanged", a);
+  };
+  rt_->tree.sum({0, leaves}, known, none, grads_);
 }
 
 double Trainer::evaluate() {
@@ -316,6 +415,9 @@ std::filesystem::path Trainer::save() {
 
 TrainResult Trainer::run() {
   runtime::install_interrupt_handler();
+  // mpirun kills the job on Ctrl-C (SIGTERM, SIGKILL a second later) but forwards SIGUSR1: the
+  // way to stop every rank after a step with a checkpoint.
+  if (options_.comm != nullptr) runtime::also_interrupt_on(SIGUSR1);
   TrainResult r;
   r.first_step = step_ + 1;
   r.last_step = step_;
@@ -340,9 +442,11 @@ TrainResult Trainer::run() {
     const double rate = static_cast<double>(step_ - r.first_step + 1) * tokens_per_step / r.seconds;
     LogRow row{step_, loss, lr, grad_norm, rate, train_seconds_, std::nullopt};
     const bool last = step_ == hyper_.steps;
-    const bool interrupted = runtime::interrupt_requested();
+    // Rank 0 decides (mpirun forwards Ctrl-C to every rank, not always at the same step).
+    bool interrupted = runtime::interrupt_requested();
+    if (options_.comm != nullptr) interrupted = options_.comm->broadcast_value<uint8_t>(0, static_cast<uint8_t>(interrupted)) != 0;
     const bool stop = !last && options_.stop_after > 0 && step_ - r.first_step + 1 >= options_.stop_after;
-    if ((options_.eval_every > 0 && step_ % options_.eval_every == 0) || last) {
+    if (((options_.eval_every > 0 && step_ % options_.eval_every == 0) || last) && leader()) {
       const double e0 = runtime::now_seconds();
       row.eval_loss = evaluate();
       r.last_eval_loss = row.eval_loss;
@@ -353,17 +457,19 @@ TrainResult Trainer::run() {
       }
       r.eval_seconds += runtime::now_seconds() - e0;
     }
-    rt_->log->append(row);
-    if ((options_.save_every > 0 && step_ % options_.save_every == 0) || last || interrupted || stop) {
+    if (leader()) rt_->log->append(row);
+    if (((options_.save_every > 0 && step_ % options_.save_every == 0) || last || interrupted || stop) && leader()) {
       const double s0 = runtime::now_seconds();
       r.last_checkpoint = save();
       r.save_seconds += runtime::now_seconds() - s0;
     }
-    if (row.eval_loss) rt_->log->write_plot();
+    if (row.eval_loss && leader()) rt_->log->write_plot();
     const double eta = static_cast<double>(hyper_.steps - step_) * r.seconds / static_cast<double>(step_ - r.first_step + 1);
     const std::string progress = fmt::format("step {}/{} | loss {:.4f} | lr {:.3e} | {} tok/s | ETA {}", step_,
                                              hyper_.steps, loss, lr, format_rate(rate), format_duration(eta));
-    if (!options_.quiet && rt_->tty) {
+    if (!leader()) {
+      // Only rank 0 reports progress.
+    } else if (!options_.quiet && rt_->tty) {
       const double now = runtime::now_seconds();
       if (now - last_draw > 0.1 || last || interrupted) {
         std::fprintf(stderr, "\r\033[2K%s", progress.c_str());
@@ -378,8 +484,8 @@ TrainResult Trainer::run() {
       break;
     }
   }
-  if (!options_.quiet && rt_->tty) std::fputc('\n', stderr);
-  rt_->log->write_plot();
+  if (!options_.quiet && rt_->tty && leader()) std::fputc('\n', stderr);
+  if (leader()) rt_->log->write_plot();
   const int64_t ran = r.last_step - r.first_step + 1;
   r.tokens_per_second = ran > 0 ? static_cast<double>(ran) * tokens_per_step / r.seconds : 0;
   return r;

@@ -5,6 +5,13 @@
 //
 // Run directory layout: train.csv, loss.svg, checkpoints/step-NNNNNNNN.ckpt, cache/*.tok.
 // Ctrl-C (SIGINT) finishes the current step, saves a checkpoint and returns interrupted = true.
+//
+// Data parallel over MPI (TrainOptions::comm): every rank draws every micro-batch's windows, computes
+// its share of the micro-batches (train/grad_tree.hpp), and the ranks exchange their partial sums;
+// every rank then holds the same gradient and applies the same AdamW update, so the weights, the
+// loss curve and the checkpoints are the bits of one process at the same global batch (accum
+// micro-batches of batch sequences), whatever the number of ranks. Rank 0 alone evaluates,
+// samples, logs, reports and writes checkpoints; it decides when Ctrl-C stops the run.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -14,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.hpp"
 #include "train/checkpoint.hpp"
 #include "train/data.hpp"
+#include "train/grad_tree.hpp"
 #include "train/model.hpp"
 
 namespace okapi::train {
@@ -48,6 +57,9 @@ struct TrainOptions {
   int threads = 1;
   bool overlap_weight_gradients = false;
   bool quiet = false;  // no progress or eval lines on stderr
+  // The ranks of a data-parallel run (nullptr or a world of one: this process alone). Needs
+  // accum >= ranks.
+  dist::Communicator* comm = nullptr;
   // What the caller writes and reads after the run (--export, --eval-model): checked with the
   // run's own files before any work, so that no output replaces an input.
   std::filesystem::path export_path;
@@ -96,10 +108,17 @@ class Trainer {
   std::span<const float> params() const { return params_; }
   int64_t step() const { return step_; }
   int64_t parameter_count() const { return static_cast<int64_t>(params_.size()); }
+  // Rank 0 of a data-parallel run, or the only process: the one that writes and reports.
+  bool leader() const { return options_.comm == nullptr || options_.comm->rank() == 0; }
+  int ranks() const { return options_.comm ? options_.comm->size() : 1; }
+  // Bytes each rank sends per step in the gradient exchange (0 alone): its tree nodes and losses.
+  size_t exchange_bytes_per_rank(int rank) const;
 
  private:
   struct Runtime;
   float train_step(float lr, float* grad_norm);
+  // The ranks' share of the step's micro-batches, exchanged: grads_ and the leaf losses complete.
+  void exchange_gradients(const GradientTree::LeafFn& leaf);
   CheckpointMeta meta() const;
   void report(const std::string& line) const;
 

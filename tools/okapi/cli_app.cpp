@@ -152,6 +152,7 @@ struct Outcome {
   int exit_code;
   int stdout_errno;
   bool stdout_failed;
+  bool every_rank_exits = false;  // VerbResult::every_rank_exits
 };
 
 // Flushes stdout (and std::cout, whose bytes go through it) and returns the errno of a write to
@@ -239,7 +240,9 @@ Outcome run_verb(const std::vector<std::string>& args, const CliMode& mode) {
     print_error(fmt::format("internal error: {} (please report this with the command line)", e.what()));
     return kExitError;
   }
-  return Outcome{result.exit_code, errno};
+  Outcome outcome{result.exit_code, errno};
+  outcome.every_rank_exits = result.every_rank_exits;
+  return outcome;
 }
 
 }  // namespace
@@ -252,7 +255,7 @@ int run_command_line(const std::vector<std::string>& arguments, const CliMode& m
   const Outcome outcome = run_verb(args, mode);
   // One rank of an MPI job that failed has printed why; the job stops with it, or the other ranks
   // would wait for it forever.
-  if (outcome.exit_code != 0) dist::abort_job_if_distributed(outcome.exit_code);
+  if (outcome.exit_code != 0 && !outcome.every_rank_exits) dist::abort_job_if_distributed(outcome.exit_code);
   // A verb that failed has said why; one that succeeded has not yet checked its stdout (run,
   // tokenize and bench print and flush without looking): a full disk or a closed pipe is an error.
   const bool check = outcome.exit_code == 0 || outcome.stdout_failed;

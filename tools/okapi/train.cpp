@@ -6,6 +6,8 @@
 // Trains a Llama-2-style model from scratch (train/trainer.hpp), or fine-tunes one (--init-from,
 // train/init_from.hpp; low-rank factors of a compressed model stay factors). Ctrl-C saves a checkpoint and
 // exits with 130; --resume continues it with the same losses an uninterrupted run gives.
+// `mpirun -np N okapi train ...` trains data-parallel over N processes (train/trainer.hpp) with the
+// losses and weights of one process; rank 0 prints, writes the run's files and exports.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include "common_flags.hpp"
 #include "core/error.hpp"
 #include "core/output_paths.hpp"
+#include "dist/communicator.hpp"
 #include "train/export.hpp"
 #include "train/trainer.hpp"
 #include "verbs.hpp"
@@ -128,16 +131,22 @@ void export_and_check(const TrainArgs& a, train::Trainer& trainer) {
               100.0 * (ppl_engine / ppl_trainer - 1.0), static_cast<long long>(engine.scored));
 }
 
-int run_train(const CLI::App& cmd, TrainArgs a) {
+int run_train(const CLI::App& cmd, TrainArgs a, VerbResult& result) {
   train::TrainOptions& o = a.options;
+  o.comm = dist::join_launched_world();  // refuses mpirun in a build without MPI
+  const bool leader = o.comm == nullptr || o.comm->rank() == 0;
   for (const auto& d : a.data) o.data_files.emplace_back(d);
   o.tokenizer = a.tokenizer;
   o.init_from = a.init_from;
   o.hyper.init = static_cast<int32_t>(parse_init(a.init));
   std::unique_ptr<train::Checkpoint> checkpoint;
   if (!a.resume.empty()) {
-    train::ResumePoint resume = train::load_newest_good_checkpoint(
-        a.resume, [](const std::string& message) { std::fprintf(stderr, "okapi: warning: %s\n", message.c_str()); });
+    // Rank 0 first: it sets a corrupt newest checkpoint aside (and warns) before the others look.
+    if (!leader) o.comm->barrier();
+    train::ResumePoint resume = train::load_newest_good_checkpoint(a.resume, [leader](const std::string& message) {
+      if (leader) std::fprintf(stderr, "okapi: warning: %s\n", message.c_str());
+    });
+    if (leader && o.comm != nullptr) o.comm->barrier();
     checkpoint = std::make_unique<train::Checkpoint>(std::move(resume.checkpoint));
     check_resume_flags(cmd, a, *checkpoint);
     const train::CheckpointMeta& m = checkpoint->meta;
@@ -149,7 +158,8 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
       throw_error("--steps {} is before the checkpoint's step {}", o.hyper.steps, checkpoint->meta.step);
     }
     o.out_dir = a.resume;
-    std::fprintf(stderr, "train: resuming from %s (step %lld)\n", resume.path.c_str(),
+    if (leader)
+      std::fprintf(stderr, "train: resuming from %s (step %lld)\n", resume.path.c_str(),
                  static_cast<long long>(checkpoint->meta.step));
   } else {
     o.out_dir = a.out;
@@ -160,17 +170,26 @@ int run_train(const CLI::App& cmd, TrainArgs a) {
   checkpoint.reset();  // the trainer has copied what it needs
   if (a.bench_steps > 0) {
     const double rate = trainer.bench(a.bench_steps);
+    if (!leader) return 0;
     const double tokens_per_step = static_cast<double>(o.hyper.batch * o.hyper.seq * o.hyper.accum);
     std::printf("bench: %s, vocab %lld, %lld params, batch %lld x seq %lld x accum %lld, %d threads: %.1f tok/s (%.2f "
-                "ms/step)\n",
+                "ms/step)%s\n",
                 trainer.config().name.c_str(), static_cast<long long>(trainer.config().vocab_size),
                 static_cast<long long>(trainer.parameter_count()),
                 static_cast<long long>(o.hyper.batch), static_cast<long long>(o.hyper.seq),
-                static_cast<long long>(o.hyper.accum), o.threads, rate, 1e3 * tokens_per_step / rate);
+                static_cast<long long>(o.hyper.accum), o.threads, rate, 1e3 * tokens_per_step / rate,
+                o.comm == nullptr ? ""
+                                  : fmt::format(", {} ranks, {} bytes exchanged per rank per step", trainer.ranks(),
+                                                trainer.exchange_bytes_per_rank(0))
+                                        .c_str());
     return 0;
   }
   const train::TrainResult r = trainer.run();
   const int64_t ran = r.last_step - r.first_step + 1;
+  // Every rank stops at the same step (rank 0 decides on Ctrl-C): the exit code is the job's, not
+  // one rank's failure.
+  result.every_rank_exits = true;
+  if (!leader) return r.interrupted ? 130 : 0;
   std::fprintf(stderr, "train: %lld steps in %.2f s (%.2f steps/s, %.0f tok/s); eval %.2f s, checkpoints %.2f s\n",
                static_cast<long long>(ran), r.seconds, r.seconds > 0 ? static_cast<double>(ran) / r.seconds : 0.0,
                r.tokens_per_second, r.eval_seconds, r.save_seconds);
@@ -276,7 +295,7 @@ void register_train(CLI::App& app, VerbResult& result) {
     check_required_flags(*a);
     check_init_from_flags(*self, *a);
     if (result.dry_run) return;
-    result.exit_code = run_train(*self, *a);
+    result.exit_code = run_train(*self, *a, result);
   });
 }
 

@@ -9,6 +9,9 @@ namespace okapi::cli {
 struct VerbResult {
   int exit_code = 0;
   bool dry_run = false;  // validate the flags, run nothing (cli_app.hpp)
+  // Under mpirun: every rank reached exit_code together (a collective stop), so a non-zero one
+  // does not abort the job as one rank's failure does.
+  bool every_rank_exits = false;
 };
 
 void register_inspect(CLI::App& app, VerbResult& result);
