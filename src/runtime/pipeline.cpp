@@ -7,6 +7,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
 #include "runtime/engine.hpp"
@@ -295,6 +297,14 @@ void PipelineDriver::stop() {
 
 int64_t PipelineDriver::activation_bytes_per_token() const {
   return model_.hparams().n_embd * static_cast<int64_t>(sizeof(float));
+}
+
+std::string PipelineDriver::describe() const {
+  std::string text = fmt::format("pipeline: {} ranks: layers", bounds_.size() - 1);
+  for (size_t r = 0; r + 1 < bounds_.size(); ++r)
+    text += fmt::format("{} [{}, {}) on rank {}", r == 0 ? "" : ",", bounds_[r], bounds_[r + 1], r);
+  return text + fmt::format("; n_embd {}: {} activation bytes per token between ranks", model_.hparams().n_embd,
+                            activation_bytes_per_token());
 }
 
 void PipelineDriver::forward_batch(model::Ops& ops, const model::KvBinding& kv, std::span<const int32_t> tokens,

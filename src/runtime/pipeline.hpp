@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/model.hpp"
@@ -54,6 +55,9 @@ class PipelineDriver final : public model::ForwardRoute {
   std::span<const int64_t> bounds() const { return bounds_; }
   // Activation bytes sent between two adjacent ranks per token (its hidden state, n_embd floats).
   int64_t activation_bytes_per_token() const;
+  // "pipeline: 2 ranks: layers [0, 3) on rank 0, [3, 6) on rank 1; n_embd 256: 1024 activation
+  // bytes per token between ranks", what the verbs print on stderr after loading.
+  std::string describe() const;
   // Bytes of messages rank 0 has sent and received since it started (headers, hidden states,
   // logits): the traffic that a network between machines would carry.
   uint64_t bytes_sent() const { return bytes_sent_; }

@@ -68,6 +68,7 @@ int run(PerplexityArgs args) {
   const auto engine = runtime::Engine::load(args.model, args.engine);
   runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
   std::fprintf(stderr, "perplexity: model loaded in %.2f ms\n", engine->load_seconds() * 1e3);
+  if (engine->pipeline()) std::fprintf(stderr, "perplexity: %s\n", engine->pipeline()->describe().c_str());
   runtime::install_interrupt_handler();
   std::unique_ptr<ProgressBar> progress;
   const auto on_chunk = [&](const eval::ChunkReport& c) {
