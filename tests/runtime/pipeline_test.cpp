@@ -224,6 +224,53 @@ TEST_F(Pipeline, EachRankHoldsAboutItsShareOfTheWeights) {
   EXPECT_LT(rank1, one * 3 / 4) << "rank 1 holds more than its share";
 }
 
+// One completion through `okapi serve --pipeline` on two ranks, the same text as one process's
+// server. HTTP through bash's /dev/tcp, so the test needs no client library.
+TEST_F(Pipeline, ServeCompletionMatchesOneProcess) {
+  // $1: the server command (its stderr to $2); prints the raw HTTP response of one completion.
+  const std::string script = R"(
+set -u
+"$@" 2>"$ERR" &
+server=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$ERR" | grep -o '[0-9]*$' | head -1)
+  if [ -n "$port" ] && exec 3<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+    printf 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
+    if head -1 <&3 | grep -q ' 200'; then exec 3<&-; break; fi
+    exec 3<&-
+  fi
+  sleep 0.2
+done
+body='{"prompt": "Once upon a time, there was a little girl", "max_tokens": 24, "temperature": 0}'
+exec 3<>"/dev/tcp/127.0.0.1/$port"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "${#body}" "$body" >&3
+cat <&3
+exec 3<&-
+kill "$server"
+wait "$server" 2>/dev/null
+exit 0
+)";
+  const fs::path script_file = dir_ / "serve.sh";
+  std::ofstream(script_file) << script;
+  const std::string serve = shell_quote(test::cli_path().string()) + " serve -m " + shell_quote(ts5m().string()) +
+                            " --host 127.0.0.1 --port 0 -t 1 -c 256";
+  const auto completion_text = [](const std::string& response) {
+    const size_t body = response.find("\r\n\r\n");
+    if (body == std::string::npos) return std::string("<no HTTP response: ") + response + ">";
+    return nlohmann::json::parse(response.substr(body + 4)).at("choices").at(0).at("text").get<std::string>();
+  };
+  const CommandResult single = test::run_command("ERR=" + shell_quote((dir_ / "one.err").string()) + " bash " +
+                                                 shell_quote(script_file.string()) + " " + serve);
+  const std::string mpi = mpirun_ + " --oversubscribe -np 2 -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM" +
+                          (test::sanitized_run() ? " -x ASAN_OPTIONS " : " ");
+  const CommandResult piped = test::run_command("ERR=" + shell_quote((dir_ / "two.err").string()) + " bash " +
+                                                shell_quote(script_file.string()) + " " + mpi + serve + " --pipeline");
+  const std::string a = completion_text(single.output), b = completion_text(piped.output);
+  EXPECT_FALSE(a.empty()) << single.output << err("one");
+  EXPECT_EQ(a, b) << piped.output << err("two");
+}
+
 TEST(PipelineWithoutMpirun, OneProcessOrTheMissingMpiError) {
   OKAPI_REQUIRE_DATA(ts5m());
   const std::string args = "run -m " + shell_quote(ts5m().string()) + " -p 'Once upon' -n 6 --temp 0 -t 1 --json";
