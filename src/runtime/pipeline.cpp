@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <thread>
+#include <cstdlib>
+#include <chrono>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -107,6 +110,23 @@ Batch decode(std::span<const std::byte> message) {
   return b;
 }
 
+// Waits until ready() (which calls into MPI, so it also moves messages along) without holding a
+// core: MPI's own waits spin, and a rank spinning while it waits for another takes the core that
+// the other needs whenever ranks outnumber free cores (a shared or oversubscribed machine). A few
+// quick tries first (a decode step's reply is often microseconds away), then short sleeps, then
+// longer ones for a rank idle between requests.
+template <typename Ready>
+void wait_until(Ready&& ready) {
+  for (int tries = 0; !ready(); ++tries) {
+    if (tries < 64) continue;
+    std::this_thread::sleep_for(std::chrono::microseconds(tries < 4096 ? 20 : 500));
+  }
+}
+
+void finish(dist::Request& request) {
+  wait_until([&] { return request.test(); });
+}
+
 std::span<const std::byte> bytes_of(const std::vector<std::byte>& message) { return {message.data(), message.size()}; }
 
 // A worker rank: its stage of the model, its own KV stores, served until rank 0 says stop.
@@ -119,11 +139,13 @@ class StageWorker {
     const int previous = comm_.rank() - 1;
     const bool last = comm_.rank() == comm_.size() - 1;
     for (;;) {
+      wait_until([&] { return comm_.message_waiting(previous, kTagBatch); });
       std::vector<std::byte> message = comm_.recv_any_size(previous, kTagBatch);
       Batch b = decode(bytes_of(message));
       if (b.header.command == static_cast<uint32_t>(Command::Stop)) {
         if (!last) comm_.send(comm_.rank() + 1, kTagBatch, bytes_of(message));
-        pending_.clear();  // waits for every send in flight
+        for (Pending& p : pending_) finish(p.request);
+        pending_.clear();
         return;
       }
       if (b.header.command != static_cast<uint32_t>(Command::Forward))
@@ -202,7 +224,10 @@ class StageWorker {
     if (last && n_out_rows == 0) return;
     std::memcpy(reply.data() + out_offset, out_.data(), out_.size() * sizeof(float));
     // Older sends done first when many are in flight (they complete as the next rank reads them).
-    while (pending_.size() >= kMaxInFlight) pending_.pop_front();
+    while (!pending_.empty() && (pending_.size() >= kMaxInFlight || pending_.front().request.test())) {
+      finish(pending_.front().request);
+      pending_.pop_front();
+    }
     pending_.emplace_back();
     Pending& p = pending_.back();
     p.message = std::move(reply);
@@ -387,8 +412,8 @@ void PipelineDriver::forward_batch(model::Ops& ops, const model::KvBinding& kv, 
       packed += wanted;
     }
   }
-  for (dist::Request& r : receives) r.wait();
-  for (dist::Request& s : sends) s.wait();
+  for (dist::Request& r : receives) finish(r);
+  for (dist::Request& s : sends) finish(s);
 }
 
 std::unique_ptr<PipelineDriver> plan_pipeline(const EngineOptions& options, model::Model& model) {

@@ -120,8 +120,11 @@ class Pipeline : public ::testing::Test {
     return test::run_command("(" + command + " 2>" + shell_quote((dir_ / (name + ".err")).string()) + ")");
   }
   CommandResult one_process(const std::string& args, const std::string& name) {
-    return test::run_command("(" + shell_quote(test::cli_path().string()) + " " + args + " 2>" +
-                             shell_quote((dir_ / (name + ".err")).string()) + ")");
+    // Built up with += (gcc 12's -Wrestrict misfires on a "(" + ... chain here).
+    std::string command = "(";
+    command += shell_quote(test::cli_path().string());
+    command += " " + args + " 2>" + shell_quote((dir_ / (name + ".err")).string()) + ")";
+    return test::run_command(command);
   }
   std::string err(const std::string& name) const { return test::read_file(dir_ / (name + ".err")); }
 
