@@ -199,30 +199,21 @@ class StageWorker {
     const int64_t width = last ? model_.n_vocab() : h.n_embd;
     std::vector<std::byte> reply;
     size_t out_offset = 0;
-    if (last) {
-      reply.resize(n_out_rows * static_cast<size_t>(width) * sizeof(float));
-    } else {
+    if (!last) {
       const Layout l = layout_of(h.n_tokens, h.n_stores, h.n_embd);
       reply.assign(message.begin(), message.end());  // the same header, this stage's hidden states
       out_offset = l.hidden;
     }
     out_.resize(n_out_rows * static_cast<size_t>(width));
-    if (n_out_rows > 0 || !last) {
-      model_.forward_stage(ops_, model::KvBinding(std::span<kv::KvStore* const>(per_token)), b.tokens, b.positions,
-                           model::LogitSelection(std::span<const uint8_t>(b.want)), b.hidden.data(), out_.data(),
-                           /*hidden_output=*/false);
-    } else {
-      // No row wanted: the stage still writes its K/V.
-      model_.forward_stage(ops_, model::KvBinding(std::span<kv::KvStore* const>(per_token)), b.tokens, b.positions,
-                           model::LogitSelection(std::span<const uint8_t>(b.want)), b.hidden.data(), nullptr,
-                           /*hidden_output=*/false);
-    }
+    // With no row wanted (a prompt's earlier micro-batches) the last stage still writes its K/V.
+    model_.forward_stage(ops_, model::KvBinding(std::span<kv::KvStore* const>(per_token)), b.tokens, b.positions,
+                         model::LogitSelection(std::span<const uint8_t>(b.want)), b.hidden.data(),
+                         n_out_rows > 0 ? out_.data() : nullptr, /*hidden_output=*/false);
     for (size_t t = 0; t < T; ++t) {
       WorkerStore& s = stores_[b.stores[static_cast<size_t>(b.store_index[t])].id];
       s.next_position = std::max<int64_t>(s.next_position, b.positions[t] + 1);
     }
     if (last && n_out_rows == 0) return;
-    std::memcpy(reply.data() + out_offset, out_.data(), out_.size() * sizeof(float));
     // Older sends done first when many are in flight (they complete as the next rank reads them).
     while (!pending_.empty() && (pending_.size() >= kMaxInFlight || pending_.front().request.test())) {
       finish(pending_.front().request);
@@ -230,12 +221,21 @@ class StageWorker {
     }
     pending_.emplace_back();
     Pending& p = pending_.back();
-    p.message = std::move(reply);
-    p.request = comm_.isend(last ? 0 : comm_.rank() + 1, last ? kTagOutput : kTagBatch, bytes_of(p.message));
+    if (last) {
+      // The logits go as they are (no copy: a chunk's logits are the largest buffer here).
+      p.values = std::move(out_);
+      out_ = {};
+      p.request = comm_.isend(0, kTagOutput, std::as_bytes(std::span<const float>(p.values)));
+    } else {
+      std::memcpy(reply.data() + out_offset, out_.data(), out_.size() * sizeof(float));
+      p.message = std::move(reply);
+      p.request = comm_.isend(comm_.rank() + 1, kTagBatch, bytes_of(p.message));
+    }
   }
 
   struct Pending {
-    std::vector<std::byte> message;
+    std::vector<std::byte> message;  // to the next rank
+    std::vector<float> values;       // the last rank's logits, to rank 0
     dist::Request request;  // declared after the message: destroyed (waited for) first
   };
   static constexpr size_t kMaxInFlight = 32;
