@@ -183,6 +183,30 @@ TEST_F(Pipeline, MoreRanksThanLayersFailsTheJob) {
   EXPECT_NE(err("six").find("6 ranks but the model has 5 layers"), std::string::npos) << r.output << err("six");
 }
 
+TEST_F(Pipeline, AnArchitectureWithoutStagesIsNamed) {
+  const fs::path gemma3 = okapi::shared_dir() / "golden" / "ik" / "public" / "models" / "golden-gemma3-F32.gguf";
+  OKAPI_REQUIRE_DATA(gemma3);
+  const CommandResult r = mpi_okapi(2, "run -m " + shell_quote(gemma3.string()) + " -p hi -n 2 -t 1 --pipeline", "gemma");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(err("gemma").find("the gemma3 architecture cannot run a part of its layers"), std::string::npos)
+      << err("gemma");
+}
+
+// BitNet's ternary layers (its own sub-norms, another backend path) through the same stage hooks.
+TEST_F(Pipeline, BitnetPerplexityIsBitIdentical) {
+  const fs::path bitnet = okapi::shared_dir() / "golden" / "public" / "models" / "golden-bitnet-F32.gguf";
+  OKAPI_REQUIRE_DATA(bitnet);
+  const std::string common = "perplexity -m " + shell_quote(bitnet.string()) + " -f " +
+                             shell_quote((test::repo_dir() / "examples" / "story.txt").string()) +
+                             " -c 64 -t 1 --chunks 2 --save-logits ";
+  const fs::path one = dir_ / "one.logits", two = dir_ / "two.logits";
+  ASSERT_EQ(one_process(common + shell_quote(one.string()), "one").exit_code, 0) << err("one");
+  ASSERT_EQ(mpi_okapi(2, common + shell_quote(two.string()) + " --pipeline", "two").exit_code, 0) << err("two");
+  const std::string a = test::read_file(one), b = test::read_file(two);
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "the saved log-probs differ";
+}
+
 TEST_F(Pipeline, LayerSkipDraftingIsRefused) {
   const CommandResult r = one_process("run -m " + shell_quote(ts5m().string()) + " -p hi -n 2 --draft-skip 1 --pipeline", "skip");
   EXPECT_EQ(r.exit_code, 2);
