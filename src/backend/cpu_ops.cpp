@@ -33,6 +33,7 @@ void CpuOps::prepare(const model::WeightSet& weights) {
     if (w.matmul_index != static_cast<int32_t>(i)) {
       throw_error("prepare: weight '{}' is at {} of the set but says {}", w.name, i, w.matmul_index);
     }
+    if (!w) continue;  // another pipeline stage's weight: never multiplied by here
     packed_[i] = kernels::pack_weight(tier_, w.type, w.data, w.n_in, w.n_out, pool_, weights.file_is_mapped && in_file(w));
   }
 }

@@ -145,7 +145,8 @@ ExactOps::ExactOps(ThreadPool* pool, Isa tier, ExactRing ring) : state_(std::mak
 ExactOps::~ExactOps() = default;
 
 void ExactOps::prepare(const model::WeightSet& weights) {
-  for (const model::Weight& w : weights.matmul) (void)state_->encoded(w);
+  for (const model::Weight& w : weights.matmul)
+    if (w) (void)state_->encoded(w);  // an empty one is another pipeline stage's
 }
 
 std::unique_ptr<kv::KvStore> ExactOps::make_kv(const kv::KvShape& shape, const model::KvTypes& types) {

@@ -112,6 +112,16 @@ void Request::wait() {
   check(MPI_Wait(&r, MPI_STATUS_IGNORE), "wait", -1);
 }
 
+bool Request::test() {
+  if (!active_) return true;
+  MPI_Request r = to_mpi(handle_);
+  int done = 0;
+  check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "test", -1);
+  handle_ = from_mpi(r);  // MPI_Test sets a finished request to MPI_REQUEST_NULL
+  if (done != 0) active_ = false;
+  return done != 0;
+}
+
 namespace {
 Communicator* g_world = nullptr;
 std::once_flag g_world_once;
@@ -177,6 +187,12 @@ std::vector<std::byte> Communicator::recv_any_size(int source, int tag) {
   check(MPI_Recv(data.data(), count, MPI_BYTE, status.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "recv",
         source);
   return data;
+}
+
+bool Communicator::message_waiting(int source, int tag) {
+  int flag = 0;
+  check(MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE), "iprobe", source);
+  return flag != 0;
 }
 
 Request Communicator::isend(int dest, int tag, std::span<const std::byte> data) {
@@ -290,6 +306,10 @@ Request& Request::operator=(Request&& other) noexcept {
 }
 Request::~Request() = default;
 void Request::wait() { active_ = false; }
+bool Request::test() {
+  active_ = false;
+  return true;
+}
 Communicator& Communicator::world() { no_mpi(); }
 bool Communicator::initialized() { return false; }
 std::string Communicator::processor_name() const { no_mpi(); }
@@ -297,6 +317,7 @@ void Communicator::barrier() { no_mpi(); }
 void Communicator::send(int, int, std::span<const std::byte>) { no_mpi(); }
 void Communicator::recv(int, int, std::span<std::byte>) { no_mpi(); }
 std::vector<std::byte> Communicator::recv_any_size(int, int) { no_mpi(); }
+bool Communicator::message_waiting(int, int) { no_mpi(); }
 Request Communicator::isend(int, int, std::span<const std::byte>) { no_mpi(); }
 Request Communicator::irecv(int, int, std::span<std::byte>) { no_mpi(); }
 void Communicator::broadcast(int, std::span<std::byte>) { no_mpi(); }

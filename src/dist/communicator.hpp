@@ -32,6 +32,9 @@ class Request {
   Request& operator=(const Request&) = delete;
   ~Request();
   void wait();
+  // Whether the message is done (then as after wait()), without blocking: for a caller that waits
+  // in its own way (runtime/pipeline sleeps between tests instead of spinning in MPI_Wait).
+  bool test();
   bool active() const { return active_; }
 
  private:
@@ -61,6 +64,8 @@ class Communicator {
   void recv(int source, int tag, std::span<std::byte> data);
   // Receives a message of any size.
   std::vector<std::byte> recv_any_size(int source, int tag);
+  // Whether a message from `source` with `tag` has arrived (MPI_Iprobe), without blocking.
+  bool message_waiting(int source, int tag);
   Request isend(int dest, int tag, std::span<const std::byte> data);
   Request irecv(int source, int tag, std::span<std::byte> data);
   // root's bytes to every rank (each passes a buffer of the same size).

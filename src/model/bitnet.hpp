@@ -17,6 +17,7 @@ class BitnetModel final : public DecoderModel {
  public:
   BitnetModel(gguf::File file, HParams hparams, Activation ffn_activation);
   bool can_skip_layers() const override { return true; }  // forward_pre_norm honours it
+  bool supports_stages() const override { return true; }    // so does its stage range
 
  protected:
   void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,

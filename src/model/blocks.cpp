@@ -415,9 +415,11 @@ void DecoderModel::forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<con
     ops.add(s.x.data(), s.o.data(), n, s.x.data());
   };
 
-  ops.get_rows(token_embd_, tokens, s.x.data());
-  if (options.embedding_scale != 1.0f) ops.scale(s.x.data(), options.embedding_scale, n, s.x.data());
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
+  if (!stage_input(s.x.subspan(0, static_cast<size_t>(n)))) {
+    ops.get_rows(token_embd_, tokens, s.x.data());
+    if (options.embedding_scale != 1.0f) ops.scale(s.x.data(), options.embedding_scale, n, s.x.data());
+  }
+  for (int64_t il = stage_first(); il < stage_end(); ++il) {
     if (skips_layer(il)) continue;
     const DecoderLayer& l = layers[static_cast<size_t>(il)];
     att.layer = il;
@@ -427,6 +429,7 @@ void DecoderModel::forward_pre_norm(Ops& ops, const KvBinding& kv, std::span<con
     ffn_block(ops, hp, l.ffn, ffn_activation, s);
     add_residual();
   }
+  if (stage_output(s.x.subspan(0, static_cast<size_t>(n)), logits)) return;
   output_rows(ops, rows, s, logits);
   if (options.logit_scale != 1.0f && !hidden_output_) {
     int64_t n_rows = 0;

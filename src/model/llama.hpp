@@ -19,6 +19,7 @@ class LlamaModel : public DecoderModel {
  public:
   LlamaModel(gguf::File file, HParams hparams, LlamaOptions options);
   bool can_skip_layers() const override { return true; }  // forward_pre_norm honours it
+  bool supports_stages() const override { return true; }    // so does its stage range
 
  protected:
   void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,

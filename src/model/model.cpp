@@ -3,14 +3,112 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
+
 #include "core/error.hpp"
+#include "core/dtype.hpp"
 #include "kv/kv_store.hpp"
 
 namespace okapi::model {
 
-Model::Model(gguf::File file, HParams hparams) : file_(std::move(file)), hparams_(std::move(hparams)) {}
+Model::Model(gguf::File file, HParams hparams)
+    : file_(std::move(file)), hparams_(std::move(hparams)), stage_end_(hparams_.n_layer) {}
 
-WeightSet Model::weights() const { return {file_.bytes(), file_.is_mapped(), matmul_weights_}; }
+namespace {
+
+// The layer of a weight named "blk.<N>.*"; -1 for the others (LM head, classifier, embeddings).
+int64_t layer_of(std::string_view name) {
+  constexpr std::string_view prefix = "blk.";
+  if (!name.starts_with(prefix)) return -1;
+  int64_t layer = 0;
+  size_t i = prefix.size();
+  if (i >= name.size() || name[i] < '0' || name[i] > '9') return -1;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) layer = layer * 10 + (name[i] - '0');
+  return i < name.size() && name[i] == '.' ? layer : -1;
+}
+
+uint64_t weight_bytes(const Weight& w) {
+  const auto bytes = tensor_bytes(w.type, std::array<int64_t, 2>{w.n_in, w.n_out});
+  return bytes ? static_cast<uint64_t>(*bytes) : 0;
+}
+
+}  // namespace
+
+WeightSet Model::weights() const {
+  WeightSet set{file_.bytes(), file_.is_mapped(), matmul_weights_};
+  // Another stage's weights keep their place (matmul_index) but no data: the backend leaves them.
+  for (Weight& w : set.matmul) {
+    const int64_t layer = layer_of(w.name);
+    const bool ours = layer >= 0 ? layer >= stage_first_ && layer < stage_end_ : is_last_stage();
+    if (!ours) w.data = nullptr;
+  }
+  return set;
+}
+
+void Model::set_stage(int64_t first, int64_t end) {
+  if (!supports_stages())
+    throw_error("pipeline stages: the {} architecture cannot run a part of its layers (llama, qwen2, qwen3, granite, "
+                "smollm3, phi3 and bitnet can)",
+                hparams_.arch);
+  if (first < 0 || end <= first || end > hparams_.n_layer)
+    throw_error("pipeline stages: layers [{}, {}) are not a non-empty range of the model's {} layers", first, end,
+                hparams_.n_layer);
+  stage_first_ = first;
+  stage_end_ = end;
+}
+
+uint64_t Model::layer_weight_bytes(int64_t layer) const {
+  uint64_t total = 0;
+  for (const Weight& w : matmul_weights_)
+    if (layer_of(w.name) == layer) total += weight_bytes(w);
+  return total;
+}
+
+uint64_t Model::head_weight_bytes() const {
+  uint64_t total = 0;
+  for (const Weight& w : matmul_weights_)
+    if (layer_of(w.name) < 0) total += weight_bytes(w);
+  return total;
+}
+
+void Model::forward_stage(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                          std::span<const int32_t> positions, const LogitSelection& rows, const float* hidden_in,
+                          float* out, bool hidden_output) const {
+  if (stage_first_ > 0 && hidden_in == nullptr) throw_error("forward_stage: a stage after layer 0 needs its input");
+  struct Restore {
+    const Model& model;
+    bool hidden_output;
+    ~Restore() {
+      model.stage_hidden_in_ = nullptr;
+      model.hidden_output_ = hidden_output;
+    }
+  } restore{*this, hidden_output_};
+  stage_hidden_in_ = hidden_in;
+  hidden_output_ = hidden_output;
+  forward_batch(ops, kv, tokens, positions, rows, out);
+}
+
+bool Model::stage_input(std::span<float> x) const {
+  if (stage_first_ == 0) return false;
+  std::copy(stage_hidden_in_, stage_hidden_in_ + x.size(), x.begin());
+  return true;
+}
+
+bool Model::stage_output(std::span<const float> x, float* out) const {
+  if (is_last_stage()) return false;
+  std::copy(x.begin(), x.end(), out);
+  return true;
+}
+
+void Model::run_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                      std::span<const int32_t> positions, const LogitSelection& rows, float* out) const {
+  if (route_) return route_->forward_batch(ops, kv, tokens, positions, rows, out, hidden_output_);
+  if (stage_first_ != 0 || !is_last_stage())
+    throw_error("forward: this model is pipeline stage [{}, {}) of {} layers; it runs through its pipeline",
+                stage_first_, stage_end_, hparams_.n_layer);
+  forward_batch(ops, kv, tokens, positions, rows, out);
+}
 
 void Model::uses_in_matmul(Weight& w) {
   if (!w) return;
@@ -124,18 +222,18 @@ void Model::forward(Ops& ops, kv::KvStore& kv, std::span<const int32_t> tokens, 
   // batch runs in chunks (each token's logits are the same bits in any batch).
   const auto T = static_cast<int64_t>(tokens.size());
   const int64_t chunk = kv.max_batch();
-  if (T <= chunk) return forward_batch(ops, kv, tokens, positions, rows, logits);
+  if (T <= chunk) return run_batch(ops, kv, tokens, positions, rows, logits);
   const std::vector<uint8_t> none(static_cast<size_t>(chunk), 0);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t n = std::min(chunk, T - t0);
     const auto part = [&](auto span) { return span.subspan(static_cast<size_t>(t0), static_cast<size_t>(n)); };
     const bool last = t0 + n == T;
     if (rows == LogitRows::All) {
-      forward_batch(ops, kv, part(tokens), part(positions), LogitRows::All, logits + t0 * hparams_.n_vocab);
+      run_batch(ops, kv, part(tokens), part(positions), LogitRows::All, logits + t0 * hparams_.n_vocab);
     } else if (last) {
-      forward_batch(ops, kv, part(tokens), part(positions), LogitRows::Last, logits);
+      run_batch(ops, kv, part(tokens), part(positions), LogitRows::Last, logits);
     } else {
-      forward_batch(ops, kv, part(tokens), part(positions),
+      run_batch(ops, kv, part(tokens), part(positions),
                     LogitSelection(std::span<const uint8_t>(none.data(), static_cast<size_t>(n))), nullptr);
     }
   }
@@ -146,7 +244,7 @@ void Model::forward_sequences(Ops& ops, std::span<kv::KvStore* const> stores, st
                               float* logits) const {
   if (!generates_text()) throw_error("{} is an embedding model: it has no LM head", hparams_.arch);
   check_sequences("forward_sequences", stores, tokens, positions, want_logits, logits);
-  forward_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_logits), logits);
+  run_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_logits), logits);
 }
 
 void Model::forward_sequences_hidden(Ops& ops, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
@@ -178,7 +276,7 @@ void Model::forward_sequences_hidden(Ops& ops, std::span<kv::KvStore* const> sto
     ~Reset() { flag = false; }
   } reset{hidden_output_};
   hidden_output_ = true;
-  forward_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_hidden), hidden);
+  run_batch(ops, KvBinding(stores), tokens, positions, LogitSelection(want_hidden), hidden);
 }
 
 void Model::check_sequences(std::string_view where, std::span<kv::KvStore* const> stores,
@@ -229,6 +327,8 @@ void Model::forward_skipping(Ops& ops, kv::KvStore& kv, std::span<const int32_t>
                              std::span<const uint8_t> skip) const {
   if (!can_skip_layers())
     throw_error("layer skip: the {} architecture cannot skip layers (llama, qwen2, qwen3 and bitnet can)", hparams_.arch);
+  if (routed() || stage_first_ != 0 || !is_last_stage())
+    throw_error("layer skip: the model's layers are split into pipeline stages; skipping runs in one process");
   if (static_cast<int64_t>(skip.size()) != hparams_.n_layer)
     throw_error("layer skip: {} flags for a model of {} layers", skip.size(), hparams_.n_layer);
   struct Reset {

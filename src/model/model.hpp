@@ -60,6 +60,20 @@ class LogitSelection {
   bool masked_ = false;
 };
 
+class Model;
+
+// Where a forward pass's batches go instead of the model's own forward_batch: a pipeline's first
+// rank (runtime/pipeline.hpp) runs its stage and hands the rest to the other ranks. Given what
+// forward_batch is given (inputs validated); `hidden_output` asks for the hidden states of
+// forward_sequences_hidden (n_embd wide) instead of logits.
+class ForwardRoute {
+ public:
+  virtual ~ForwardRoute() = default;
+  virtual void forward_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                             std::span<const int32_t> positions, const LogitSelection& rows, float* out,
+                             bool hidden_output) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -75,6 +89,38 @@ class Model {
   int64_t n_vocab() const { return hparams_.n_vocab; }
   // Every weight the forward pass multiplies by, for Ops::prepare.
   WeightSet weights() const;
+
+  // ---- pipeline stages: one process runs only the layers [first, end) ----
+  // Whether this architecture's forward pass can run a stage (the shared pre-norm decoder loop:
+  // llama, qwen2, qwen3, granite, smollm3, phi3, bitnet).
+  virtual bool supports_stages() const { return false; }
+  // Makes this model one stage, before Ops::prepare: weights() then names only the stage's weights
+  // (the layers' own; the LM head and classifier when end == n_layer), so the backend repacks
+  // those alone and the mapped pages of the other layers are never read. A stage that starts after
+  // layer 0 reads its input hidden states from forward_stage instead of the token embedding; one
+  // that ends before the last layer writes its output hidden states there instead of logits.
+  // Throws okapi::Error for an architecture that cannot, or a range that is empty or outside
+  // [0, n_layer].
+  void set_stage(int64_t first, int64_t end);
+  int64_t stage_first() const { return stage_first_; }
+  int64_t stage_end() const { return stage_end_; }
+  bool is_last_stage() const { return stage_end_ == hparams_.n_layer; }
+  // The matmul weight bytes of layer `layer` (its blk.N. tensors the forward pass multiplies by),
+  // and of everything else the forward pass multiplies by (the LM head, a classifier).
+  uint64_t layer_weight_bytes(int64_t layer) const;
+  uint64_t head_weight_bytes() const;
+  // Runs this stage's layers on a batch (the inputs as forward_batch takes them, already
+  // validated): the first stage embeds `tokens`, a later one starts from `hidden_in`
+  // [T x n_embd]; a stage before the last writes every token's hidden state [T x n_embd] to
+  // `out`, the last one the rows `rows` selects: logits, or with `hidden_output` the final-normed
+  // hidden states (forward_sequences_hidden).
+  void forward_stage(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens,
+                     std::span<const int32_t> positions, const LogitSelection& rows, const float* hidden_in,
+                     float* out, bool hidden_output) const;
+  // Sends forward(), forward_sequences() and forward_sequences_hidden() batches to `route`
+  // (null: this model's own forward_batch again). The route must outlive its use.
+  void set_route(ForwardRoute* route) { route_ = route; }
+  bool routed() const { return route_ != nullptr; }
 
   // Sliding-window attention, per layer: > 0 for a layer whose queries see only the last that many
   // positions, 0 for a global layer; empty when every layer is global. Architectures set it in
@@ -167,6 +213,11 @@ class Model {
   // Records `w` (if present) as one the forward pass passes to Ops::matmul (see weights()) and
   // sets its matmul_index.
   void uses_in_matmul(Weight& w);
+  // The stage's first input (forward_stage: hidden_in when the stage starts after layer 0) into
+  // s.x; and whether the stage ends before the last layer, having then copied s.x to `out`.
+  // The shared layer loops call these instead of embedding the tokens and computing logits.
+  bool stage_input(std::span<float> x) const;
+  bool stage_output(std::span<const float> x, float* out) const;
   // The layers forward_skipping() leaves out for the call under way (empty: none).
   bool skips_layer(int64_t layer) const {
     return !skip_.empty() && skip_[static_cast<size_t>(layer)] != 0;
@@ -203,8 +254,15 @@ class Model {
   void check_sequences(std::string_view where, std::span<kv::KvStore* const> stores, std::span<const int32_t> tokens,
                        std::span<const int32_t> positions, std::span<const uint8_t> wanted, const float* out) const;
 
+  // forward_batch, or the route's when one is set.
+  void run_batch(Ops& ops, const KvBinding& kv, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                 const LogitSelection& rows, float* out) const;
+
   ProblemList problems_;
   std::vector<Weight> matmul_weights_;
+  int64_t stage_first_ = 0, stage_end_ = 0;  // set to [0, n_layer) by the constructor
+  ForwardRoute* route_ = nullptr;
+  mutable const float* stage_hidden_in_ = nullptr;  // set only during forward_stage()
   std::vector<int64_t> layer_windows_;
   mutable std::span<const uint8_t> skip_;  // set only during forward_skipping()
 };

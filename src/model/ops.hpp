@@ -44,7 +44,9 @@ struct WeightSet {
   std::span<const uint8_t> file;  // the bytes holding the weights (may be empty)
   bool file_is_mapped = false;    // a read-only file mapping: pages of a weight the backend has
                                   // copied may be dropped (they map back from the file if read)
-  std::vector<Weight> matmul;     // each once, matmul[i].matmul_index == i
+  std::vector<Weight> matmul;     // each once, matmul[i].matmul_index == i; one without data
+                                  // belongs to another pipeline stage (Model::set_stage) and is
+                                  // neither prepared nor used
 };
 
 // The KV cache a backend is asked for: the store of the cache types, or in exact mode the exact

@@ -15,6 +15,7 @@
 #include "format/model_file.hpp"
 #include "kv/exact_store.hpp"
 #include "model/memory_estimate.hpp"
+#include "runtime/pipeline.hpp"
 
 namespace okapi::runtime {
 
@@ -142,7 +143,9 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_path, co
 
 std::unique_ptr<Engine> Engine::load_sharing_threads(const std::filesystem::path& model_path,
                                                      const EngineOptions& options, const Engine& pool_owner) {
-  return load_on(model_path, options, pool_owner.pool_);
+  EngineOptions alone = options;
+  alone.pipeline = false;  // a draft model runs whole beside its target on rank 0
+  return load_on(model_path, alone, pool_owner.pool_);
 }
 
 std::unique_ptr<Engine> Engine::load_on(const std::filesystem::path& model_path, const EngineOptions& options,
@@ -151,11 +154,17 @@ std::unique_ptr<Engine> Engine::load_on(const std::filesystem::path& model_path,
     const double start = now_seconds();
     gguf::File file = gguf::open_model(model_path);
     std::unique_ptr<model::Model> model = model::Model::load(std::move(file));
+    // Before the backend prepares: a pipeline rank repacks only its stage's weights.
+    std::unique_ptr<PipelineDriver> pipeline = plan_pipeline(options, *model);
     tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(model->file()));
     std::unique_ptr<Engine> engine(new Engine(model_path, std::move(model), std::move(tokenizer), options, pool));
     // The copies the backend is about to make (exact mode's int16 weights) must fit.
     check_memory(*engine->model_, options, engine->threads(), 1, {.batch = 1}, /*weights_loaded=*/false);
     engine->ops_->prepare(engine->model_->weights());
+    if (pipeline) {
+      engine->pipeline_ = std::move(pipeline);
+      engine->model_->set_route(engine->pipeline_.get());
+    }
     engine->load_seconds_ = now_seconds() - start;
     return engine;
   });
@@ -170,6 +179,8 @@ Engine::Engine(std::filesystem::path path, std::unique_ptr<model::Model> model, 
       pool_(std::move(pool)),
       ops_(make_backend(options, pool_.get())),
       load_seconds_(0.0) {}
+
+Engine::~Engine() = default;
 
 uint64_t Engine::file_bytes() const { return model_->file().bytes().size(); }
 

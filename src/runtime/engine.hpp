@@ -33,6 +33,10 @@ struct EngineOptions {
   // Exact mode's weight products (backend/exact_ops.hpp): int16 dot products, or seed 000's Z[w]
   // matvec with the Frobenius shim pi^frobenius (the same integers).
   backend::ExactRing exact_ring{};
+  // Pipeline-parallel over MPI (runtime/pipeline.hpp): under `mpirun -np N`, this rank loads only
+  // its stage of the layers. Engine::load on rank 0 routes the model through the pipeline; the
+  // other ranks serve it (serve_if_pipeline_worker). A draft model beside it runs whole on rank 0.
+  bool pipeline = false;
 };
 
 // -c as the verbs take it, llama.cpp's habit: 0 is the model's trained context; not given, a
@@ -68,8 +72,11 @@ std::unique_ptr<kv::KvStore> make_checked_kv(const model::Model& model, model::O
 // The backend of `options` (ExactOps in exact mode, else CpuOps) on `pool`, not yet prepared.
 std::unique_ptr<model::Ops> make_backend(const EngineOptions& options, ThreadPool* pool);
 
+class PipelineDriver;
+
 class Engine {
  public:
+  ~Engine();
   // Maps and loads the model and its vocabulary, and has the backend prepare the weights (CpuOps
   // repacks them, ExactOps encodes them to int16). Throws okapi::Error (missing file, bad GGUF,
   // unknown architecture, threads < 1).
@@ -92,6 +99,8 @@ class Engine {
   const std::filesystem::path& path() const { return path_; }
   uint64_t file_bytes() const;
   uint64_t parameter_count() const;
+  // Rank 0's pipeline (options.pipeline under mpirun with several ranks); null otherwise.
+  const PipelineDriver* pipeline() const { return pipeline_.get(); }
 
   // A KV cache of resolve_ctx(n_ctx) cells, after make_checked_kv's memory check for `work`: the
   // exact store of options().exact_attention in exact mode, else the cache types' store. Warns
@@ -114,6 +123,8 @@ class Engine {
   bool warned_context_ = false;
   mutable std::once_flag token_index_once_;
   mutable std::unique_ptr<grammar::TokenIndex> token_index_;
+  // Last: destroyed first, telling the other ranks to stop while the model it routes still exists.
+  std::unique_ptr<PipelineDriver> pipeline_;
 };
 
 // Throws okapi::Error "MODEL is an embedding model (ARCH) and cannot generate text; ADVICE" when

@@ -308,6 +308,17 @@ void add_threads_flag(CLI::App* cmd, int& threads) {
       ->check(in_range(1, kMaxThreads));
 }
 
+void add_pipeline_flag(CLI::App* cmd, bool& pipeline) {
+  cmd->add_flag("--pipeline", pipeline,
+                "under mpirun -np N: split the layers across the N ranks (pipeline parallel; rank 0 prints)");
+}
+
+void check_pipeline_flags(bool pipeline, const runtime::DrafterOptions& drafting) {
+  if (pipeline && !drafting.skip_layers.empty())
+    throw_usage_error("--draft-skip drafts with the model's own layers in one process; it cannot be combined with "
+                      "--pipeline");
+}
+
 void add_ctx_flag(CLI::App* cmd, int64_t& n_ctx, const std::string& description) {
   cmd->add_option("-c,--ctx-size", n_ctx, description)->check(in_range(0, kMaxCount));
 }

@@ -35,6 +35,11 @@ CLI::Validator each_in_range(double lo, double hi);
 
 // -t,--threads N (default: one per core), checked against [1, kMaxThreads].
 void add_threads_flag(CLI::App* cmd, int& threads);
+// --pipeline: under `mpirun -np N`, the model's layers split into N stages, one per rank
+// (runtime/pipeline.hpp).
+void add_pipeline_flag(CLI::App* cmd, bool& pipeline);
+// After parsing: --pipeline with --draft-skip (layer skipping runs in one process) is a usage error.
+void check_pipeline_flags(bool pipeline, const runtime::DrafterOptions& drafting);
 // -c,--ctx-size N in [0, 2^31): 0 asks for the model's trained context.
 void add_ctx_flag(CLI::App* cmd, int64_t& n_ctx, const std::string& description);
 // -b,--batch-size N in [1, 2^31).

@@ -18,6 +18,7 @@
 #include "exact_flags.hpp"
 #include "runtime/cancel.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/pipeline.hpp"
 #include "verbs.hpp"
 
 namespace okapi::cli {
@@ -61,10 +62,13 @@ int run(PerplexityArgs args) {
                     {{args.model, "-m"}, {args.text_file, "-f"}, {args.kl_divergence, "--kl-divergence"}});
   args.options.save_logits = args.save_logits;
   args.options.kl_divergence = args.kl_divergence;
+  // The other ranks of `mpirun ... --pipeline` serve their stages and print nothing.
+  if (runtime::serve_if_pipeline_worker(args.model, args.engine)) return 0;
   const std::string text = okapi::read_text_file(args.text_file);
   const auto engine = runtime::Engine::load(args.model, args.engine);
   runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
   std::fprintf(stderr, "perplexity: model loaded in %.2f ms\n", engine->load_seconds() * 1e3);
+  if (engine->pipeline()) std::fprintf(stderr, "perplexity: %s\n", engine->pipeline()->describe().c_str());
   runtime::install_interrupt_handler();
   std::unique_ptr<ProgressBar> progress;
   const auto on_chunk = [&](const eval::ChunkReport& c) {
@@ -107,6 +111,7 @@ void register_perplexity(CLI::App& app, VerbResult& result) {
   add_threads_flag(cmd, args->engine.threads);
   add_cache_type_flags(cmd, args->engine.cache);
   add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring);
+  add_pipeline_flag(cmd, args->engine.pipeline);
   cmd->add_option("--save-logits", args->save_logits, "write this run's log-probs (okapi format) to FILE")
                    ->check(non_empty());
   cmd->add_option("--kl-divergence", args->kl_divergence, "compare with log-probs saved by --save-logits")

@@ -20,6 +20,7 @@
 #include "runtime/default_model.hpp"
 #include "runtime/drafters.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/pipeline.hpp"
 #include "runtime/scheduler.hpp"
 #include "exact_flags.hpp"
 #include "common_flags.hpp"
@@ -99,6 +100,8 @@ int run(RunArgs args) {
   const auto grammar = load_grammar(args.grammar);  // before loading the model: a bad grammar fails fast
   args.model = resolve_model_source(args.model, args.source);
   const std::string model_path = args.model.empty() ? runtime::default_model_path().string() : args.model;
+  // The other ranks of `mpirun ... --pipeline` serve their stages and print nothing.
+  if (runtime::serve_if_pipeline_worker(model_path, args.engine)) return 0;
   const auto engine = runtime::Engine::load(model_path, args.engine);
   runtime::require_text_generation(*engine, "use `okapi embed -m MODEL` for its vectors");
   std::optional<runtime::DrafterFactory> drafters;
@@ -213,6 +216,7 @@ void register_run(CLI::App& app, VerbResult& result) {
   add_seed_flag(cmd, args->seed);
   add_cache_type_flags(cmd, args->engine.cache);
   add_exact_flags(cmd, args->engine.exact, args->engine.exact_attention, args->engine.exact_ring);
+  add_pipeline_flag(cmd, args->engine.pipeline);
   cmd->add_flag("--json", args->json, "print one JSON record (text, tokens, timings) instead of streaming");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("--no-display-prompt", args->no_display_prompt, "print only the generated text");
@@ -221,6 +225,7 @@ void register_run(CLI::App& app, VerbResult& result) {
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->engine.exact);
     check_drafting_flags(args->drafting);
+    check_pipeline_flags(args->engine.pipeline, args->drafting);
     if (result.dry_run) return;
     result.exit_code = run(*args);
   });

@@ -26,6 +26,7 @@
 #include "hub/hub.hpp"
 #include "model/embedding.hpp"
 #include "runtime/default_model.hpp"
+#include "runtime/pipeline.hpp"
 #include "server/cors.hpp"
 #include "server/router.hpp"
 #include "server/server.hpp"
@@ -201,6 +202,8 @@ int serve(ServeArgs args) {
     o.pooling = model::Pooling::Rank;
   }
 
+  // The other ranks of `mpirun ... --pipeline` serve their stages; rank 0 serves HTTP.
+  if (runtime::serve_if_pipeline_worker(o.model_path, o.engine)) return 0;
   return server::serve(o);
 }
 
@@ -373,9 +376,14 @@ void register_serve(CLI::App& app, VerbResult& result) {
   add_seed_flag(cmd, args->seed);
   add_cache_type_flags(cmd, o.engine.cache);
   add_exact_flags(cmd, o.engine.exact, o.engine.exact_attention, o.engine.exact_ring);
+  add_pipeline_flag(cmd, o.engine.pipeline);
   cmd->callback([args, cmd, &result] {
     check_exact_flags(cmd, args->options.engine.exact);
     check_drafting_flags(args->options.drafting);
+    check_pipeline_flags(args->options.engine.pipeline, args->options.drafting);
+    if (args->options.engine.pipeline && !args->options.slot_save_path.empty())
+      throw_usage_error("--slot-save-path saves a slot's KV cache, which --pipeline splits across the ranks: use one "
+                        "or the other");
     const bool router = !cmd->get_option("--models-dir")->empty() || !cmd->get_option("--models-preset")->empty() ||
                         !cmd->get_option("--models-max")->empty() || !cmd->get_option("--models-autoload")->empty();
     if (router && (!args->model.empty() || !args->source.hf_repo.empty() || !args->source.model_url.empty()))
