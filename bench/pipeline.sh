@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pipeline-parallel prefill (docs/scale-out-pipeline.md): `mpirun -np 2 okapi perplexity -t 1
+# Pipeline-parallel prefill (docs/scale-out.md): `mpirun -np 2 okapi perplexity -t 1
 # --pipeline` (two ranks, one thread each) against one process with -t 2 and -t 1, on the same
 # text and model. Perplexity's "tok/s evaluated" is the prefill throughput (every token's logits,
 # -c tokens per chunk in one batch). The configurations run interleaved, round after round (this

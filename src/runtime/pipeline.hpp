@@ -1,4 +1,4 @@
-// Pipeline-parallel inference over MPI (docs/scale-out-pipeline.md): `mpirun -np N okapi VERB
+// Pipeline-parallel inference over MPI (docs/scale-out.md): `mpirun -np N okapi VERB
 // --pipeline` splits the model's layers into N contiguous stages, one per rank. Each rank maps the
 // file but repacks (and so reads) only its stage's weights. Rank 0 embeds the tokens, runs its
 // layers and sends each batch's hidden states on; the last rank applies the output norm and LM head

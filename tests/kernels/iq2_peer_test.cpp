@@ -91,6 +91,7 @@ std::filesystem::path peer_file(const std::string& type_name) {
 // Quantizes every tensor the peer wrote as `type` and counts differing blocks.
 void expect_bytes_match_peer(DType type, const std::string& type_name) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   const auto peer = gguf::File::open(peer_file(type_name));
   const auto source = gguf::File::open(peer_files().f32);
   const auto importance = read_importance(peer_files().imatrix);
@@ -141,6 +142,7 @@ TEST(Iq2Peer, Iq1MQuantizerIsLlamaQuantize) { expect_bytes_match_peer(DType::IQ1
 // okapi's reference dequantize bit for bit.
 void expect_dequantize_matches_peer(DType type, const std::string& type_name) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   const auto quantized = peer_file(type_name);
   const auto f32 = peer_files().dir / (type_name + "-dequantized.gguf");
   if (!std::filesystem::exists(f32)) peer_quantize(quantized, f32, "F32", {}, {"--allow-requantize"});

@@ -195,16 +195,19 @@ constexpr const char* kIqMixes[] = {"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_
 
 TEST_F(ImatrixQuantizeTest, IqMixTypesMatchLlamaQuantize) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   for (const char* mix : kIqMixes) expect_same_types("llama", mix);
 }
 
 TEST_F(ImatrixQuantizeTest, IqMixTypesWithGqaMatchLlamaQuantize) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   for (const char* mix : {"IQ2_XXS", "IQ2_M", "IQ3_XXS", "IQ3_S", "IQ4_XS"}) expect_same_types("llama-gqa", mix);
 }
 
 TEST_F(ImatrixQuantizeTest, FallbackTypesMatchLlamaQuantize) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   for (const char* mix : {"IQ2_XXS", "IQ3_XS", "IQ4_XS", "Q2_K", "Q4_K_M", "Q6_K"}) {
     expect_same_types("llama-fallback", mix);
   }
@@ -216,6 +219,7 @@ TEST_F(ImatrixQuantizeTest, FallbackTypesMatchLlamaQuantize) {
 
 TEST_F(ImatrixQuantizeTest, ExpertMixTypesMatchLlamaQuantize) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   for (const char* mix : {"IQ2_XXS", "IQ3_M", "IQ4_XS", "Q4_K_M"}) expect_same_types("mixtral", mix);
   expect_same_types("qwen3moe", "MXFP4_MOE");
   const auto types = okapi_types(model("qwen3moe").model, "MXFP4_MOE", true);
@@ -225,6 +229,7 @@ TEST_F(ImatrixQuantizeTest, ExpertMixTypesMatchLlamaQuantize) {
 
 TEST_F(ImatrixQuantizeTest, KMixTypesWithImatrixMatchLlamaQuantize) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   // Q4_0 / Q5_0 guard the first ffn_down layers only with an importance matrix.
   for (const char* mix : {"Q2_K_S", "Q4_0", "Q5_0", "Q3_K_M"}) expect_same_types("llama", mix);
   EXPECT_EQ(okapi_types(model("llama").model, "Q4_0", true).at("blk.0.ffn_down.weight"), DType::Q4_1);
@@ -235,6 +240,7 @@ TEST_F(ImatrixQuantizeTest, KMixTypesWithImatrixMatchLlamaQuantize) {
 
 TEST_F(ImatrixQuantizeTest, KAndLegacyMixesAreByteIdenticalWithImatrix) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   for (const char* mix : {"Q4_K_M", "Q2_K", "Q3_K_M", "Q5_K_S", "Q6_K", "Q4_0", "Q4_1", "Q5_1"}) {
     // Under the sanitizers one K mix and one legacy mix: the quantizers are the same code for all.
     if (okapi::test::sanitized_run() && std::string_view(mix) != "Q4_K_M" && std::string_view(mix) != "Q4_1") continue;
@@ -244,11 +250,13 @@ TEST_F(ImatrixQuantizeTest, KAndLegacyMixesAreByteIdenticalWithImatrix) {
 
 TEST_F(ImatrixQuantizeTest, ExpertsUseTheirOwnImportanceRows) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   expect_byte_identical("mixtral", "Q4_K_M");
 }
 
 TEST_F(ImatrixQuantizeTest, FlagsAreByteIdentical) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   QuantizeOptions options;
   options.mix.tensor_types = {parse_tensor_type_override("ATTN_V=q8_0"), parse_tensor_type_override("ffn_up=q5_k")};
   options.mix.output_tensor_type = DType::Q4_K;
@@ -263,6 +271,7 @@ class IqMixBytes : public ImatrixQuantizeTest, public ::testing::WithParamInterf
 
 TEST_P(IqMixBytes, ByteIdenticalToLlamaQuantize) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   // Under the sanitizers (-O0, ~40 s per mix) one mix per family; the Release run checks all.
   static constexpr std::string_view kSanitizedMixes[] = {"IQ1_M", "IQ2_XS", "IQ3_S", "IQ4_XS"};
   if (okapi::test::sanitized_run() && std::find(std::begin(kSanitizedMixes), std::end(kSanitizedMixes), GetParam()) ==
@@ -278,6 +287,7 @@ INSTANTIATE_TEST_SUITE_P(IqMixes, IqMixBytes, ::testing::ValuesIn(kIqMixes),
 
 TEST_F(ImatrixQuantizeTest, LowBitMixesNeedAnImportanceMatrix) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   const PeerModel& m = model("llama");
   for (const char* mix : {"IQ2_XXS", "IQ1_S", "Q2_K_S"}) {
     QuantizeOptions options;
@@ -304,6 +314,7 @@ TEST_F(ImatrixQuantizeTest, LowBitMixesNeedAnImportanceMatrix) {
 
 TEST_F(ImatrixQuantizeTest, IncludeAndExcludeTogetherAreRefused) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   const PeerModel& m = model("llama");
   QuantizeOptions options;
   options.mix.file_type = FileType::MOSTLY_Q4_K_M;
@@ -346,6 +357,7 @@ TEST(TensorTypeFlag, FirstMatchingPatternWinsAndSkipsTheRules) {
 
 TEST_F(ImatrixQuantizeTest, MalformedImatrixFilesAreRefused) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   const PeerModel& m = model("llama");
   const std::string bytes = test::read_file(m.imatrix);
   const fs::path truncated = dir_ / "truncated.imatrix.gguf";
@@ -372,6 +384,7 @@ TEST_F(ImatrixQuantizeTest, MalformedImatrixFilesAreRefused) {
 
 TEST_F(ImatrixQuantizeTest, RequantizingNeedsAllowRequantize) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   const PeerModel& m = model("llama");
   const fs::path q8 = dir_ / "llama-Q8_0.gguf";
   QuantizeOptions options;

@@ -138,6 +138,7 @@ TEST_F(ModelQuantizerTest, IkQwen3AndGemma3) {
 
 TEST_F(ModelQuantizerTest, PureRunsMatchQuantizeGoldens) {
   OKAPI_REQUIRE_SHARED();
+  OKAPI_REQUIRE_PEERS();
   const json index = load_json(golden() / "quantize" / "index.json");
   for (const auto& entry : index["files"]) {
     const json expected = load_json(golden() / "quantize" / entry["file"].get<std::string>());

@@ -16,7 +16,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { OKAPI_BIN, freePort, get, post, repoRoot, sleep, startServer } from './support.mjs';
+import { OKAPI_BIN, cpuLacksForPeers, freePort, get, post, repoRoot, sleep, startServer } from './support.mjs';
 
 const SHARED = path.resolve(repoRoot, process.env.OKAPI_SHARED || path.join('..', 'shared'));
 const VOCAB = path.join(SHARED, 'vocab', 'ggml-vocab-bert-bge.gguf');
@@ -27,7 +27,8 @@ const haveData = existsSync(VOCAB);
 if (!haveData && required) throw new Error(`OKAPI_REQUIRE_GOLDEN: absent: ${VOCAB}`);
 const skip = haveData ? false : `absent: ${VOCAB}`;
 const peersSkip = skip || (SANITIZED ? 'OKAPI_SANITIZED: the llama-server comparisons are left out'
-  : existsSync(LLAMA_SERVER) ? false : `absent: ${LLAMA_SERVER}`);
+  : !existsSync(LLAMA_SERVER) ? `absent: ${LLAMA_SERVER}`
+  : cpuLacksForPeers() ? `the peers are built for AVX-512; this CPU lacks ${cpuLacksForPeers()}` : false);
 if (!peersSkip && !existsSync(LLAMA_SERVER) && required) throw new Error(`OKAPI_REQUIRE_GOLDEN: absent: ${LLAMA_SERVER}`);
 
 const MODEL = 'bge-test';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { OKAPI_MODEL, freePort, get, post, repoRoot, sleep, sseData, startServer } from './support.mjs';
+import { OKAPI_MODEL, cpuLacksForPeers, freePort, get, post, repoRoot, sleep, sseData, startServer } from './support.mjs';
 
 const SHARED = path.resolve(repoRoot, process.env.OKAPI_SHARED || path.join('..', 'shared'));
 const LLAMA_SERVER = path.join(SHARED, 'peers', 'llama-server');
@@ -17,7 +17,8 @@ const SANITIZED = !!process.env.OKAPI_SANITIZED && process.env.OKAPI_SANITIZED !
 const required = !!process.env.OKAPI_REQUIRE_GOLDEN && process.env.OKAPI_REQUIRE_GOLDEN !== '0';
 if (!SANITIZED && required && !existsSync(LLAMA_SERVER)) throw new Error(`OKAPI_REQUIRE_GOLDEN: absent: ${LLAMA_SERVER}`);
 const peersSkip = SANITIZED ? 'OKAPI_SANITIZED: the llama-server comparisons are left out'
-  : existsSync(LLAMA_SERVER) ? false : `absent: ${LLAMA_SERVER}`;
+  : !existsSync(LLAMA_SERVER) ? `absent: ${LLAMA_SERVER}`
+  : cpuLacksForPeers() ? `the peers are built for AVX-512; this CPU lacks ${cpuLacksForPeers()}` : false;
 
 const PROMPT = 'I believe the meaning of life is';
 // The server the way llama.cpp's tests start theirs: -c 512 over 2 slots, -n 64, batches of 32.

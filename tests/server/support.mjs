@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,6 +17,18 @@ export const repoRoot = path.resolve(here, '..', '..');
 export const OKAPI_BIN = path.resolve(repoRoot, process.env.OKAPI_BIN || 'build/okapi');
 export const OKAPI_MODEL = path.resolve(repoRoot, process.env.OKAPI_MODEL || 'models/stories260K.gguf');
 const THREADS = process.env.OKAPI_TEST_THREADS || '2';
+
+// The peers in ../shared/peers are built for AVX-512 with VNNI, BF16 and VBMI and die with SIGILL
+// elsewhere: the flags this CPU lacks for them ('' when it runs them, or off Linux).
+export function cpuLacksForPeers() {
+  let info = '';
+  try { info = readFileSync('/proc/cpuinfo', 'utf8'); } catch { return ''; }
+  const line = info.split('\n').find((l) => l.startsWith('flags'));
+  if (!line) return '';
+  const flags = new Set(line.slice(line.indexOf(':') + 1).trim().split(/\s+/));
+  return ['avx512f', 'avx512bw', 'avx512dq', 'avx512vl', 'avx512_vnni', 'avx512_bf16', 'avx512vbmi']
+    .filter((f) => !flags.has(f)).join(' ');
+}
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
