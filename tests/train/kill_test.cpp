@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "support/paths.hpp"
 #include "support/cli.hpp"
+#include "support/train_runs.hpp"
 #include "train/checkpoint.hpp"
 
 namespace okapi::train {
@@ -28,14 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-fs::path make_text(const fs::path& dir) {
-  const std::string story = test::read_file(test::repo_dir() / "examples" / "story.txt");
-  const fs::path path = dir / "text.txt";
-  std::ofstream out(path);
-  for (int i = 0; i < 6; ++i) out << story << "\n";
-  return path;
-}
 
 std::vector<std::string> train_args(const fs::path& text, const fs::path& out, bool resume) {
   if (resume) return {"train", "--resume", out.string(), "-t", "1", "--log-every", "1000"};
@@ -99,7 +92,7 @@ std::vector<std::string> loss_rows(const fs::path& csv, int64_t through_step) {
 
 TEST(TrainKill, SigkillNeverLeavesACorruptCheckpointAndResumeContinuesTheCurve) {
   const fs::path dir = test::make_temp_dir("train-kill");
-  const fs::path text = make_text(dir), run = dir / "run", log = dir / "log.txt";
+  const fs::path text = test::write_story_text(dir), run = dir / "run", log = dir / "log.txt";
   std::mt19937 rng(20240611);
   std::uniform_int_distribution<int> delay_ms(0, 80);
   int64_t last_step = 0, kills_with_checkpoints = 0, killed_mid_write = 0;
@@ -156,7 +149,7 @@ TEST(TrainKill, SigkillNeverLeavesACorruptCheckpointAndResumeContinuesTheCurve) 
 
 TEST(TrainKill, SigintSavesTheStateAndExitsWith130) {
   const fs::path dir = test::make_temp_dir("train-sigint");
-  const fs::path text = make_text(dir), run = dir / "run", log = dir / "log.txt";
+  const fs::path text = test::write_story_text(dir), run = dir / "run", log = dir / "log.txt";
   auto args = train_args(text, run, false);
   *(std::find(args.begin(), args.end(), "--save-every") + 1) = "1000";  // only Ctrl-C writes a checkpoint
   const pid_t pid = spawn(args, log);

@@ -10,6 +10,7 @@
 
 #include "support/cli.hpp"
 #include "support/paths.hpp"
+#include "support/train_runs.hpp"
 #include "train/checkpoint.hpp"
 
 namespace okapi::train {
@@ -17,40 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Writes examples/story.txt a few times over: enough tokens for a train and a held-out split.
-fs::path make_text(const fs::path& dir) {
-  const std::string story = test::read_file(test::repo_dir() / "examples" / "story.txt");
-  const fs::path path = dir / "text.txt";
-  std::ofstream out(path);
-  for (int i = 0; i < 6; ++i) out << story << "\n";
-  return path;
-}
-
 std::string base_args(const fs::path& text, const std::string& extra) {
   return "train --data " + text.string() + " --tokenizer " + (test::repo_dir() / "models" / "tok512.bin").string() +
          " --config stories260K --layers 2 --steps 20 --batch 3 --seq 32 --accum 2 --warmup 3 --lr 2e-3 --seed 7"
          " --eval-every 5 --eval-windows 4 --save-every 4 --sample-tokens 8 -t 2 " + extra;
 }
 
-// The columns that must not depend on interruptions: step, loss, lr, grad_norm, eval_loss, eval_ppl.
-std::vector<std::string> curve(const fs::path& csv) {
-  std::ifstream in(csv);
-  std::string line;
-  std::vector<std::string> rows;
-  while (std::getline(in, line)) {
-    std::stringstream fields(line);
-    std::string f, kept;
-    for (int i = 0; std::getline(fields, f, ','); ++i) {
-      if (i != 4 && i != 5) kept += f + ",";  // skip tokens_per_s and elapsed_s
-    }
-    rows.push_back(kept);
-  }
-  return rows;
-}
-
 void expect_identical_resume(const std::string& extra) {
   const fs::path dir = test::make_temp_dir("train-resume");
-  const fs::path text = make_text(dir);
+  const fs::path text = test::write_story_text(dir);
   const fs::path straight = dir / "straight", split = dir / "split";
 
   const auto a = test::run_cli(base_args(text, extra) + " --out " + straight.string());
@@ -63,7 +39,7 @@ void expect_identical_resume(const std::string& extra) {
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("resuming after step 10"), std::string::npos) << b2.output;
 
-  const auto want = curve(straight / "train.csv"), got = curve(split / "train.csv");
+  const auto want = test::loss_curve(straight / "train.csv"), got = test::loss_curve(split / "train.csv");
   ASSERT_EQ(want.size(), 21u);  // header + 20 steps
   EXPECT_EQ(got, want);
   const Checkpoint ca = load_checkpoint(list_checkpoints(straight).back());
@@ -85,7 +61,7 @@ TEST(TrainResume, TernaryLossCurveIsBitIdenticalAfterResume) { expect_identical_
 
 TEST(TrainResume, CurveDefiningFlagsMustMatchTheCheckpoint) {
   const fs::path dir = test::make_temp_dir("train-resume-flags");
-  const fs::path text = make_text(dir);
+  const fs::path text = test::write_story_text(dir);
   const auto first = test::run_cli(base_args(text, "--stop-after 2") + " --out " + (dir / "run").string());
   ASSERT_EQ(first.exit_code, 0) << first.output;
   for (const char* flag : {"--batch 4", "--lr 1e-3", "--seed 8", "--ternary", "--layers 3"}) {

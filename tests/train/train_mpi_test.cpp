@@ -19,6 +19,7 @@
 #include "dist/communicator.hpp"
 #include "support/cli.hpp"
 #include "support/paths.hpp"
+#include "support/train_runs.hpp"
 #include "train/checkpoint.hpp"
 
 namespace okapi::train {
@@ -29,14 +30,6 @@ namespace fs = std::filesystem;
 int64_t steps() { return test::sanitized_run() ? 8 : 20; }
 
 bool have_mpirun() { return test::run_command("command -v mpirun").exit_code == 0; }
-
-fs::path make_text(const fs::path& dir) {
-  const std::string story = test::read_file(test::repo_dir() / "examples" / "story.txt");
-  const fs::path path = dir / "text.txt";
-  std::ofstream out(path);
-  for (int i = 0; i < 6; ++i) out << story << "\n";
-  return path;
-}
 
 std::string train_args(const fs::path& text) {
   return "train --data " + text.string() + " --tokenizer " + (test::repo_dir() / "models" / "tok512.bin").string() +
@@ -51,21 +44,6 @@ test::CommandResult run_ranks(int ranks, const std::string& args) {
   if (test::sanitized_run()) env += "ASAN_OPTIONS=detect_leaks=0 ";
   return test::run_command(env + "mpirun --oversubscribe --mca btl self,vader -np " + std::to_string(ranks) + " " +
                            test::shell_quote(test::cli_path().string()) + " " + args);
-}
-
-// step, loss, lr, grad_norm, eval_loss, eval_ppl (not the timing columns).
-std::vector<std::string> curve(const fs::path& csv) {
-  std::ifstream in(csv);
-  std::string line;
-  std::vector<std::string> rows;
-  while (std::getline(in, line)) {
-    std::stringstream fields(line);
-    std::string f, kept;
-    for (int i = 0; std::getline(fields, f, ','); ++i)
-      if (i != 4 && i != 5) kept += f + ",";
-    rows.push_back(kept);
-  }
-  return rows;
 }
 
 void expect_same_state(const fs::path& a, const fs::path& b) {
@@ -94,7 +72,7 @@ void expect_same_state(const fs::path& a, const fs::path& b) {
 TEST(TrainMpi, TwoRanksGiveTheBitsOfOneProcessAndResumeAtOne) {
   REQUIRE_MPI();
   const fs::path dir = test::make_temp_dir("train-mpi");
-  const fs::path text = make_text(dir);
+  const fs::path text = test::write_story_text(dir);
   const fs::path one = dir / "one", two = dir / "two", split = dir / "split";
 
   const auto a = test::run_cli(train_args(text) + " -t 2 --out " + one.string() + " --export " +
@@ -110,9 +88,9 @@ TEST(TrainMpi, TwoRanksGiveTheBitsOfOneProcessAndResumeAtOne) {
   for (size_t at = b.output.find("export: "); at != std::string::npos; at = b.output.find("export: ", at + 1)) ++exports;
   EXPECT_EQ(exports, 2u) << b.output;  // the summary and the engine check, once
 
-  const auto want = curve(one / "train.csv");
+  const auto want = test::loss_curve(one / "train.csv");
   ASSERT_EQ(want.size(), static_cast<size_t>(steps() + 1));
-  EXPECT_EQ(curve(two / "train.csv"), want);
+  EXPECT_EQ(test::loss_curve(two / "train.csv"), want);
   expect_same_state(one, two);
   EXPECT_EQ(test::read_file(dir / "two.gguf"), test::read_file(dir / "one.gguf"));
 
@@ -123,7 +101,7 @@ TEST(TrainMpi, TwoRanksGiveTheBitsOfOneProcessAndResumeAtOne) {
   const auto c2 = test::run_cli("train --resume " + split.string() + " -t 1 --export " + (dir / "split.gguf").string());
   ASSERT_EQ(c2.exit_code, 0) << c2.output;
   EXPECT_NE(c2.output.find(fmt::format("resuming after step {}", steps() / 2)), std::string::npos) << c2.output;
-  EXPECT_EQ(curve(split / "train.csv"), want);
+  EXPECT_EQ(test::loss_curve(split / "train.csv"), want);
   expect_same_state(one, split);
   EXPECT_EQ(test::read_file(dir / "split.gguf"), test::read_file(dir / "one.gguf"));
   fs::remove_all(dir);
@@ -134,7 +112,7 @@ TEST(TrainMpi, TwoRanksGiveTheBitsOfOneProcessAndResumeAtOne) {
 TEST(TrainMpi, Sigusr1StopsEveryRankWithACheckpoint) {
   REQUIRE_MPI();
   const fs::path dir = test::make_temp_dir("train-mpi-stop");
-  const fs::path text = make_text(dir), run = dir / "run";
+  const fs::path text = test::write_story_text(dir), run = dir / "run";
   std::string env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                     "OMPI_MCA_btl_vader_single_copy_mechanism=none ";
   if (test::sanitized_run()) env += "ASAN_OPTIONS=detect_leaks=0 ";
@@ -159,7 +137,7 @@ TEST(TrainMpi, Sigusr1StopsEveryRankWithACheckpoint) {
 TEST(TrainMpi, MoreRanksThanMicroBatchesIsRefused) {
   REQUIRE_MPI();
   const fs::path dir = test::make_temp_dir("train-mpi-ranks");
-  const fs::path text = make_text(dir);
+  const fs::path text = test::write_story_text(dir);
   const auto r = run_ranks(2, train_args(text) + " --accum 1 -t 1 --out " + (dir / "run").string());
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("2 ranks need at least 2 micro-batches per step"), std::string::npos) << r.output;
