@@ -60,8 +60,6 @@ class LogitSelection {
   bool masked_ = false;
 };
 
-class Model;
-
 // Where a forward pass's batches go instead of the model's own forward_batch: a pipeline's first
 // rank (runtime/pipeline.hpp) runs its stage and hands the rest to the other ranks. Given what
 // forward_batch is given (inputs validated); `hidden_output` asks for the hidden states of

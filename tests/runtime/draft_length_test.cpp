@@ -150,7 +150,6 @@ TEST(DraftLength, FollowsADrafterThatStartsOrStopsPaying) {
 
 TEST(DraftLength, NeverExceedsTheRoomOrTheLimits) {
   DraftLength length(6, 3);
-  SimulatedDrafter sim;
   for (int round = 0; round < 400; ++round) {
     const int room = round % 9;
     const int k = length.next(room);

@@ -2,8 +2,8 @@
 // sequence (a batched prefill, then token-by-token decode) are the same bits for 1, 2 and 4
 // threads, scalar and AVX2 kernels, the NTT and the direct attention paths and any batching, and
 // their SHA-256 equals the digest committed in tests/data/exact/stories260k_logits.sha256 (derived
-// from a gcc Release build; scripts/test_exact_identity.sh runs this test again in a gcc -O0 and a
-// clang++ build). Through the CLI: the same greedy text and perplexity line for every thread count
+// from a gcc Release build; CI runs it again in the clang++ sanitized build, and
+// scripts/test_exact_identity.sh in clang++ Release and gcc -O0 builds). Through the CLI: the same greedy text and perplexity line for every thread count
 // and with OKAPI_FORCE_SCALAR=1.
 #include <gtest/gtest.h>
 

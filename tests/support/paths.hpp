@@ -20,7 +20,7 @@ inline bool golden_required() {
   const char* v = std::getenv("OKAPI_REQUIRE_GOLDEN");
   return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
-// The suite's second run under ASan/UBSan at -O1 (scripts/test_sanitized.sh sets OKAPI_SANITIZED):
+// The suite's second run under ASan/UBSan (scripts/test_sanitized.sh sets OKAPI_SANITIZED):
 // the slowest checks run a representative subset there, the Release run keeps the whole of them.
 inline bool sanitized_run() {
   const char* v = std::getenv("OKAPI_SANITIZED");
