@@ -21,6 +21,8 @@ size_t common_prefix(const std::vector<TokenId>& a, const std::vector<TokenId>& 
 
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options) : engine_(engine), options_(options) {
   if (options_.n_slots < 1) throw_error_for(Setting::Slots, "a scheduler needs at least one slot, got {}", options_.n_slots);
+  if (!(options_.slot_prompt_similarity >= 0 && options_.slot_prompt_similarity <= 1))
+    throw_error("the slot prompt similarity is a fraction from 0 to 1, got {}", options_.slot_prompt_similarity);
   if (options_.batch_size < 1) throw_error_for(Setting::BatchSize, "a batch holds at least one token, got {}", options_.batch_size);
   if (options_.drafters && options_.drafters->options().draft_min > options_.drafters->options().draft_max)
     throw_error_for(Setting::DraftLength, "at least {} drafts a round were asked for, but at most {}", options_.drafters->options().draft_min,
@@ -232,23 +234,42 @@ void Scheduler::admit_waiting() {
       ++counters_.requests_cancelled;
       continue;
     }
-    // The idle slot sharing the longest prefix with the prompt; among equals, the least recently used.
-    Slot* best = nullptr;
-    size_t best_prefix = 0;
-    const int wanted = job->request().slot;
-    for (auto& s : slots_) {
-      if (s.busy() || s.reserved || (wanted >= 0 && s.id != wanted)) continue;
-      const size_t prefix = common_prefix(s.cached, job->request().prompt);
-      if (!best || prefix > best_prefix || (prefix == best_prefix && s.last_used < best->last_used)) {
-        best = &s;
-        best_prefix = prefix;
-      }
-    }
+    Slot* best = choose_slot(job->request());
     if (!best) break;
     queue_.pop_front();
     start_job(*best, std::move(job), submitted);
   }
   counters_.queued = static_cast<int64_t>(queue_.size());
+}
+
+// llama-server's choice: the idle slot whose cache covers the largest fraction of the prompt, when
+// that fraction exceeds the threshold (ties: the least recently used); else the least recently used
+// idle slot. Taking the longest prefix whatever its length would let a new conversation, sharing
+// only the chat template's first tokens, evict a waiting conversation's cache while a never-used
+// slot was free.
+Scheduler::Slot* Scheduler::choose_slot(const SequenceRequest& request) {
+  const int wanted = request.slot;
+  const auto idle = [&](const Slot& s) { return !s.busy() && !s.reserved && (wanted < 0 || s.id == wanted); };
+  const auto older = [](const Slot& a, const Slot* b) { return b == nullptr || a.last_used < b->last_used; };
+  Slot* similar = nullptr;
+  double best_fraction = 0;
+  if (options_.slot_prompt_similarity > 0 && !request.prompt.empty()) {
+    for (auto& s : slots_) {
+      if (!idle(s) || s.cached.empty()) continue;
+      const double fraction = static_cast<double>(common_prefix(s.cached, request.prompt)) /
+                              static_cast<double>(request.prompt.size());
+      if (fraction <= options_.slot_prompt_similarity) continue;
+      if (similar == nullptr || fraction > best_fraction || (fraction == best_fraction && older(s, similar))) {
+        similar = &s;
+        best_fraction = fraction;
+      }
+    }
+  }
+  if (similar != nullptr) return similar;
+  Slot* least_recent = nullptr;
+  for (auto& s : slots_)
+    if (idle(s) && older(s, least_recent)) least_recent = &s;
+  return least_recent;
 }
 
 void Scheduler::start_job(Slot& slot, std::shared_ptr<Job> job, double submitted) {

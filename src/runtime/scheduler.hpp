@@ -8,8 +8,10 @@
 // the steps itself (run_step) on one slot.
 //
 // Prefix reuse: a slot keeps the tokens whose K/V it holds after its job ends. A new job goes to
-// the idle slot sharing the longest prefix with its prompt, and only that identical prefix (token
-// for token) is kept; the rest of the cache is truncated. Nothing else crosses jobs.
+// the idle slot sharing the largest part of its prompt as a prefix (above
+// SchedulerOptions::slot_prompt_similarity; else the least recently used idle slot), and only that
+// identical prefix (token for token) is kept; the rest of the cache is truncated. Nothing else
+// crosses jobs.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -40,6 +42,10 @@ struct SchedulerOptions {
   int64_t n_ctx_per_slot = 0;  // cells of each slot's cache
   int64_t batch_size = 512;    // tokens per forward pass (prompt chunks fill what decoding leaves)
   size_t max_queue = 64;       // jobs waiting for a slot
+  // Slot choice, as llama-server's --slot-prompt-similarity: a job goes to the idle slot whose
+  // cached tokens share the largest fraction of its prompt as a prefix, if that fraction exceeds
+  // this; otherwise to the least recently used idle slot (one never used first). 0: always LRU.
+  float slot_prompt_similarity = 0.1f;
   // Speculative decoding: a drafter per slot from `drafters` (null: none), with its own RNG seeded
   // drafter_seed + slot. A slot's drafts are verified inside the step's one forward pass, beside
   // the other slots' tokens.
@@ -127,7 +133,7 @@ class Scheduler {
     std::shared_ptr<Job> job;
     std::optional<Sequence> sequence;
     std::unique_ptr<Drafter> drafter;
-    uint64_t last_used = 0;  // step counter at release (LRU among equal prefixes)
+    uint64_t last_used = 0;  // step counter at release; 0: never used (LRU choice)
     std::vector<SequenceEvent> events;  // this step's, pushed to the job after it
     GenerationStats reported;          // the stats the counters have counted
     bool reserved = false;             // a slot file is being written from or read into it
@@ -141,6 +147,7 @@ class Scheduler {
 
   void run_loop();
   void admit_waiting();  // moves queued jobs into idle slots (under mutex_)
+  Slot* choose_slot(const SequenceRequest& request);  // an idle slot for the job, or null (under mutex_)
   void start_job(Slot& slot, std::shared_ptr<Job> job, double submitted);
   void step();  // one forward pass over every active slot
   // Pushes the slot's events to its job; frees the slot when its sequence has finished.

@@ -153,6 +153,7 @@ void ServerState::load() {
   so.n_ctx_per_slot = per_slot;
   so.batch_size = options_.batch_size;
   so.max_queue = options_.max_queue;
+  so.slot_prompt_similarity = options_.slot_prompt_similarity;
   so.drafters = drafters_ ? &*drafters_ : nullptr;
   so.context_setting = Setting::SlotContext;  // each slot's context is what meets the trained context
   scheduler_ = std::make_unique<runtime::Scheduler>(*engine_, so);

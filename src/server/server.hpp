@@ -42,6 +42,7 @@ struct ServeOptions {
   bool endpoint_slots = true;     // GET /slots (--no-slots: 501)
   // POST /slots/{id}?action=save|restore under this folder (empty: 501, as llama-server).
   std::string slot_save_path;
+  float slot_prompt_similarity = 0.1f;  // runtime::SchedulerOptions::slot_prompt_similarity
   // After this many seconds without a request that needs the model, unload it (free its memory)
   // until the next one (< 0: never).
   int64_t sleep_idle_seconds = -1;

@@ -160,6 +160,52 @@ TEST_F(SchedulerTest, PrefixReuseKeepsOnlyTheSharedTokens) {
   EXPECT_LE(d.stats.cached_tokens, 1);
 }
 
+// llama-server's --slot-prompt-similarity: a new conversation that shares only a token or two with a
+// waiting one takes a never-used slot instead of evicting it; 0 always takes the least recently used.
+TEST_F(SchedulerTest, SlotChoiceKeepsAWaitingConversationsCache) {
+  const auto follow_up = [&](const SequenceRequest& first, const Outcome& answer) {
+    SequenceRequest next = first;
+    next.prompt.insert(next.prompt.end(), answer.tokens.begin(), answer.tokens.end() - 1);
+    const auto extra = request("He smiled", 4).prompt;
+    next.prompt.insert(next.prompt.end(), extra.begin() + 1, extra.end());
+    return next;
+  };
+  const SequenceRequest first = request("Once upon a time there was a little girl named Lily", 6);
+  const SequenceRequest other = request("The big brown dog ran to the park with a ball", 6);
+  ASSERT_EQ(first.prompt.front(), other.prompt.front());  // both share BOS: the old choice's trap
+  {
+    Scheduler scheduler(*engine_, options(3, 256, 512, 4));  // the default threshold, 0.1
+    const Outcome a = wait_for(*scheduler.submit(first));
+    const Outcome b = wait_for(*scheduler.submit(other));
+    EXPECT_NE(b.stats.slot, a.stats.slot);
+    EXPECT_LE(b.stats.cached_tokens, 1);
+    const SequenceRequest next = follow_up(first, a);
+    const Outcome c = wait_for(*scheduler.submit(next));
+    EXPECT_EQ(c.stats.slot, a.stats.slot);
+    EXPECT_EQ(c.stats.cached_tokens, static_cast<int64_t>(first.prompt.size() + a.tokens.size() - 1));
+  }
+  {
+    SchedulerOptions lru = options(3, 256, 512, 4);
+    lru.slot_prompt_similarity = 0;
+    Scheduler scheduler(*engine_, lru);
+    const Outcome a = wait_for(*scheduler.submit(first));
+    const Outcome b = wait_for(*scheduler.submit(other));
+    EXPECT_NE(b.stats.slot, a.stats.slot);
+    // The third slot was never used: the least recently used, so the follow-up starts from nothing.
+    const Outcome c = wait_for(*scheduler.submit(follow_up(first, a)));
+    EXPECT_NE(c.stats.slot, a.stats.slot);
+    EXPECT_NE(c.stats.slot, b.stats.slot);
+    EXPECT_EQ(c.stats.cached_tokens, 0);
+    // Now every slot has been used, a's is the least recent: the next follow-up lands there.
+    const Outcome d = wait_for(*scheduler.submit(follow_up(first, a)));
+    EXPECT_EQ(d.stats.slot, a.stats.slot);
+    EXPECT_GT(d.stats.cached_tokens, static_cast<int64_t>(first.prompt.size()) - 1);
+  }
+  SchedulerOptions bad = options(1, 256, 512, 4);
+  bad.slot_prompt_similarity = 1.5f;
+  EXPECT_THROW(Scheduler(*engine_, std::move(bad)).options(), Error);
+}
+
 TEST_F(SchedulerTest, LimitsAndStopStrings) {
   Scheduler scheduler(*engine_, options(1, 32, 512, 4));
   const Outcome limited = wait_for(*scheduler.submit(request("Once upon a time", 5)));

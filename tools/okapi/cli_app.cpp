@@ -31,6 +31,7 @@ std::string llama_style_flag(const std::string& arg) {
   if (arg == "-ub") return "--ubatch-size";
   if (arg == "-cb") return "--cont-batching";
   if (arg == "-kvu") return "--kv-unified";
+  if (arg == "-sps") return "--slot-prompt-similarity";
   return arg;
 }
 

@@ -350,6 +350,12 @@ void register_serve(CLI::App& app, VerbResult& result) {
                   "folder of slot files: POST /slots/ID?action=save|restore with {\"filename\": NAME} saves a slot's "
                   "tokens and KV cache there and restores them (f32/f16 caches)")
       ->check(non_empty());
+  cmd->add_option("--slot-prompt-similarity", o.slot_prompt_similarity,
+                  "a request goes to the idle slot whose cache holds the largest share of its prompt, if that share "
+                  "exceeds this fraction; otherwise to the least recently used slot, so that a new conversation does "
+                  "not evict another's cache (0: always the least recently used; also -sps)")
+      ->capture_default_str()
+      ->check(in_range(0.0, 1.0));
   cmd->add_option("--sleep-idle-seconds", o.sleep_idle_seconds,
                   "unload the model after this many seconds without a request that needs it; the next one loads it "
                   "again (-1: never)")
